@@ -1,0 +1,56 @@
+"""Cluster snapshots: what an agent reports and the planner reads."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from federation.domain.errors import InvalidInput, require
+from federation.domain.nodes import Node, Taint
+from federation.domain.resources import Resources, total
+from federation.domain.topology import HyperNodeSpec, HyperNodeTree, build_tree
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    """One member cluster at one instant.
+
+    The HyperNode tree is validated and resolved at construction, so an object of this
+    type always holds a usable tree: an invalid tree raises ``InvalidInput`` here and the
+    snapshot is refused as a whole.
+    """
+
+    name: str
+    nodes: tuple[Node, ...] = ()
+    hypernodes: tuple[HyperNodeSpec, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    healthy: bool = True
+    taken_at: float = 0.0
+    tree: HyperNodeTree = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        require(bool(self.name), "cluster", "cluster name must not be empty")
+        seen: set[str] = set()
+        for i, node in enumerate(self.nodes):
+            if node.name in seen:
+                raise InvalidInput(f"nodes[{i}].name", f"duplicate node {node.name!r}")
+            seen.add(node.name)
+        object.__setattr__(self, "tree", build_tree(self.hypernodes, self.nodes))
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.taken_at, len(self.nodes)))
+
+    @property
+    def allocatable(self) -> Resources:
+        return total(n.allocatable for n in self.nodes)
+
+    @property
+    def free(self) -> Resources:
+        return total(n.free for n in self.nodes if n.usable)
+
+    def node(self, name: str) -> Node | None:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        return None

@@ -1,0 +1,164 @@
+"""Jobs, tasks and their policies (Volcano ``batch.volcano.sh/v1alpha1`` Job semantics).
+
+A job is a gang: ``min_available`` pods must be placed together or none, always inside
+one cluster. See volcano-sh/volcano ``pkg/apis/batch/v1alpha1/job.go`` for the field
+meanings modelled here; the defaults (``maxRetry`` 3, ``minAvailable`` = all replicas)
+follow Volcano's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from federation.domain.errors import InvalidInput, require
+from federation.domain.propagation import PropagationPolicy
+from federation.domain.resources import Resources
+
+RESTART_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "TaskCompleted", "Unknown")
+RESTART_ACTIONS = ("RestartPod", "RestartTask", "RestartJob", "AbortJob", "TerminateJob", "CompleteJob")
+PLUGINS = ("env", "svc", "ssh", "pytorch", "mpi", "tensorflow", "deepspeed")
+TOPOLOGY_MODES = ("hard", "soft")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DEFAULT_MAX_RETRY = 3
+
+
+def _dns_label(value: str, path: str) -> None:
+    require(bool(_DNS_LABEL.match(value or "")) and len(value) <= 63, path,
+            "must be a DNS label (lowercase letters, digits, '-'; at most 63 characters)")
+
+
+@dataclass(frozen=True)
+class LifecyclePolicy:
+    """``on events (or exitCode) do action``, optionally after ``timeout_seconds``."""
+
+    action: str
+    events: tuple[str, ...] = ()
+    exit_code: int | None = None
+    timeout_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        require(self.action in RESTART_ACTIONS, "action",
+                f"unknown action {self.action!r} (one of {', '.join(RESTART_ACTIONS)})")
+        for i, event in enumerate(self.events):
+            require(event in RESTART_EVENTS, f"events[{i}]",
+                    f"unknown event {event!r} (one of {', '.join(RESTART_EVENTS)})")
+        require(bool(self.events) != (self.exit_code is not None), "events",
+                "exactly one of event(s) and exitCode is required")
+        if self.exit_code is not None:
+            require(self.exit_code != 0, "exitCode", "must not be 0")
+        if self.timeout_seconds is not None:
+            require(self.timeout_seconds >= 0, "timeout", "must not be negative")
+
+
+@dataclass(frozen=True)
+class NetworkTopology:
+    """Volcano ``networkTopology``: keep the gang inside one HyperNode of tier <= limit.
+
+    Hard mode blocks until such a domain is free; soft mode prefers the lowest tier and
+    never blocks. ``highest_tier_name`` is resolved per cluster; a cluster whose tree has
+    no HyperNode of that tierName applies no limit (Volcano's behaviour).
+    """
+
+    mode: str = "hard"
+    highest_tier_allowed: int | None = None
+    highest_tier_name: str | None = None
+
+    def __post_init__(self) -> None:
+        require(self.mode in TOPOLOGY_MODES, "mode", "must be hard or soft")
+        if self.highest_tier_allowed is not None:
+            require(self.highest_tier_allowed >= 1, "highestTierAllowed", "must be >= 1")
+        require(self.highest_tier_allowed is None or self.highest_tier_name is None, "highestTierName",
+                "highestTierAllowed and highestTierName are mutually exclusive")
+
+    @property
+    def hard(self) -> bool:
+        return self.mode == "hard"
+
+
+@dataclass(frozen=True)
+class Task:
+    """A group of identical pods; ``resources`` are the requests of ONE pod."""
+
+    name: str
+    replicas: int
+    resources: Resources
+    min_available: int | None = None
+    policies: tuple[LifecyclePolicy, ...] = ()
+    max_retry: int | None = None
+    template_json: str = ""  # canonical JSON of the pod template (spec passed through to the cluster)
+
+    def __post_init__(self) -> None:
+        _dns_label(self.name, "name")
+        require(isinstance(self.replicas, int) and self.replicas >= 1, "replicas", "must be >= 1")
+        if self.min_available is not None:
+            require(0 <= self.min_available <= self.replicas, "minAvailable", "must be between 0 and replicas")
+        if self.max_retry is not None:
+            require(self.max_retry >= 0, "maxRetry", "must be >= 0")
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    queue: str
+    tasks: tuple[Task, ...]
+    min_available: int | None = None
+    priority: int = 0
+    priority_class: str = ""
+    network_topology: NetworkTopology | None = None
+    policies: tuple[LifecyclePolicy, ...] = ()
+    plugins: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    max_retry: int = DEFAULT_MAX_RETRY
+    propagation: PropagationPolicy | None = None
+    namespace: str = "default"
+    labels: tuple[tuple[str, str], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        _dns_label(self.name, "metadata.name")
+        _dns_label(self.queue, "spec.queue")
+        require(len(self.tasks) >= 1, "spec.tasks", "at least one task is required")
+        seen: set[str] = set()
+        for i, task in enumerate(self.tasks):
+            if task.name in seen:
+                raise InvalidInput(f"spec.tasks[{i}].name", f"duplicate task name {task.name!r}")
+            seen.add(task.name)
+        if self.min_available is not None:
+            require(self.min_available >= 1, "spec.minAvailable", "must be >= 1")
+            require(self.min_available <= self.total_replicas, "spec.minAvailable",
+                    f"must not exceed the total replicas ({self.total_replicas})")
+        require(self.max_retry >= 0, "spec.maxRetry", "must be >= 0")
+        for i, (plugin, _) in enumerate(self.plugins):
+            require(plugin in PLUGINS, f"spec.plugins.{plugin}", f"unknown plugin (one of {', '.join(PLUGINS)})")
+            del i
+
+    @property
+    def total_replicas(self) -> int:
+        return sum(t.replicas for t in self.tasks)
+
+    @property
+    def gang_size(self) -> int:
+        """Pods that must be placed together (Volcano minAvailable, default all replicas)."""
+        return self.min_available if self.min_available is not None else self.total_replicas
+
+    @property
+    def requests(self) -> Resources:
+        """Total requests of all replicas."""
+        acc = Resources()
+        for task in self.tasks:
+            acc = acc + task.resources.scaled(task.replicas)
+        return acc
+
+    def pods(self) -> tuple[tuple[str, int, Resources], ...]:
+        """Every pod as (task name, index within task, requests), in task order."""
+        return tuple((t.name, i, t.resources) for t in self.tasks for i in range(t.replicas))
+
+    def task(self, name: str) -> Task:
+        for t in self.tasks:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def policies_for(self, task_name: str) -> tuple[LifecyclePolicy, ...]:
+        """Task policies override job policies (Volcano applyPolicies)."""
+        task = self.task(task_name)
+        return task.policies if task.policies else self.policies

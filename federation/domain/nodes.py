@@ -1,0 +1,77 @@
+"""Nodes and taints as a member cluster reports them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from federation.domain.errors import InvalidInput, require
+from federation.domain.resources import Resources
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+    def __post_init__(self) -> None:
+        require(bool(self.key), "key", "taint key must not be empty")
+        require(self.effect in TAINT_EFFECTS, "effect", f"must be one of {', '.join(TAINT_EFFECTS)}")
+
+
+@dataclass(frozen=True)
+class Toleration:
+    """Kubernetes toleration semantics (operator Equal or Exists; empty key+Exists = all)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def __post_init__(self) -> None:
+        require(self.operator in ("Equal", "Exists"), "operator", "must be Equal or Exists")
+        require(self.effect in ("", *TAINT_EFFECTS), "effect", f"must be empty or one of {', '.join(TAINT_EFFECTS)}")
+        if self.operator == "Exists":
+            require(self.value == "", "value", "must be empty when operator is Exists")
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.operator == "Exists":
+            return not self.key or self.key == taint.key
+        return self.key == taint.key and self.value == taint.value
+
+
+def untolerated(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> tuple[Taint, ...]:
+    """Taints that block scheduling (NoSchedule/NoExecute) and no toleration covers."""
+    return tuple(
+        t for t in taints if t.effect != "PreferNoSchedule" and not any(tol.tolerates(t) for tol in tolerations)
+    )
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node: ``free`` is allocatable minus the requests of pods bound there."""
+
+    name: str
+    allocatable: Resources
+    free: Resources
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    ready: bool = True
+    unschedulable: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise InvalidInput("name", "node name must not be empty")
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    @property
+    def usable(self) -> bool:
+        """Healthy and not cordoned: the only nodes a placement may use."""
+        return self.ready and not self.unschedulable

@@ -1,0 +1,120 @@
+"""What the planner reads (a federation snapshot) and returns (a plan)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from federation.domain.clusters import ClusterSnapshot
+from federation.domain.jobs import Job
+from federation.domain.queues import Queue
+
+# Names of the constraint that blocked an unplaced job (``Unplaced.constraint``).
+BLOCKED_BY = (
+    "capacity",          # no cluster has room now (pod-level packing)
+    "topology",          # hard networkTopology: no domain within the tier limit has room
+    "affinity",          # propagation clusterAffinity/affinities exclude every cluster with room
+    "taints",            # every candidate cluster is tainted against the job
+    "queue-capability",  # the queue's capability would be exceeded
+    "fairness",          # capacity is held for queues under their fair share / guarantees
+    "priority",          # higher-priority work took the room this round
+    "unschedulable",     # no allowed cluster could ever hold it, even empty
+    "time-limit",        # the solver ran out of time before placing it
+)
+
+
+@dataclass(frozen=True)
+class PodAssignment:
+    task: str
+    index: int
+    node: str
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A gang placed in one cluster, inside one domain (HyperNode) it must stay in."""
+
+    job: str
+    cluster: str
+    hypernode: str
+    tier: int
+    pods: tuple[PodAssignment, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    job: Job
+    placement: Placement
+    started_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class PendingJob:
+    job: Job
+    submitted_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class FederationSnapshot:
+    """Immutable input of one planning round. ``pending`` is in submission order."""
+
+    clusters: tuple[ClusterSnapshot, ...]
+    queues: tuple[Queue, ...]
+    pending: tuple[PendingJob, ...] = ()
+    running: tuple[RunningJob, ...] = ()
+    now: float = 0.0
+
+    def cluster(self, name: str) -> ClusterSnapshot | None:
+        for c in self.clusters:
+            if c.name == name:
+                return c
+        return None
+
+    def queue(self, name: str) -> Queue | None:
+        for q in self.queues:
+            if q.name == name:
+                return q
+        return None
+
+
+@dataclass(frozen=True)
+class Unplaced:
+    job: str
+    reason: str
+    constraint: str
+    closest_cluster: str | None = None
+    unschedulable: bool = False
+
+
+@dataclass(frozen=True)
+class Preemption:
+    job: str
+    reason: str
+    preemptor: str | None = None
+
+
+@dataclass(frozen=True)
+class PlanLimits:
+    """Knobs of a planning round (the planner may add defaults-only fields)."""
+
+    time_limit_seconds: float = 1.0
+    workers: int = 2
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Plan:
+    placements: tuple[Placement, ...] = ()
+    unplaced: tuple[Unplaced, ...] = ()
+    preemptions: tuple[Preemption, ...] = ()
+    status: str = "UNKNOWN"  # OPTIMAL | FEASIBLE | GREEDY | EMPTY | ...
+    objective: float = 0.0
+    bound: float = 0.0
+    solve_seconds: float = 0.0
+    score_terms: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+    def placement(self, job: str) -> Placement | None:
+        for p in self.placements:
+            if p.job == job:
+                return p
+        return None

@@ -1,0 +1,97 @@
+"""Karmada-style propagation policy attached to a job (policy.karmada.io/v1alpha1 semantics).
+
+Follows Karmada's PropagationPolicy placement fields (karmada-io/karmada
+pkg/apis/policy/v1alpha1/propagation_types.go): clusterAffinity, ordered
+clusterAffinities fallback, clusterTolerations, spreadConstraints, replicaScheduling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from federation.domain.errors import require
+from federation.domain.nodes import Taint, Toleration, untolerated
+
+
+@dataclass(frozen=True)
+class ClusterAffinity:
+    cluster_names: tuple[str, ...] = ()
+    match_labels: Mapping[str, str] = field(default_factory=dict)
+    exclude: tuple[str, ...] = ()
+
+    def __hash__(self) -> int:
+        return hash((self.cluster_names, tuple(sorted(self.match_labels.items())), self.exclude))
+
+    def matches(self, cluster: str, labels: Mapping[str, str]) -> bool:
+        if cluster in self.exclude:
+            return False
+        if self.cluster_names and cluster not in self.cluster_names:
+            return False
+        return all(labels.get(k) == v for k, v in self.match_labels.items())
+
+
+@dataclass(frozen=True)
+class ClusterAffinityTerm:
+    """One entry of ``clusterAffinities``: tried in order, the next only if none fits."""
+
+    name: str
+    affinity: ClusterAffinity
+
+
+@dataclass(frozen=True)
+class SpreadConstraint:
+    spread_by_field: str = "cluster"
+    spread_by_label: str = ""
+    min_groups: int = 0
+    max_groups: int = 0
+
+    def __post_init__(self) -> None:
+        require(self.spread_by_field in ("", "cluster", "region", "zone", "provider"), "spreadByField",
+                "must be cluster, region, zone or provider")
+        require(not (self.spread_by_field and self.spread_by_label), "spreadByLabel",
+                "spreadByField and spreadByLabel are mutually exclusive")
+        require(self.min_groups >= 0 and self.max_groups >= 0, "minGroups", "must be >= 0")
+        require(self.max_groups == 0 or self.min_groups <= self.max_groups, "maxGroups", "must be >= minGroups")
+
+
+@dataclass(frozen=True)
+class ReplicaScheduling:
+    type: str = "Divided"  # Divided | Duplicated
+    division_preference: str = "Aggregated"  # Aggregated | Weighted
+    static_weights: tuple[tuple[str, int], ...] = ()
+    dynamic_weight: str = ""  # "" | "AvailableReplicas"
+
+    def __post_init__(self) -> None:
+        require(self.type in ("Divided", "Duplicated"), "replicaSchedulingType", "must be Divided or Duplicated")
+        require(self.division_preference in ("Aggregated", "Weighted"), "replicaDivisionPreference",
+                "must be Aggregated or Weighted")
+        require(self.dynamic_weight in ("", "AvailableReplicas"), "weightPreference.dynamicWeight",
+                "must be AvailableReplicas")
+        require(not (self.static_weights and self.dynamic_weight), "weightPreference",
+                "staticWeightList and dynamicWeight are mutually exclusive")
+        for i, (_, weight) in enumerate(self.static_weights):
+            require(weight >= 1, f"weightPreference.staticWeightList[{i}].weight", "must be >= 1")
+
+
+@dataclass(frozen=True)
+class PropagationPolicy:
+    name: str = ""
+    cluster_affinity: ClusterAffinity | None = None
+    cluster_affinities: tuple[ClusterAffinityTerm, ...] = ()
+    cluster_tolerations: tuple[Toleration, ...] = ()
+    spread_constraints: tuple[SpreadConstraint, ...] = ()
+    replica_scheduling: ReplicaScheduling | None = None
+
+    def __post_init__(self) -> None:
+        require(not (self.cluster_affinity is not None and self.cluster_affinities), "placement.clusterAffinities",
+                "clusterAffinity and clusterAffinities are mutually exclusive")
+
+    def affinity_groups(self) -> tuple[ClusterAffinity | None, ...]:
+        """The affinity terms in fallback order; ``(None,)`` means any cluster."""
+        if self.cluster_affinities:
+            return tuple(t.affinity for t in self.cluster_affinities)
+        return (self.cluster_affinity,)
+
+    def tolerates(self, taints: tuple[Taint, ...]) -> bool:
+        return not untolerated(taints, self.cluster_tolerations)
