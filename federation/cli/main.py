@@ -1,0 +1,103 @@
+"""The ``federation`` command: serve, db upgrade/downgrade, demo, bench.
+
+Subcommands import their implementation lazily so ``federation --help`` stays fast and a
+broken optional part never stops the others from running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from federation.cli.errors import EXIT_USAGE, fail
+from federation.domain.errors import InvalidInput
+
+DEFAULT_DB = "sqlite:///federation.db"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="federation", description="Multi-cluster federation scheduler")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the central gRPC service")
+    serve.add_argument("--listen", default="127.0.0.1:50051", help="HOST:PORT to listen on (port 0 = any)")
+    serve.add_argument("--db", default=DEFAULT_DB, help="SQLAlchemy URL (sqlite:///FILE or postgresql+psycopg://...)")
+    serve.add_argument("--tokens", help="YAML file mapping bearer tokens to tenants, admins and clusters")
+    serve.add_argument("--tls-cert", help="server certificate (PEM); enables TLS")
+    serve.add_argument("--tls-key", help="server private key (PEM)")
+    serve.add_argument("--tls-client-ca", help="require client certificates signed by this CA (PEM)")
+    serve.add_argument("--no-migrate", action="store_true",
+                       help="do not create the schema of an empty SQLite database (PostgreSQL is never migrated "
+                            "implicitly: run `federation db upgrade`)")
+    serve.add_argument("--agent-grace-seconds", type=float, default=30.0,
+                       help="an agent silent this long is lost and its jobs are re-planned")
+    serve.add_argument("--round-debounce-seconds", type=float, default=0.2,
+                       help="coalesce submissions and snapshots for this long before a planning round")
+    serve.add_argument("--plan-time-limit", type=float, default=1.0, help="CP-SAT time limit per round")
+
+    db = sub.add_parser("db", help="database schema migrations")
+    db_sub = db.add_subparsers(dest="db_command", required=True)
+    up = db_sub.add_parser("upgrade", help="upgrade the schema to the latest revision")
+    up.add_argument("--db", default=DEFAULT_DB)
+    up.add_argument("--revision", default="head")
+    down = db_sub.add_parser("downgrade", help="downgrade the schema to a revision")
+    down.add_argument("--db", default=DEFAULT_DB)
+    down.add_argument("--revision", required=True)
+
+    demo = sub.add_parser("demo", help="run the embedded demo: central service, simulated clusters, agents")
+    demo.add_argument("--scenario", help="scenario YAML (default: the packaged demo scenario)")
+    demo.add_argument("--speed", type=float, default=None, help="simulated seconds per wall second")
+    demo.add_argument("--db", default=None, help="audit database URL (default: a SQLite file in --out)")
+    demo.add_argument("--out", default="demo-output", help="directory for the report, picture and database")
+    demo.add_argument("--plain", action="store_true", help="plain line output even on a terminal")
+
+    bench = sub.add_parser("bench", help="simulate each policy on a scenario and compare")
+    bench.add_argument("--scenario", required=True, help="scenario YAML file")
+    bench.add_argument("--policy", action="append", dest="policies",
+                       help="policy to run (repeatable; default: all of cpsat, volcano-greedy, karmada-spread, armada-drf)")
+    bench.add_argument("--json", dest="json_out", help="write the bench JSON here")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "serve":
+            from federation.service.server import serve_main
+
+            return serve_main(args)
+        if args.command == "db":
+            from federation.store.migrate import downgrade, upgrade
+
+            if args.db_command == "upgrade":
+                upgrade(args.db, args.revision)
+            else:
+                downgrade(args.db, args.revision)
+            print(f"database at {args.db.split('@')[-1]} is at revision {args.revision}")
+            return 0
+        if args.command == "demo":
+            from federation.sim.demo import demo_main
+
+            return demo_main(args)
+        if args.command == "bench":
+            return _bench(args)
+    except InvalidInput as exc:
+        return fail(str(exc), EXIT_USAGE)
+    except FileNotFoundError as exc:
+        return fail(f"{exc.filename}: no such file", EXIT_USAGE)
+    return EXIT_USAGE
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from federation.sim.bench import run_bench
+
+    policies = args.policies or ["cpsat", "volcano-greedy", "karmada-spread", "armada-drf"]
+    run_bench(args.scenario, policies, args.json_out, Console())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
