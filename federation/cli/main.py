@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="simulate each policy on a scenario and compare")
     bench.add_argument("--scenario", required=True, help="scenario YAML file")
     bench.add_argument("--policy", action="append", dest="policies",
-                       help="policy to run (repeatable; default: all of cpsat, volcano-greedy, karmada-spread, armada-drf)")
+                       help="policy to run (repeatable; default: all four)")
     bench.add_argument("--json", dest="json_out", help="write the bench JSON here")
     return parser
 
