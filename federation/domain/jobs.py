@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from federation.domain.errors import InvalidInput, require
+from federation.domain.nodes import Toleration
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.resources import Resources
 
@@ -112,6 +113,8 @@ class Job:
     propagation: PropagationPolicy | None = None
     namespace: str = "default"
     labels: tuple[tuple[str, str], ...] = field(default=())
+    # Pod tolerations (from the pod templates) checked against node taints by the planner.
+    tolerations: tuple[Toleration, ...] = ()
 
     def __post_init__(self) -> None:
         _dns_label(self.name, "metadata.name")
