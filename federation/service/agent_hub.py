@@ -46,7 +46,7 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
     async def cancel_job(self, job: str) -> None:
         """Cancel the job's active work and tell its agent."""
 
-    async def Connect(  # noqa: N802 - gRPC method name
+    async def Connect(
         self,
         request_iterator: AsyncIterator[agent_pb2.AgentMessage],
         context: Any,

@@ -15,6 +15,8 @@ from federation.domain import Plan, PlanLimits
 
 log = logging.getLogger(__name__)
 
+DEFAULT_LIMITS = PlanLimits()
+
 
 class RoundScheduler:
     """Runs planning rounds when something changed (submission, snapshot, lost cluster)."""
@@ -24,7 +26,7 @@ class RoundScheduler:
         store: Any,
         *,
         debounce_seconds: float = 0.2,
-        limits: PlanLimits = PlanLimits(),
+        limits: PlanLimits = DEFAULT_LIMITS,
         clock: Callable[[], float] = time.time,
         on_plan: Callable[[Plan], Awaitable[None]] | None = None,
     ) -> None:
