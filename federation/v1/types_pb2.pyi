@@ -539,6 +539,7 @@ class JobSpec(_message.Message):
     MAX_RETRY_FIELD_NUMBER: _builtins.int
     PROPAGATION_FIELD_NUMBER: _builtins.int
     LABELS_FIELD_NUMBER: _builtins.int
+    TOLERATIONS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     namespace: _builtins.str
     """Empty = "default"."""
@@ -563,6 +564,10 @@ class JobSpec(_message.Message):
     def propagation(self) -> Global___PropagationPolicy: ...
     @_builtins.property
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    @_builtins.property
+    def tolerations(self) -> _containers.RepeatedCompositeFieldContainer[Global___Toleration]:
+        """Pod tolerations (from the pod templates) checked against node taints."""
+
     def __init__(
         self,
         *,
@@ -579,10 +584,11 @@ class JobSpec(_message.Message):
         max_retry: _builtins.int | None = ...,
         propagation: Global___PropagationPolicy | None = ...,
         labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        tolerations: _abc.Iterable[Global___Toleration] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_priority", b"_priority", "max_retry", b"max_retry", "min_available", b"min_available", "network_topology", b"network_topology", "priority", b"priority", "propagation", b"propagation"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_priority", b"_priority", "labels", b"labels", "max_retry", b"max_retry", "min_available", b"min_available", "name", b"name", "namespace", b"namespace", "network_topology", b"network_topology", "plugins", b"plugins", "policies", b"policies", "priority", b"priority", "priority_class", b"priority_class", "propagation", b"propagation", "queue", b"queue", "tasks", b"tasks"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_priority", b"_priority", "labels", b"labels", "max_retry", b"max_retry", "min_available", b"min_available", "name", b"name", "namespace", b"namespace", "network_topology", b"network_topology", "plugins", b"plugins", "policies", b"policies", "priority", b"priority", "priority_class", b"priority_class", "propagation", b"propagation", "queue", b"queue", "tasks", b"tasks", "tolerations", b"tolerations"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__max_retry: _TypeAlias = _typing.Literal["max_retry"]  # noqa: Y015
     _WhichOneofArgType__max_retry: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry"]  # noqa: Y015
