@@ -1,0 +1,143 @@
+"""Which clusters, nodes and network domains a job may use at all.
+
+These are the hard filters every planner (ours and the baselines) applies before any
+scoring, kept in one place so that ``validate()`` and all policies agree on them:
+
+* clusters: healthy, matching the propagation ``clusterAffinity`` — or the ordered
+  ``clusterAffinities`` groups, a later group used only when no cluster of an earlier group
+  can hold the job (Karmada's fallback) — and whose taints the ``clusterTolerations`` cover;
+* nodes: ready, not cordoned, every NoSchedule/NoExecute taint tolerated by the job's pods;
+* domains: HyperNodes of tier <= the job's hard ``networkTopology`` limit, lowest tier first
+  (soft mode and jobs without a topology may use any domain, the cluster root included, but
+  still prefer lower tiers because every tier crossed slows collective communication).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from federation.domain.clusters import ClusterSnapshot
+from federation.domain.jobs import Job
+from federation.domain.nodes import Node, Toleration, untolerated
+from federation.domain.plans import FederationSnapshot
+from federation.domain.propagation import ClusterAffinity
+from federation.domain.resources import Resources
+from federation.domain.topology import Domain
+from federation.placement.packing import bucket_nodes, pack_vectors, resource_keys, vector
+
+AffinityGroups = tuple[tuple[ClusterSnapshot, ...], ...]
+
+
+def cluster_block(job: Job, cluster: ClusterSnapshot, affinity: ClusterAffinity | None = None) -> str | None:
+    """Why ``cluster`` is closed to ``job`` under ``affinity`` (a BLOCKED_BY name), or None."""
+    if not cluster.healthy:
+        return "unschedulable"
+    if affinity is not None and not affinity.matches(cluster.name, cluster.labels):
+        return "affinity"
+    tolerations = job.propagation.cluster_tolerations if job.propagation is not None else ()
+    if untolerated(cluster.taints, tolerations):
+        return "taints"
+    return None
+
+
+def affinity_terms(job: Job) -> tuple[ClusterAffinity | None, ...]:
+    return job.propagation.affinity_groups() if job.propagation is not None else (None,)
+
+
+def allowed_clusters(job: Job, snapshot: FederationSnapshot) -> AffinityGroups:
+    """Clusters the job may use, as affinity groups in fallback order.
+
+    Without a propagation policy (or with a single ``clusterAffinity``) there is exactly one
+    group. Groups may be empty; callers try them in order and use a later group only if no
+    cluster of an earlier group can hold the job.
+    """
+    return tuple(
+        tuple(c for c in snapshot.clusters if cluster_block(job, c, term) is None) for term in affinity_terms(job)
+    )
+
+
+def _taints_key(tolerations: tuple[Toleration, ...]) -> tuple[Toleration, ...]:
+    return tolerations
+
+
+@lru_cache(maxsize=8192)
+def _usable_nodes(cluster: ClusterSnapshot, tolerations: tuple[Toleration, ...]) -> tuple[Node, ...]:
+    return tuple(n for n in cluster.nodes if n.usable and not untolerated(n.taints, tolerations))
+
+
+def usable_nodes(cluster: ClusterSnapshot, job: Job) -> tuple[Node, ...]:
+    """Nodes of ``cluster`` the job's pods may land on (ready, uncordoned, taints tolerated)."""
+    return _usable_nodes(cluster, _taints_key(job.tolerations))
+
+
+def tier_limit(job: Job, cluster: ClusterSnapshot) -> int | None:
+    """The hard tier limit for ``job`` in ``cluster``'s own tree, or None for no hard limit.
+
+    Soft mode never blocks, so it has no hard limit. ``highestTierName`` is resolved per
+    cluster; a tree without a HyperNode of that tierName applies no limit (Volcano).
+    """
+    topo = job.network_topology
+    if topo is None or not topo.hard:
+        return None
+    if topo.highest_tier_allowed is not None:
+        return topo.highest_tier_allowed
+    if topo.highest_tier_name is not None:
+        return cluster.tree.tier_for_name(topo.highest_tier_name)
+    return None
+
+
+def candidate_domains(job: Job, cluster: ClusterSnapshot) -> tuple[Domain, ...]:
+    """Non-empty domains within the job's hard tier limit, lowest tier (then smallest) first."""
+    return tuple(d for d in cluster.tree.domains_up_to(tier_limit(job, cluster)) if d.nodes)
+
+
+Shape = tuple[tuple[tuple[int, Resources], ...], tuple[Toleration, ...]]
+
+
+def shape_key(job: Job) -> Shape:
+    """What determines where a gang can fit: its pods' requests and tolerations."""
+    return (tuple((t.replicas, t.resources) for t in job.tasks), job.tolerations)
+
+
+@lru_cache(maxsize=65536)
+def _lowest_empty_tier(cluster: ClusterSnapshot, shape: Shape) -> int | None:
+    tasks, tolerations = shape
+    nodes = _usable_nodes(cluster, tolerations)
+    requests = [res for replicas, res in tasks for _ in range(replicas)]
+    keys = resource_keys(requests)
+    demands = [vector(r, keys) for r in requests]
+    empty = {n.name: n.allocatable for n in nodes}
+    by_name = {n.name: n for n in nodes}
+    for domain in cluster.tree.by_tier:
+        members = [by_name[name] for name in sorted(domain.nodes) if name in by_name]
+        if not members:
+            continue
+        if pack_vectors(demands, bucket_nodes(members, empty, keys)) is not None:
+            return domain.tier
+    return None
+
+
+def lowest_feasible_tier(job: Job, cluster: ClusterSnapshot) -> int | None:
+    """The lowest tier at which ``cluster``, if EMPTY, could hold the whole gang (None: never).
+
+    Ignores the job's tier limit (the caller compares); honours node health and taints.
+    Used for unschedulable verdicts and the ``lowestTierFraction`` metric.
+    """
+    return _lowest_empty_tier(cluster, shape_key(job))
+
+
+def can_ever_hold(job: Job, cluster: ClusterSnapshot) -> bool:
+    """True when an empty ``cluster`` could hold the gang within the job's hard tier limit."""
+    tier = lowest_feasible_tier(job, cluster)
+    if tier is None:
+        return False
+    limit = tier_limit(job, cluster)
+    return limit is None or tier <= limit
+
+
+def empty_capacity(cluster: ClusterSnapshot, job: Job) -> Resources:
+    """Allocatable of the nodes the job may use (what an empty cluster would offer it)."""
+    acc = Resources()
+    for node in usable_nodes(cluster, job):
+        acc = acc + node.allocatable
+    return acc
