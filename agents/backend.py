@@ -1,0 +1,98 @@
+"""The small Protocol the agent runtime uses to talk to ONE member cluster.
+
+Defined here, where it is consumed, so that ``agents/core`` stays pure and the two
+implementations stay interchangeable: ``agents/k8s`` (kubernetes_asyncio against a real
+kube-apiserver) and ``agents/fake`` (in memory, injected clock, for unit tests and the
+demo). Every method is async because the real one does network I/O; the fake never
+waits.
+
+Contract details both implementations honour (the unit tests pin them on the fake):
+
+- ``list_*`` return what ``create_*`` was given, field for field (labels, annotations,
+  requests, env …), plus the observed status fields of ``PodRecord``.
+- ``create_*`` raise ``AlreadyExists`` when the name is taken (including by a pod that is
+  still terminating); ``delete_*`` are idempotent and return False when nothing was there.
+- ``bind_pod`` raises ``BindingRejected`` when the node does not exist, is not ready,
+  lacks room, or the pod is already bound (a pod is never bound twice) and ``NotFound``
+  when the pod is gone.
+- ``list_hypernodes`` raises ``InvalidInput`` (federation.domain.errors) when a
+  HyperNode object cannot be read as a spec; tree-level checks (cycles, two parents,
+  tiers) are done by the snapshot builder so that a bad tree is refused as a whole.
+- ``watch`` yields ``ChangeEvent`` for every mutation until cancelled; the runtime uses
+  events only as triggers to re-list and reconcile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Protocol, runtime_checkable
+
+from agents.core.records import (
+    ChangeEvent,
+    ConfigMapManifest,
+    NodeRecord,
+    PodManifest,
+    PodRecord,
+    ServiceManifest,
+)
+from federation.domain.topology import HyperNodeSpec
+
+
+class BackendError(Exception):
+    """A cluster refused an operation; ``reason`` is safe to show to users."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class AlreadyExists(BackendError):
+    pass
+
+
+class NotFound(BackendError):
+    pass
+
+
+class BindingRejected(BackendError):
+    pass
+
+
+@runtime_checkable
+class ClusterBackend(Protocol):
+    """One member cluster, as the agent runtime sees it."""
+
+    @property
+    def cluster(self) -> str:
+        """The member cluster's name."""
+        ...
+
+    async def list_nodes(self) -> list[NodeRecord]: ...
+
+    async def list_hypernodes(self) -> list[HyperNodeSpec]: ...
+
+    async def list_pods(self, selector: Mapping[str, str]) -> list[PodRecord]:
+        """Pods in every namespace whose labels include all of ``selector``."""
+        ...
+
+    async def list_services(self, selector: Mapping[str, str]) -> list[ServiceManifest]: ...
+
+    async def list_config_maps(self, selector: Mapping[str, str]) -> list[ConfigMapManifest]: ...
+
+    async def create_pod(self, manifest: PodManifest) -> PodRecord: ...
+
+    async def bind_pod(self, namespace: str, name: str, node: str) -> None: ...
+
+    async def delete_pod(self, namespace: str, name: str) -> bool: ...
+
+    async def create_service(self, manifest: ServiceManifest) -> None: ...
+
+    async def delete_service(self, namespace: str, name: str) -> bool: ...
+
+    async def create_config_map(self, manifest: ConfigMapManifest) -> None: ...
+
+    async def delete_config_map(self, namespace: str, name: str) -> bool: ...
+
+    def watch(self) -> AsyncIterator[ChangeEvent]:
+        """Change events from now on, until the iterator is closed."""
+        ...

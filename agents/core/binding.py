@@ -1,0 +1,168 @@
+"""Choose nodes for a gang inside the HyperNode (domain) the central planner chose.
+
+The planner decides the cluster and the domain, and usually proposes a node for every
+pod. By the time the agent binds, the cluster may have moved on (a node went NotReady,
+another scheduler took room), so the agent re-checks: planned assignments that are still
+valid are kept, the rest are re-packed best-fit inside the SAME domain, never outside it
+(the network-topology promise — Volcano's hard mode, volcano-sh/volcano
+pkg/scheduler/plugins/network-topology-aware — is the planner's decision to keep).
+
+The result is all-or-nothing, like Volcano's gang plugin (pkg/scheduler/plugins/gang):
+either an assignment holding at least ``minAvailable`` pods (and every task's own
+``minAvailable``), or None with the reason. Pure: inputs are immutable domain values and
+the free resources are the snapshot's, so the same inputs always give the same answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from federation.domain.jobs import Job
+from federation.domain.nodes import Node, Toleration, untolerated
+from federation.domain.plans import PodAssignment
+from federation.domain.resources import CPU, GPU, MEMORY, Resources
+from federation.domain.topology import Domain
+
+PodKey = tuple[str, int]  # (task name, index within the task)
+
+
+@dataclass(frozen=True)
+class GangBinding:
+    """``assignments`` is None when the gang cannot be bound; ``reason`` then says why."""
+
+    assignments: tuple[PodAssignment, ...] | None
+    reason: str = ""
+    reused: int = 0  # assignments taken unchanged from the plan
+
+    @property
+    def ok(self) -> bool:
+        return self.assignments is not None
+
+
+def eligible(domain: Domain, nodes: Iterable[Node], tolerations: tuple[Toleration, ...] = ()) -> list[Node]:
+    """Nodes a pod of this gang may go to: inside the domain, ready, not cordoned, and
+    with no NoSchedule/NoExecute taint the job does not tolerate."""
+    return sorted(
+        (n for n in nodes if n.name in domain.nodes and n.usable and not untolerated(n.taints, tolerations)),
+        key=lambda n: n.name,
+    )
+
+
+def _size_key(requests: Resources) -> tuple[int, ...]:
+    """Biggest pods first: GPUs dominate, then CPU, memory, anything else."""
+    others = sum(v for k, v in requests if k not in (GPU, CPU, MEMORY))
+    return (-requests.get(GPU), -requests.get(CPU), -requests.get(MEMORY), -others)
+
+
+def _best_fit(requests: Resources, candidates: Sequence[Node], free: Mapping[str, Resources]) -> str | None:
+    """The node whose leftover (on the resources this pod uses, GPUs first) is smallest."""
+    keys = sorted((k for k, _ in requests), key=lambda k: (k != GPU, k != CPU, k != MEMORY, k))
+    best: tuple[tuple[int, ...], str] | None = None
+    for node in candidates:
+        room = free[node.name]
+        if not requests.fits_in(room):
+            continue
+        score = (tuple(room.get(k) - requests.get(k) for k in keys), node.name)
+        if best is None or score < best:
+            best = score
+    return None if best is None else best[1]
+
+
+def replacement_node(
+    requests: Resources,
+    domain: Domain,
+    nodes: Sequence[Node],
+    free: Mapping[str, Resources] | None = None,
+    *,
+    tolerations: tuple[Toleration, ...] = (),
+    exclude: Iterable[str] = (),
+) -> str | None:
+    """A node inside the same HyperNode with room for one replacement pod (RestartPod or a
+    pod whose node was lost), best-fit; None means the caller must escalate (report Replan).
+    ``free`` overrides the nodes' own free resources (e.g. after earlier replacements)."""
+    skip = set(exclude)
+    candidates = [n for n in eligible(domain, nodes, tolerations) if n.name not in skip]
+    room = dict(free) if free is not None else {n.name: n.free for n in candidates}
+    room = {n.name: room.get(n.name, Resources()) for n in candidates}
+    return _best_fit(requests, candidates, room)
+
+
+def bind_gang(
+    job: Job,
+    domain: Domain,
+    nodes: Sequence[Node],
+    *,
+    planned: Sequence[PodAssignment] = (),
+    pending: Sequence[PodKey] | None = None,
+    bound: Sequence[PodAssignment] = (),
+) -> GangBinding:
+    """Assign nodes inside ``domain`` to the ``pending`` pods (default: every pod of the job).
+
+    ``bound`` are pods of this gang already running on nodes (their room is already out of
+    the nodes' ``free``); they count toward ``minAvailable``. Planned assignments are
+    reused when the node is still eligible and still has room; the remaining pods are
+    packed best-fit-decreasing, pods that a task's own ``minAvailable`` requires first.
+    Pods beyond the gang minimum that do not fit are simply left out (elastic jobs).
+    """
+    keys: list[PodKey] = list(pending) if pending is not None else [(t, i) for t, i, _ in job.pods()]
+    requests = {(t.name, i): t.resources for t in job.tasks for i in range(t.replicas)}
+    candidates = eligible(domain, nodes, job.tolerations)
+    free = {n.name: n.free for n in candidates}
+    by_name = set(free)
+    chosen: dict[PodKey, str] = {}
+
+    plan = {(a.task, a.index): a.node for a in planned}
+    reused = 0
+    for key in keys:
+        node = plan.get(key)
+        if node in by_name and node is not None and requests[key].fits_in(free[node]):
+            chosen[key] = node
+            free[node] = free[node] - requests[key]
+            reused += 1
+
+    bound_per_task: dict[str, int] = {}
+    for a in bound:
+        bound_per_task[a.task] = bound_per_task.get(a.task, 0) + 1
+
+    def mandatory(key: PodKey) -> bool:
+        task = job.task(key[0])
+        need = task.min_available if task.min_available is not None else 0
+        return key[1] < need
+
+    rest = sorted((k for k in keys if k not in chosen),
+                  key=lambda k: (not mandatory(k), _size_key(requests[k]), k))
+    missed: PodKey | None = None
+    for key in rest:
+        node = _best_fit(requests[key], candidates, free)
+        if node is None:
+            missed = missed or key
+            continue
+        chosen[key] = node
+        free[node] = free[node] - requests[key]
+
+    total = len(chosen) + len(bound)
+    if total < job.gang_size:
+        return GangBinding(None, _shortfall(job, domain, total, missed, requests, len(candidates)))
+    for task in job.tasks:
+        have = bound_per_task.get(task.name, 0) + sum(1 for k in chosen if k[0] == task.name)
+        if task.min_available is not None and have < task.min_available:
+            return GangBinding(
+                None,
+                f"task {task.name} needs {task.min_available} pods in {domain.name}, only {have} fit",
+            )
+    ordered = tuple(PodAssignment(t, i, chosen[(t, i)]) for t, i in keys if (t, i) in chosen)
+    return GangBinding(ordered, "", reused)
+
+
+def _shortfall(
+    job: Job, domain: Domain, total: int, missed: PodKey | None, requests: Mapping[PodKey, Resources], usable: int
+) -> str:
+    detail = ""
+    if missed is not None:
+        quantities = ", ".join(f"{k}={v}" for k, v in sorted(requests[missed].to_quantities().items()))
+        detail = f"; no node has room for {job.name}-{missed[0]}-{missed[1]} ({quantities})"
+    return (
+        f"gang {job.name} needs {job.gang_size} pods inside {domain.name} but only {total} fit "
+        f"on its {usable} usable nodes{detail}"
+    )

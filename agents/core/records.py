@@ -1,0 +1,176 @@
+"""Plain records the agent reads from and writes to one cluster.
+
+These are the only shapes that cross the ``ClusterBackend`` Protocol
+(``agents/backend.py``): the Kubernetes adapter translates API objects to and from them,
+the in-memory fake stores them as they are. Keeping them small, frozen and free of
+Kubernetes types is what lets every decision in ``agents/core`` be a pure function that
+unit tests drive with literals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from federation.domain.nodes import Taint, Toleration
+from federation.domain.resources import Resources
+
+# Labels and annotations the agent stamps on everything it creates. Selecting on
+# ``LABEL_JOB`` is how the agent finds its objects again after a restart.
+LABEL_JOB = "federation.io/job"
+LABEL_TASK = "federation.io/task"
+LABEL_TASK_INDEX = "federation.io/task-index"
+LABEL_WORK_VERSION = "federation.io/work-version"
+ANNOTATION_WORK_ID = "federation.io/work-id"
+ANNOTATION_SPEC_HASH = "federation.io/spec-hash"
+SCHEDULER_NAME = "federation-scheduler"
+
+# Kubernetes pod phases.
+PENDING, RUNNING, SUCCEEDED, FAILED, UNKNOWN = "Pending", "Running", "Succeeded", "Failed", "Unknown"
+TERMINAL_PHASES = frozenset({SUCCEEDED, FAILED})
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """A node as the API reports it; ``free`` is derived later (agents/core/snapshot.py)."""
+
+    name: str
+    allocatable: Resources
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    ready: bool = True
+    unschedulable: bool = False
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+
+@dataclass(frozen=True)
+class PodRecord:
+    """A pod as observed.
+
+    ``node`` is None until the pod is bound; ``deleting`` mirrors a set
+    ``metadata.deletionTimestamp`` (the name is still taken until the pod is gone).
+    ``phase_since`` is when the pod entered its current phase (pending-since for the
+    PodPending timeout, finished-at for a failure); ``exit_code`` is the first
+    terminated container's exit code, when there is one.
+    """
+
+    name: str
+    namespace: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    node: str | None = None
+    phase: str = PENDING
+    reason: str = ""
+    restarts: int = 0
+    requests: Resources = field(default_factory=Resources)
+    deleting: bool = False
+    exit_code: int | None = None
+    phase_since: float = 0.0
+    message: str = ""
+
+    def __hash__(self) -> int:
+        return hash((self.namespace, self.name))
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def job(self) -> str:
+        return self.labels.get(LABEL_JOB, "")
+
+    @property
+    def task(self) -> str:
+        return self.labels.get(LABEL_TASK, "")
+
+    @property
+    def index(self) -> int:
+        try:
+            return int(self.labels.get(LABEL_TASK_INDEX, "-1"))
+        except ValueError:
+            return -1
+
+    @property
+    def version(self) -> int:
+        try:
+            return int(self.labels.get(LABEL_WORK_VERSION, "-1"))
+        except ValueError:
+            return -1
+
+
+@dataclass(frozen=True)
+class PodManifest:
+    """The pod the agent asks for. There is deliberately no ``node_name``: pods are created
+    unbound with ``scheduler_name`` set to ours and bound through the Binding subresource,
+    so a gang is bound only once every member has a node (all-or-nothing)."""
+
+    name: str
+    namespace: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    scheduler_name: str = SCHEDULER_NAME
+    requests: Resources = field(default_factory=Resources)
+    env: tuple[tuple[str, str], ...] = ()
+    hostname: str = ""
+    subdomain: str = ""
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    # (ConfigMap name, mount path) pairs, e.g. the hosts files at /etc/volcano.
+    config_map_mounts: tuple[tuple[str, str], ...] = ()
+    # Canonical JSON of the user's pod template; the adapter merges the fields above into it.
+    template_json: str = ""
+
+    def __hash__(self) -> int:
+        return hash((self.namespace, self.name))
+
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+
+@dataclass(frozen=True)
+class ServiceManifest:
+    """A headless Service (clusterIP None) selecting the job's pods, for stable hostnames."""
+
+    name: str
+    namespace: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    selector: Mapping[str, str] = field(default_factory=dict)
+    publish_not_ready_addresses: bool = True
+
+    def __hash__(self) -> int:
+        return hash((self.namespace, self.name))
+
+
+@dataclass(frozen=True)
+class ConfigMapManifest:
+    """Host files and the DeepSpeed hostfile, mounted into every pod of the job."""
+
+    name: str
+    namespace: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    data: Mapping[str, str] = field(default_factory=dict)
+
+    def __hash__(self) -> int:
+        return hash((self.namespace, self.name))
+
+
+ObjectRecord = NodeRecord | PodRecord | ServiceManifest | ConfigMapManifest | str
+
+EVENT_KINDS = ("Node", "Pod", "Service", "ConfigMap", "HyperNode")
+EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
+
+
+@dataclass(frozen=True)
+class ChangeEvent:
+    """One watch notification. The runtime only uses it as a trigger to re-read and
+    reconcile (level-triggered), so losing or coalescing events is harmless.
+    ``object`` is the record after the change (before it, for DELETED); HyperNode
+    events carry the HyperNode name."""
+
+    kind: str
+    type: str
+    object: ObjectRecord
