@@ -1,0 +1,142 @@
+"""Load the YAML users already write for Volcano and Karmada into domain objects.
+
+``fedctl submit -f FILE`` takes one multi-document file holding exactly one Volcano
+``batch.volcano.sh/v1alpha1`` Job and at most one Karmada ``policy.karmada.io/v1alpha1``
+(Cluster)PropagationPolicy for it; ``fedctl queue create -f`` takes Volcano
+``scheduling.volcano.sh/v1beta1`` Queues. Every refusal is an ``InvalidInput`` whose path
+starts at the document (``documents[0].spec.tasks[1].replicas``); a YAML syntax error has
+path ``""`` and names the parser's line and column.
+
+Job priority: the integer annotation ``federation.io/priority`` if present, else the
+built-in table ``PRIORITY_CLASSES`` keyed by ``spec.priorityClassName`` (no class = 0,
+low 100, normal 1000, high 10000, critical 100000, plus the two Kubernetes system
+classes); an unknown class is refused. Unknown keys in a Job's ``spec`` or tasks are
+refused so that a typo (``minAvaliable``) never silently drops a constraint;
+``schedulerName``, ``ttlSecondsAfterFinished`` and ``runningEstimate`` are accepted and
+ignored. Queue owners (tenants) come from the annotation ``federation.io/owners``
+(comma-separated).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import yaml
+
+from federation.domain.errors import InvalidInput
+from federation.domain.jobs import Job
+from federation.domain.manifests_fields import mapping
+from federation.domain.manifests_karmada import parse_propagation
+from federation.domain.manifests_volcano import (
+    OWNERS_ANNOTATION,
+    PRIORITY_ANNOTATION,
+    PRIORITY_CLASSES,
+    parse_job,
+    parse_queue,
+    priority_for_class,
+)
+from federation.domain.propagation import PropagationPolicy
+from federation.domain.queues import Queue
+
+__all__ = [
+    "OWNERS_ANNOTATION",
+    "PRIORITY_ANNOTATION",
+    "PRIORITY_CLASSES",
+    "Submission",
+    "load_manifests",
+    "load_queue_manifest",
+    "load_queue_manifests",
+    "priority_for_class",
+]
+
+JOB_API = "batch.volcano.sh/v1alpha1"
+POLICY_API = "policy.karmada.io/v1alpha1"
+QUEUE_API = "scheduling.volcano.sh/v1beta1"
+_SUBMISSION_KINDS = {"Job": JOB_API, "PropagationPolicy": POLICY_API, "ClusterPropagationPolicy": POLICY_API}
+_QUEUE_KINDS = {"Queue": QUEUE_API}
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One job to submit; ``job.propagation`` is the same policy as ``propagation``."""
+
+    job: Job
+    propagation: PropagationPolicy | None = None
+
+
+def _documents(text: str) -> list[tuple[int, Mapping[str, object]]]:
+    """Non-empty documents with their index in the file (``---`` separators count)."""
+    try:
+        raw = list(yaml.safe_load_all(text))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise InvalidInput("", f"invalid YAML{where}: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise InvalidInput("", f"invalid YAML: {exc}") from None
+    return [(i, mapping(doc, f"documents[{i}]")) for i, doc in enumerate(raw) if doc is not None]
+
+
+def _check_kind(doc: Mapping[str, object], index: int, kinds: Mapping[str, str], hint: str) -> str:
+    kind = doc.get("kind")
+    if not isinstance(kind, str) or kind not in kinds:
+        expected = ", ".join(f"{k} ({api})" for k, api in kinds.items())
+        raise InvalidInput(f"documents[{index}].kind", f"unknown kind {kind!r} (expected {expected}){hint}")
+    api = doc.get("apiVersion")
+    if api != kinds[kind]:
+        raise InvalidInput(f"documents[{index}].apiVersion",
+                           f"{kind} must be apiVersion {kinds[kind]}, got {api!r}")
+    return kind
+
+
+def load_manifests(text: str) -> Submission:
+    """Parse a submission file: exactly one Volcano Job and optionally its PropagationPolicy."""
+    job_doc: tuple[int, Mapping[str, object]] | None = None
+    policy_doc: tuple[int, Mapping[str, object]] | None = None
+    for index, doc in _documents(text):
+        kind = _check_kind(doc, index, _SUBMISSION_KINDS, " (queues go through `fedctl queue create -f`)"
+                           if doc.get("kind") == "Queue" else "")
+        if kind == "Job":
+            if job_doc is not None:
+                raise InvalidInput(f"documents[{index}].kind",
+                                   f"only one Job per file (another at documents[{job_doc[0]}])")
+            job_doc = (index, doc)
+        else:
+            if policy_doc is not None:
+                raise InvalidInput(f"documents[{index}].kind",
+                                   f"only one PropagationPolicy per file (another at documents[{policy_doc[0]}])")
+            policy_doc = (index, doc)
+    if job_doc is None:
+        raise InvalidInput("documents", f"no Job ({JOB_API}) found")
+    job_path = f"documents[{job_doc[0]}]"
+    meta = mapping(job_doc[1].get("metadata"), f"{job_path}.metadata")
+    propagation = None
+    if policy_doc is not None:
+        name, namespace = meta.get("name"), meta.get("namespace", "default")
+        propagation = parse_propagation(policy_doc[1], f"documents[{policy_doc[0]}]",
+                                        name if isinstance(name, str) else "",
+                                        namespace if isinstance(namespace, str) else "default")
+    return Submission(parse_job(job_doc[1], job_path, propagation), propagation)
+
+
+def load_queue_manifests(text: str) -> tuple[Queue, ...]:
+    """Every Volcano Queue in a file (at least one; names must be distinct)."""
+    queues: list[Queue] = []
+    for index, doc in _documents(text):
+        _check_kind(doc, index, _QUEUE_KINDS, "")
+        queue = parse_queue(doc, f"documents[{index}]")
+        if any(q.name == queue.name for q in queues):
+            raise InvalidInput(f"documents[{index}].metadata.name", f"duplicate queue {queue.name!r}")
+        queues.append(queue)
+    if not queues:
+        raise InvalidInput("documents", f"no Queue ({QUEUE_API}) found")
+    return tuple(queues)
+
+
+def load_queue_manifest(text: str) -> Queue:
+    """Exactly one Volcano Queue (``fedctl queue create -f``)."""
+    queues = load_queue_manifests(text)
+    if len(queues) > 1:
+        raise InvalidInput("documents", f"expected one Queue, found {len(queues)}")
+    return queues[0]

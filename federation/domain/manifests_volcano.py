@@ -1,0 +1,303 @@
+"""Volcano ``batch.volcano.sh/v1alpha1`` Job and ``scheduling.volcano.sh/v1beta1`` Queue
+documents into domain objects.
+
+Field meanings follow volcano-sh/volcano ``pkg/apis/batch/v1alpha1/job.go`` and
+``pkg/apis/scheduling/v1beta1/types.go``. A pod's requests are what the kube-scheduler
+would count: per container ``requests`` (a resource given only under ``limits`` defaults
+its request to the limit, as Kubernetes does), summed over containers, and at least the
+largest init container's. Job priority: an explicit integer annotation
+``federation.io/priority`` wins; otherwise ``priorityClassName`` is looked up in
+``PRIORITY_CLASSES`` (a federation has no single cluster's PriorityClass objects to read),
+and an unknown class name is refused rather than silently treated as 0.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from federation.domain.errors import InvalidInput
+from federation.domain.jobs import (
+    DEFAULT_MAX_RETRY,
+    RESTART_ACTIONS,
+    RESTART_EVENTS,
+    Job,
+    LifecyclePolicy,
+    NetworkTopology,
+    Task,
+)
+from federation.domain.manifests_fields import (
+    boolean,
+    check_keys,
+    duration_seconds,
+    integer,
+    mapping,
+    sequence,
+    string,
+    string_map,
+    strings,
+)
+from federation.domain.nodes import Toleration
+from federation.domain.propagation import PropagationPolicy
+from federation.domain.queues import Queue
+from federation.domain.resources import Resources
+
+PRIORITY_ANNOTATION = "federation.io/priority"
+OWNERS_ANNOTATION = "federation.io/owners"
+
+# priorityClassName -> priority. No class means 0, as in Kubernetes without a globalDefault.
+PRIORITY_CLASSES: Mapping[str, int] = {
+    "": 0,
+    "low": 100,
+    "low-priority": 100,
+    "normal": 1000,
+    "normal-priority": 1000,
+    "medium": 1000,
+    "high": 10000,
+    "high-priority": 10000,
+    "critical": 100000,
+    "system-cluster-critical": 2000000000,
+    "system-node-critical": 2000001000,
+}
+
+_JOB_SPEC_KEYS = ("queue", "minAvailable", "priorityClassName", "maxRetry", "tasks", "policies", "plugins",
+                  "networkTopology", "schedulerName", "ttlSecondsAfterFinished", "runningEstimate")
+_JOB_SPEC_UNSUPPORTED = ("volumes", "minSuccess")
+_TASK_KEYS = ("name", "replicas", "minAvailable", "template", "policies", "maxRetry")
+_TASK_UNSUPPORTED = ("topologyPolicy", "dependsOn", "partitionPolicy")
+_QUEUE_SPEC_KEYS = ("weight", "priority", "capability", "guarantee", "deserved", "reclaimable", "parent")
+_QUEUE_SPEC_UNSUPPORTED = ("affinity", "type", "extendClusters", "dequeueStrategy")
+
+
+def priority_for_class(priority_class: str) -> int:
+    """The built-in priority of a ``priorityClassName`` (path-less error; callers root it)."""
+    if priority_class not in PRIORITY_CLASSES:
+        known = ", ".join(k for k in PRIORITY_CLASSES if k)
+        raise InvalidInput("", f"unknown priorityClassName {priority_class!r} (one of {known}; "
+                               f"or set the annotation {PRIORITY_ANNOTATION})")
+    return PRIORITY_CLASSES[priority_class]
+
+
+def _rooted(path: str, exc: InvalidInput) -> InvalidInput:
+    return exc.under(path)
+
+
+# ---------------------------------------------------------------- pods
+
+
+def _container_requests(container: Mapping[str, object], path: str) -> Resources:
+    resources = mapping(container.get("resources"), f"{path}.resources")
+    limits = Resources.parse(mapping(resources.get("limits"), f"{path}.resources.limits"), f"{path}.resources.limits")
+    requests = Resources.parse(mapping(resources.get("requests"), f"{path}.resources.requests"),
+                               f"{path}.resources.requests")
+    merged = dict(limits.amounts)
+    merged.update(requests.amounts)
+    return Resources(merged)
+
+
+def _pod_requests(spec: Mapping[str, object], path: str) -> Resources:
+    containers = sequence(spec.get("containers"), f"{path}.containers")
+    if not containers:
+        raise InvalidInput(f"{path}.containers", "at least one container is required")
+    acc = Resources()
+    for k, raw in enumerate(containers):
+        acc = acc + _container_requests(mapping(raw, f"{path}.containers[{k}]"), f"{path}.containers[{k}]")
+    for k, raw in enumerate(sequence(spec.get("initContainers"), f"{path}.initContainers")):
+        init = _container_requests(mapping(raw, f"{path}.initContainers[{k}]"), f"{path}.initContainers[{k}]")
+        acc = Resources({key: max(acc.get(key), init.get(key)) for key in set(acc.amounts) | set(init.amounts)})
+    return acc
+
+
+def _tolerations(spec: Mapping[str, object], path: str) -> tuple[Toleration, ...]:
+    out: list[Toleration] = []
+    for i, raw in enumerate(sequence(spec.get("tolerations"), path)):
+        item = mapping(raw, f"{path}[{i}]")
+        try:
+            out.append(Toleration(
+                key=string(item.get("key", ""), f"{path}[{i}].key"),
+                operator=string(item.get("operator", "Equal"), f"{path}[{i}].operator"),
+                value=string(item.get("value", ""), f"{path}[{i}].value"),
+                effect=string(item.get("effect", ""), f"{path}[{i}].effect"),
+            ))
+        except InvalidInput as exc:
+            raise exc if exc.path.startswith(path) else _rooted(f"{path}[{i}]", exc) from None
+    return tuple(out)
+
+
+def parse_tolerations(value: object, path: str) -> tuple[Toleration, ...]:
+    """Kubernetes tolerations (also Karmada clusterTolerations)."""
+    return _tolerations({"tolerations": value}, path)
+
+
+# ---------------------------------------------------------------- policies
+
+
+def _policy(raw: object, path: str) -> LifecyclePolicy:
+    item = mapping(raw, path)
+    check_keys(item, path, ("event", "events", "action", "exitCode", "timeout"))
+    events: list[str] = []
+    named = [(f"{path}.event", item["event"])] if "event" in item else []
+    named += [(f"{path}.events[{k}]", e) for k, e in enumerate(sequence(item.get("events"), f"{path}.events"))]
+    for where, value in named:
+        event = string(value, where)
+        if event not in RESTART_EVENTS:
+            raise InvalidInput(where, f"unknown event {event!r} (one of {', '.join(RESTART_EVENTS)})")
+        if event not in events:
+            events.append(event)
+    if "action" not in item:
+        raise InvalidInput(f"{path}.action", "is required")
+    action = string(item["action"], f"{path}.action")
+    if action not in RESTART_ACTIONS:
+        raise InvalidInput(f"{path}.action", f"unknown action {action!r} (one of {', '.join(RESTART_ACTIONS)})")
+    exit_code = integer(item["exitCode"], f"{path}.exitCode") if "exitCode" in item else None
+    timeout = duration_seconds(item["timeout"], f"{path}.timeout") if "timeout" in item else None
+    try:
+        return LifecyclePolicy(action=action, events=tuple(events), exit_code=exit_code, timeout_seconds=timeout)
+    except InvalidInput as exc:
+        raise _rooted(path, exc) from None
+
+
+def _policies(value: object, path: str) -> tuple[LifecyclePolicy, ...]:
+    return tuple(_policy(raw, f"{path}[{i}]") for i, raw in enumerate(sequence(value, path)))
+
+
+# ---------------------------------------------------------------- tasks and jobs
+
+
+def _task(raw: object, path: str) -> tuple[Task, tuple[Toleration, ...]]:
+    item = mapping(raw, path)
+    check_keys(item, path, _TASK_KEYS, _TASK_UNSUPPORTED)
+    for key in ("name", "replicas", "template"):
+        if key not in item:
+            raise InvalidInput(f"{path}.{key}", "is required")
+    template = mapping(item["template"], f"{path}.template")
+    pod_spec = mapping(template.get("spec"), f"{path}.template.spec")
+    resources = _pod_requests(pod_spec, f"{path}.template.spec")
+    tolerations = _tolerations(pod_spec, f"{path}.template.spec.tolerations")
+    try:
+        task = Task(
+            name=string(item["name"], f"{path}.name"),
+            replicas=integer(item["replicas"], f"{path}.replicas"),
+            resources=resources,
+            min_available=integer(item["minAvailable"], f"{path}.minAvailable") if "minAvailable" in item else None,
+            policies=_policies(item.get("policies"), f"{path}.policies"),
+            max_retry=integer(item["maxRetry"], f"{path}.maxRetry") if "maxRetry" in item else None,
+            template_json=json.dumps(template, sort_keys=True, separators=(",", ":"), default=str),
+        )
+    except InvalidInput as exc:
+        raise exc if exc.path.startswith(path) else _rooted(path, exc) from None
+    return task, tolerations
+
+
+def _network_topology(value: object, path: str) -> NetworkTopology:
+    item = mapping(value, path)
+    check_keys(item, path, ("mode", "highestTierAllowed", "highestTierName"))
+    try:
+        return NetworkTopology(
+            mode=string(item.get("mode", "hard"), f"{path}.mode"),
+            highest_tier_allowed=integer(item["highestTierAllowed"], f"{path}.highestTierAllowed")
+            if "highestTierAllowed" in item else None,
+            highest_tier_name=string(item["highestTierName"], f"{path}.highestTierName")
+            if "highestTierName" in item else None,
+        )
+    except InvalidInput as exc:
+        raise exc if exc.path.startswith(path) else _rooted(path, exc) from None
+
+
+def _plugins(value: object, path: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    raw = mapping(value, path)
+    return tuple((name, strings(raw[name], f"{path}.{name}")) for name in sorted(raw))
+
+
+def _priority(annotations: Mapping[str, str], priority_class: str, path: str) -> int:
+    if PRIORITY_ANNOTATION in annotations:
+        text = annotations[PRIORITY_ANNOTATION].strip()
+        try:
+            return int(text)
+        except ValueError:
+            raise InvalidInput(f"{path}.metadata.annotations[{PRIORITY_ANNOTATION}]",
+                               f"must be an integer, got {text!r}") from None
+    try:
+        return priority_for_class(priority_class)
+    except InvalidInput as exc:
+        raise _rooted(f"{path}.spec.priorityClassName", exc) from None
+
+
+def _common_tolerations(per_task: list[tuple[Toleration, ...]]) -> tuple[Toleration, ...]:
+    """Tolerations every task's pods carry: the job-level set the planner may rely on."""
+    if not per_task:
+        return ()
+    return tuple(t for t in per_task[0] if all(t in other for other in per_task[1:]))
+
+
+def parse_job(doc: Mapping[str, object], path: str, propagation: PropagationPolicy | None) -> Job:
+    """One Volcano Job document (``path`` is ``documents[i]``) into a domain Job."""
+    meta = mapping(doc.get("metadata"), f"{path}.metadata")
+    spec = mapping(doc.get("spec"), f"{path}.spec")
+    check_keys(spec, f"{path}.spec", _JOB_SPEC_KEYS, _JOB_SPEC_UNSUPPORTED)
+    if "name" not in meta:
+        raise InvalidInput(f"{path}.metadata.name", "is required")
+    annotations = string_map(meta.get("annotations"), f"{path}.metadata.annotations")
+    priority_class = string(spec.get("priorityClassName", ""), f"{path}.spec.priorityClassName")
+    parsed = [_task(raw, f"{path}.spec.tasks[{i}]")
+              for i, raw in enumerate(sequence(spec.get("tasks"), f"{path}.spec.tasks"))]
+    topology = spec.get("networkTopology")
+    try:
+        return Job(
+            name=string(meta["name"], f"{path}.metadata.name"),
+            namespace=string(meta.get("namespace", "default"), f"{path}.metadata.namespace"),
+            labels=tuple(string_map(meta.get("labels"), f"{path}.metadata.labels").items()),
+            queue=string(spec.get("queue", "default"), f"{path}.spec.queue"),
+            tasks=tuple(task for task, _ in parsed),
+            min_available=integer(spec["minAvailable"], f"{path}.spec.minAvailable")
+            if "minAvailable" in spec else None,
+            priority=_priority(annotations, priority_class, path),
+            priority_class=priority_class,
+            network_topology=_network_topology(topology, f"{path}.spec.networkTopology")
+            if topology is not None else None,
+            policies=_policies(spec.get("policies"), f"{path}.spec.policies"),
+            plugins=_plugins(spec.get("plugins"), f"{path}.spec.plugins"),
+            max_retry=integer(spec["maxRetry"], f"{path}.spec.maxRetry") if "maxRetry" in spec else DEFAULT_MAX_RETRY,
+            propagation=propagation,
+            tolerations=_common_tolerations([tols for _, tols in parsed]),
+        )
+    except InvalidInput as exc:
+        raise exc if exc.path.startswith(path) else _rooted(path, exc) from None
+
+
+# ---------------------------------------------------------------- queues
+
+
+def parse_queue(doc: Mapping[str, object], path: str) -> Queue:
+    """One Volcano Queue document; tenants come from the ``federation.io/owners`` annotation."""
+    meta = mapping(doc.get("metadata"), f"{path}.metadata")
+    spec = mapping(doc.get("spec"), f"{path}.spec")
+    check_keys(spec, f"{path}.spec", _QUEUE_SPEC_KEYS, _QUEUE_SPEC_UNSUPPORTED)
+    if "name" not in meta:
+        raise InvalidInput(f"{path}.metadata.name", "is required")
+    annotations = string_map(meta.get("annotations"), f"{path}.metadata.annotations")
+    owners = tuple(o.strip() for o in annotations.get(OWNERS_ANNOTATION, "").split(",") if o.strip())
+    guarantee = mapping(spec.get("guarantee"), f"{path}.spec.guarantee")
+    check_keys(guarantee, f"{path}.spec.guarantee", ("resource",))
+    sp = f"{path}.spec"
+
+    def vector(key: str) -> Resources | None:
+        return Resources.parse(mapping(spec[key], f"{sp}.{key}"), f"{sp}.{key}") if key in spec else None
+
+    try:
+        return Queue(
+            name=string(meta["name"], f"{path}.metadata.name"),
+            weight=integer(spec.get("weight", 1), f"{sp}.weight"),
+            priority=integer(spec.get("priority", 0), f"{sp}.priority"),
+            capability=vector("capability"),
+            guarantee=Resources.parse(mapping(guarantee.get("resource"), f"{sp}.guarantee.resource"),
+                                      f"{sp}.guarantee.resource"),
+            deserved=vector("deserved"),
+            reclaimable=boolean(spec.get("reclaimable", True), f"{sp}.reclaimable"),
+            parent=string(spec["parent"], f"{sp}.parent") if spec.get("parent") else None,
+            owners=owners,
+        )
+    except InvalidInput as exc:
+        if exc.path.startswith(path):
+            raise
+        raise (InvalidInput(f"{path}.metadata.name", exc.rule) if exc.path == "name" else exc.under(sp)) from None

@@ -1,0 +1,204 @@
+"""Translation between the wire contract (``federation.v1``) and the domain.
+
+The servicers, the agent's transport and the CLI call only these functions, so the
+proto shapes never leak into the planner and every input is validated once, at the
+edge, with full field paths (``spec.tasks[1].replicas``). This module holds queues,
+placements, Work and job states and re-exports the job and snapshot converters, which
+live in ``convert_jobs`` and ``convert_clusters`` to keep modules small.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from federation.domain.errors import InvalidInput
+from federation.domain.jobs import Job
+from federation.domain.plans import Placement, PodAssignment
+from federation.domain.queues import Queue
+from federation.service.convert_base import (
+    build,
+    resources_from_proto,
+    resources_to_proto,
+    taint_from_proto,
+    taint_to_proto,
+    timestamp_from_proto,
+    timestamp_to_proto,
+    toleration_from_proto,
+    toleration_to_proto,
+)
+from federation.service.convert_clusters import (
+    hypernode_from_proto,
+    hypernode_to_proto,
+    node_from_proto,
+    node_to_proto,
+    snapshot_from_proto,
+    snapshot_summary_to_proto,
+    snapshot_to_proto,
+)
+from federation.service.convert_jobs import (
+    job_from_proto,
+    job_to_proto,
+    policy_from_proto,
+    policy_to_proto,
+    propagation_from_proto,
+    propagation_to_proto,
+    task_from_proto,
+    task_to_proto,
+)
+from federation.v1 import agent_pb2, jobs_pb2, queues_pb2, types_pb2
+
+__all__ = [
+    "WorkOrder",
+    "build",
+    "hypernode_from_proto",
+    "hypernode_to_proto",
+    "job_from_proto",
+    "job_state_from_name",
+    "job_state_name",
+    "job_to_proto",
+    "node_from_proto",
+    "node_to_proto",
+    "placement_from_proto",
+    "placement_to_proto",
+    "policy_from_proto",
+    "policy_to_proto",
+    "propagation_from_proto",
+    "propagation_to_proto",
+    "queue_from_proto",
+    "queue_to_proto",
+    "resources_from_proto",
+    "resources_to_proto",
+    "snapshot_from_proto",
+    "snapshot_summary_to_proto",
+    "snapshot_to_proto",
+    "taint_from_proto",
+    "taint_to_proto",
+    "task_from_proto",
+    "task_to_proto",
+    "timestamp_from_proto",
+    "timestamp_to_proto",
+    "toleration_from_proto",
+    "toleration_to_proto",
+    "work_from_proto",
+    "work_to_proto",
+]
+
+# ---------------------------------------------------------------- queues
+
+
+def queue_to_proto(queue: Queue) -> queues_pb2.Queue:
+    """Spec fields only; the servicer fills ``status`` from the store."""
+    msg = queues_pb2.Queue(
+        name=queue.name, weight=queue.weight, priority=queue.priority,
+        guarantee=resources_to_proto(queue.guarantee), reclaimable=queue.reclaimable,
+        parent=queue.parent or "", owners=list(queue.owners),
+    )
+    if queue.capability is not None:
+        msg.capability.SetInParent()
+        msg.capability.quantities.update(resources_to_proto(queue.capability))
+    if queue.deserved is not None:
+        msg.deserved.SetInParent()
+        msg.deserved.quantities.update(resources_to_proto(queue.deserved))
+    return msg
+
+
+def queue_from_proto(msg: queues_pb2.Queue, path: str = "queue") -> Queue:
+    """Validate a wire queue (weight 0 = 1, reclaimable unset = true, capability unset = no cap)."""
+    capability = (
+        resources_from_proto(msg.capability.quantities, f"{path}.capability.quantities")
+        if msg.HasField("capability") else None
+    )
+    deserved = (
+        resources_from_proto(msg.deserved.quantities, f"{path}.deserved.quantities")
+        if msg.HasField("deserved") else None
+    )
+    return build(
+        path, Queue,
+        name=msg.name,
+        weight=msg.weight or 1,
+        priority=msg.priority,
+        capability=capability,
+        guarantee=resources_from_proto(msg.guarantee, f"{path}.guarantee"),
+        deserved=deserved,
+        reclaimable=msg.reclaimable if msg.HasField("reclaimable") else True,
+        parent=msg.parent or None,
+        owners=tuple(msg.owners),
+    )
+
+
+# ---------------------------------------------------------------- placements
+
+
+def placement_to_proto(placement: Placement) -> types_pb2.Placement:
+    return types_pb2.Placement(
+        job=placement.job, cluster=placement.cluster, hypernode=placement.hypernode, tier=placement.tier,
+        pods=[types_pb2.PodAssignment(task=p.task, index=p.index, node=p.node) for p in placement.pods],
+    )
+
+
+def placement_from_proto(msg: types_pb2.Placement, path: str = "placement") -> Placement:
+    for i, pod in enumerate(msg.pods):
+        if not pod.task:
+            raise InvalidInput(f"{path}.pods[{i}].task", "must not be empty")
+        if pod.index < 0:
+            raise InvalidInput(f"{path}.pods[{i}].index", "must be >= 0")
+    return Placement(
+        job=msg.job, cluster=msg.cluster, hypernode=msg.hypernode, tier=msg.tier,
+        pods=tuple(PodAssignment(task=p.task, index=p.index, node=p.node) for p in msg.pods),
+    )
+
+
+# ---------------------------------------------------------------- work
+
+
+@dataclass(frozen=True)
+class WorkOrder:
+    """A Work as the agent acts on it: the validated job and the placement to honour."""
+
+    work_id: str
+    version: int
+    cluster: str
+    job: Job
+    placement: Placement
+
+
+def work_to_proto(work_id: str, version: int, job: Job, placement: Placement) -> agent_pb2.Work:
+    return agent_pb2.Work(
+        work_id=work_id, job=job.name, version=version, cluster=placement.cluster,
+        spec=job_to_proto(job), placement=placement_to_proto(placement),
+    )
+
+
+def work_from_proto(msg: agent_pb2.Work, path: str = "work") -> WorkOrder:
+    job = job_from_proto(msg.spec, f"{path}.spec")
+    placement = placement_from_proto(msg.placement, f"{path}.placement")
+    if msg.job != job.name:
+        raise InvalidInput(f"{path}.job", f"names {msg.job!r} but the spec is job {job.name!r}")
+    return WorkOrder(work_id=msg.work_id, version=msg.version, cluster=msg.cluster, job=job, placement=placement)
+
+
+# ---------------------------------------------------------------- job states
+
+_STATES = {
+    "pending": jobs_pb2.JOB_STATE_PENDING,
+    "placed": jobs_pb2.JOB_STATE_PLACED,
+    "dispatched": jobs_pb2.JOB_STATE_DISPATCHED,
+    "running": jobs_pb2.JOB_STATE_RUNNING,
+    "succeeded": jobs_pb2.JOB_STATE_SUCCEEDED,
+    "failed": jobs_pb2.JOB_STATE_FAILED,
+    "cancelled": jobs_pb2.JOB_STATE_CANCELLED,
+}
+_STATE_NAMES = {value: name for name, value in _STATES.items()}
+
+
+def job_state_from_name(name: str, path: str = "state") -> jobs_pb2.JobState.ValueType:
+    """``"Running"``/``"running"``/``"JOB_STATE_RUNNING"`` -> ``JOB_STATE_RUNNING``."""
+    key = name.strip().lower().removeprefix("job_state_")
+    if key not in _STATES:
+        raise InvalidInput(path, f"unknown job state {name!r} (one of {', '.join(_STATES)})")
+    return _STATES[key]
+
+
+def job_state_name(state: jobs_pb2.JobState.ValueType) -> str:
+    """``JOB_STATE_RUNNING`` -> ``"running"`` ("" for UNSPECIFIED)."""
+    return _STATE_NAMES.get(state, "")

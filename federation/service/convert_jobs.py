@@ -1,0 +1,232 @@
+"""Job specs and propagation policies: ``types_pb2.JobSpec`` <-> ``domain.Job``.
+
+proto -> domain validates everything the domain validates, with full field paths rooted
+at the request field (``spec.tasks[1].replicas``, ``spec.tasks[0].resources.memory``).
+Unset proto3 ``optional`` fields take the Volcano defaults (minAvailable = all replicas,
+maxRetry = 3); an unset priority is resolved from ``priority_class`` through the
+built-in table in ``federation.domain.manifests`` so gRPC and YAML submissions agree.
+domain -> proto always sets the resolved priority and maxRetry, so a round trip through
+the wire is exact.
+"""
+
+from __future__ import annotations
+
+from federation.domain.errors import InvalidInput
+from federation.domain.jobs import DEFAULT_MAX_RETRY, Job, LifecyclePolicy, NetworkTopology, Task
+from federation.domain.manifests import priority_for_class
+from federation.domain.propagation import (
+    ClusterAffinity,
+    ClusterAffinityTerm,
+    PropagationPolicy,
+    ReplicaScheduling,
+    SpreadConstraint,
+)
+from federation.service.convert_base import (
+    build,
+    resources_from_proto,
+    resources_to_proto,
+    toleration_from_proto,
+    toleration_to_proto,
+)
+from federation.v1 import types_pb2
+
+# ---------------------------------------------------------------- lifecycle policies
+
+
+def policy_to_proto(policy: LifecyclePolicy) -> types_pb2.LifecyclePolicy:
+    msg = types_pb2.LifecyclePolicy(action=policy.action, events=list(policy.events))
+    if policy.exit_code is not None:
+        msg.exit_code = policy.exit_code
+    if policy.timeout_seconds is not None:
+        msg.timeout_seconds = policy.timeout_seconds
+    return msg
+
+
+def policy_from_proto(msg: types_pb2.LifecyclePolicy, path: str) -> LifecyclePolicy:
+    return build(
+        path,
+        LifecyclePolicy,
+        action=msg.action,
+        events=tuple(msg.events),
+        exit_code=msg.exit_code if msg.HasField("exit_code") else None,
+        timeout_seconds=msg.timeout_seconds if msg.HasField("timeout_seconds") else None,
+    )
+
+
+# ---------------------------------------------------------------- propagation
+
+
+def _affinity_to_proto(affinity: ClusterAffinity) -> types_pb2.ClusterAffinity:
+    return types_pb2.ClusterAffinity(
+        cluster_names=list(affinity.cluster_names), match_labels=dict(affinity.match_labels),
+        exclude=list(affinity.exclude),
+    )
+
+
+def _affinity_from_proto(msg: types_pb2.ClusterAffinity) -> ClusterAffinity:
+    return ClusterAffinity(
+        cluster_names=tuple(msg.cluster_names), match_labels=dict(sorted(msg.match_labels.items())),
+        exclude=tuple(msg.exclude),
+    )
+
+
+def propagation_to_proto(policy: PropagationPolicy) -> types_pb2.PropagationPolicy:
+    msg = types_pb2.PropagationPolicy(
+        name=policy.name,
+        cluster_affinities=[
+            types_pb2.ClusterAffinityTerm(name=t.name, affinity=_affinity_to_proto(t.affinity))
+            for t in policy.cluster_affinities
+        ],
+        cluster_tolerations=[toleration_to_proto(t) for t in policy.cluster_tolerations],
+        spread_constraints=[
+            types_pb2.SpreadConstraint(
+                spread_by_field=s.spread_by_field, spread_by_label=s.spread_by_label,
+                min_groups=s.min_groups, max_groups=s.max_groups,
+            )
+            for s in policy.spread_constraints
+        ],
+    )
+    if policy.cluster_affinity is not None:
+        msg.cluster_affinity.CopyFrom(_affinity_to_proto(policy.cluster_affinity))
+    if policy.replica_scheduling is not None:
+        rs = policy.replica_scheduling
+        msg.replica_scheduling.CopyFrom(types_pb2.ReplicaScheduling(
+            type=rs.type, division_preference=rs.division_preference, dynamic_weight=rs.dynamic_weight,
+            static_weights=[types_pb2.StaticClusterWeight(cluster=c, weight=w) for c, w in rs.static_weights],
+        ))
+    return msg
+
+
+def propagation_from_proto(msg: types_pb2.PropagationPolicy, path: str) -> PropagationPolicy:
+    spreads = tuple(
+        build(f"{path}.spreadConstraints[{i}]", SpreadConstraint,
+              spread_by_field=s.spread_by_field if (s.spread_by_field or s.spread_by_label) else "cluster",
+              spread_by_label=s.spread_by_label, min_groups=s.min_groups, max_groups=s.max_groups)
+        for i, s in enumerate(msg.spread_constraints)
+    )
+    scheduling = None
+    if msg.HasField("replica_scheduling"):
+        rs = msg.replica_scheduling
+        scheduling = build(
+            f"{path}.replicaScheduling", ReplicaScheduling,
+            type=rs.type or "Divided", division_preference=rs.division_preference or "Aggregated",
+            static_weights=tuple((w.cluster, int(w.weight)) for w in rs.static_weights),
+            dynamic_weight=rs.dynamic_weight,
+        )
+    return build(
+        path, PropagationPolicy,
+        name=msg.name,
+        cluster_affinity=_affinity_from_proto(msg.cluster_affinity) if msg.HasField("cluster_affinity") else None,
+        cluster_affinities=tuple(
+            ClusterAffinityTerm(t.name, _affinity_from_proto(t.affinity)) for t in msg.cluster_affinities
+        ),
+        cluster_tolerations=tuple(
+            toleration_from_proto(t, f"{path}.clusterTolerations[{i}]") for i, t in enumerate(msg.cluster_tolerations)
+        ),
+        spread_constraints=spreads,
+        replica_scheduling=scheduling,
+    )
+
+
+# ---------------------------------------------------------------- tasks and jobs
+
+
+def task_to_proto(task: Task) -> types_pb2.TaskSpec:
+    msg = types_pb2.TaskSpec(
+        name=task.name, replicas=task.replicas, resources=resources_to_proto(task.resources),
+        policies=[policy_to_proto(p) for p in task.policies], template_json=task.template_json,
+    )
+    if task.min_available is not None:
+        msg.min_available = task.min_available
+    if task.max_retry is not None:
+        msg.max_retry = task.max_retry
+    return msg
+
+
+def task_from_proto(msg: types_pb2.TaskSpec, path: str) -> Task:
+    return build(
+        path, Task,
+        name=msg.name,
+        replicas=msg.replicas,
+        resources=resources_from_proto(msg.resources, f"{path}.resources"),
+        min_available=msg.min_available if msg.HasField("min_available") else None,
+        policies=tuple(policy_from_proto(p, f"{path}.policies[{i}]") for i, p in enumerate(msg.policies)),
+        max_retry=msg.max_retry if msg.HasField("max_retry") else None,
+        template_json=msg.template_json,
+    )
+
+
+def job_to_proto(job: Job) -> types_pb2.JobSpec:
+    """A domain job as the wire JobSpec (priority and maxRetry always explicit)."""
+    msg = types_pb2.JobSpec(
+        name=job.name, namespace=job.namespace, queue=job.queue,
+        tasks=[task_to_proto(t) for t in job.tasks],
+        priority=job.priority, priority_class=job.priority_class,
+        policies=[policy_to_proto(p) for p in job.policies],
+        plugins={name: types_pb2.PluginArgs(args=list(args)) for name, args in job.plugins},
+        max_retry=job.max_retry, labels=dict(job.labels),
+        tolerations=[toleration_to_proto(t) for t in job.tolerations],
+    )
+    if job.min_available is not None:
+        msg.min_available = job.min_available
+    if job.network_topology is not None:
+        nt = job.network_topology
+        msg.network_topology.mode = nt.mode
+        if nt.highest_tier_allowed is not None:
+            msg.network_topology.highest_tier_allowed = nt.highest_tier_allowed
+        if nt.highest_tier_name is not None:
+            msg.network_topology.highest_tier_name = nt.highest_tier_name
+    if job.propagation is not None:
+        msg.propagation.CopyFrom(propagation_to_proto(job.propagation))
+    return msg
+
+
+def _job_error(exc: InvalidInput, root: str) -> InvalidInput:
+    """Domain ``Job`` paths are manifest-shaped (``metadata.name``, ``spec.queue``)."""
+    if exc.path == "metadata.name":
+        return InvalidInput(f"{root}.name", exc.rule)
+    if exc.path.startswith("spec."):
+        return InvalidInput(root + exc.path[len("spec"):], exc.rule)
+    return exc.under(root)
+
+
+def job_from_proto(msg: types_pb2.JobSpec, path: str = "spec") -> Job:
+    """Validate a wire JobSpec into a domain Job; errors carry paths below ``path``."""
+    topology = None
+    if msg.HasField("network_topology"):
+        nt = msg.network_topology
+        topology = build(
+            f"{path}.networkTopology", NetworkTopology,
+            mode=nt.mode or "hard",
+            highest_tier_allowed=nt.highest_tier_allowed if nt.HasField("highest_tier_allowed") else None,
+            highest_tier_name=nt.highest_tier_name if nt.HasField("highest_tier_name") else None,
+        )
+    if msg.HasField("priority"):
+        priority = msg.priority
+    else:
+        priority = build(f"{path}.priorityClass", priority_for_class, msg.priority_class)
+    tasks = tuple(task_from_proto(t, f"{path}.tasks[{i}]") for i, t in enumerate(msg.tasks))
+    policies = tuple(policy_from_proto(p, f"{path}.policies[{i}]") for i, p in enumerate(msg.policies))
+    propagation = (
+        propagation_from_proto(msg.propagation, f"{path}.propagation") if msg.HasField("propagation") else None
+    )
+    tolerations = tuple(toleration_from_proto(t, f"{path}.tolerations[{i}]") for i, t in enumerate(msg.tolerations))
+    try:  # only Job's own checks raise here; nested values were validated (and rooted) above
+        return Job(
+            name=msg.name,
+            queue=msg.queue or "default",
+            tasks=tasks,
+            min_available=msg.min_available if msg.HasField("min_available") else None,
+            priority=priority,
+            priority_class=msg.priority_class,
+            network_topology=topology,
+            policies=policies,
+            plugins=tuple((name, tuple(msg.plugins[name].args)) for name in sorted(msg.plugins)),
+            max_retry=msg.max_retry if msg.HasField("max_retry") else DEFAULT_MAX_RETRY,
+            propagation=propagation,
+            namespace=msg.namespace or "default",
+            labels=tuple(sorted(msg.labels.items())),
+            tolerations=tolerations,
+        )
+    except InvalidInput as exc:
+        raise _job_error(exc, path) from None
