@@ -1,0 +1,86 @@
+"""Schema migrations callable from code (``federation db upgrade --db URL`` calls these).
+
+The Alembic scripts live in the installed ``migrations`` package; we locate them through
+the package rather than a path relative to the working directory, so the same code works
+from a checkout, an installed wheel and the container image. Migrations are explicit:
+nothing here runs implicitly at service start in production (DESIGN: never implicit).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine
+
+from federation.store.engine import make_engine, translated
+
+
+def migrations_dir() -> Path:
+    """The directory of the installed ``migrations`` package (env.py, versions/)."""
+    import migrations
+
+    return Path(migrations.__file__).resolve().parent
+
+
+def config(url: str | None = None, connection: Connection | None = None) -> Config:
+    """An Alembic config without an ini file (script location from the package)."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    if url is not None:
+        cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    cfg.attributes["configure_logger"] = False
+    return cfg
+
+
+def _with_connection(target: str | Engine, action: str, revision: str) -> None:
+    engine = target if isinstance(target, Engine) else make_engine(target, foreign_keys=False, pool_size=1)
+    try:
+        with translated(), engine.begin() as conn:
+            cfg = config(connection=conn)
+            if action == "upgrade":
+                command.upgrade(cfg, revision)
+            else:
+                command.downgrade(cfg, revision)
+    finally:
+        if not isinstance(target, Engine):
+            engine.dispose()
+
+
+def upgrade(target: str | Engine, revision: str = "head") -> None:
+    """Upgrade the database at ``target`` (URL or engine) to ``revision``."""
+    _with_connection(target, "upgrade", revision)
+
+
+def downgrade(target: str | Engine, revision: str) -> None:
+    """Downgrade the database at ``target`` to ``revision`` (``base`` drops everything)."""
+    _with_connection(target, "downgrade", revision)
+
+
+def head() -> str:
+    """The newest revision shipped with this code."""
+    revision = ScriptDirectory.from_config(config()).get_current_head()
+    if revision is None:  # pragma: no cover - the package always ships versions
+        raise RuntimeError("no migrations found")
+    return revision
+
+
+def current(target: str | Engine) -> str | None:
+    """The database's revision (None for an empty database)."""
+    engine = target if isinstance(target, Engine) else make_engine(target, pool_size=1)
+    try:
+        with translated(), engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    finally:
+        if not isinstance(target, Engine):
+            engine.dispose()
+
+
+def is_at_head(target: str | Engine) -> bool:
+    """True when the schema is exactly what this code expects."""
+    return current(target) == head()

@@ -1,0 +1,243 @@
+"""SQLAlchemy models: the federation's durable state, identical on SQLite and PostgreSQL.
+
+The Alembic migrations in ``migrations/versions`` create exactly this schema; a test
+compares the two (autogenerate must find no difference), so a model change without a
+migration fails CI.
+
+Choices and why:
+- Names are primary keys (queues, jobs, clusters): they are unique across the
+  federation by contract, every API addresses objects by name, and a natural key lets
+  an idempotent submit be a single ``INSERT ... ON CONFLICT DO NOTHING``.
+- Whole domain objects the store never queries inside (job spec, cluster snapshot) are
+  JSON (JSONB on PostgreSQL); the fields it filters or sorts on are real columns.
+- Times are timezone-aware UTC everywhere (``UtcDateTime``), so SQLite (which has no
+  time zones) and PostgreSQL return the same values.
+- ``job_events`` ids are the resumable WatchJobs cursor; ``sqlite_autoincrement`` stops
+  SQLite from reusing the id of a deleted last row, which would break resumption.
+- Audit rows (rounds, decisions) do not reference jobs by foreign key: the record of why
+  something happened outlives the job.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from federation.store.states import JOB_STATES
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+WORK_STATES = ("pending", "applied", "running", "succeeded", "failed", "withdrawn")
+OUTCOMES = ("placed", "unplaced", "preempted")
+
+# JSON on SQLite, JSONB on PostgreSQL (binary, indexable, no duplicate keys).
+Json = JSON().with_variant(JSONB(), "postgresql")
+# 64-bit ids on PostgreSQL; SQLite only autoincrements a column declared INTEGER.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on both dialects (SQLite stores naive UTC text)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store; use timezone-aware UTC")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {datetime: UtcDateTime(), dict[str, Any]: Json, list[Any]: Json}
+
+
+class QueueRow(Base):
+    __tablename__ = "queues"
+
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    weight: Mapped[int] = mapped_column(Integer, default=1)
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    capability: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)
+    guarantee: Mapped[dict[str, Any]] = mapped_column(Json)
+    deserved: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)
+    reclaimable: Mapped[bool] = mapped_column(Boolean, default=True)
+    parent: Mapped[str | None] = mapped_column(
+        String(63), ForeignKey("queues.name", ondelete="RESTRICT"), nullable=True, index=True
+    )
+    owners: Mapped[list[Any]] = mapped_column(Json)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    version: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class JobRow(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (
+        CheckConstraint(_in("state", JOB_STATES), name="state"),
+        Index(None, "created_at", "name"),
+        Index(None, "state", "created_at", "name"),
+        Index(None, "queue", "state"),
+        Index(None, "cluster", "state"),
+    )
+
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    queue: Mapped[str] = mapped_column(String(63), ForeignKey("queues.name", ondelete="CASCADE"))
+    tenant: Mapped[str] = mapped_column(String(253), default="")
+    spec: Mapped[dict[str, Any]] = mapped_column(Json)
+    spec_digest: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(16))
+    unschedulable: Mapped[bool] = mapped_column(Boolean, default=False)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    message: Mapped[str] = mapped_column(Text, default="")
+    cluster: Mapped[str | None] = mapped_column(String(253), nullable=True)
+    hypernode: Mapped[str | None] = mapped_column(String(253), nullable=True)
+    tier: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    restarts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    version: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class JobEventRow(Base):
+    __tablename__ = "job_events"
+    __table_args__ = (
+        Index(None, "job", "id"),
+        Index(None, "queue", "id"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    job: Mapped[str] = mapped_column(String(63), ForeignKey("jobs.name", ondelete="CASCADE"))
+    queue: Mapped[str] = mapped_column(String(63))
+    type: Mapped[str] = mapped_column(String(32))
+    state: Mapped[str] = mapped_column(String(16))
+    message: Mapped[str] = mapped_column(Text, default="")
+    time: Mapped[datetime]
+
+
+class ClusterRow(Base):
+    __tablename__ = "clusters"
+
+    name: Mapped[str] = mapped_column(String(253), primary_key=True)
+    epoch: Mapped[int] = mapped_column(BigInteger)
+    agent_id: Mapped[str] = mapped_column(String(253), default="")
+    labels: Mapped[dict[str, Any]] = mapped_column(Json)
+    taints: Mapped[list[Any]] = mapped_column(Json)
+    healthy: Mapped[bool] = mapped_column(Boolean, default=True)
+    lost: Mapped[bool] = mapped_column(Boolean, default=False)
+    registered_at: Mapped[datetime]
+    last_heartbeat: Mapped[datetime]
+    last_snapshot: Mapped[dict[str, Any] | None] = mapped_column(Json, nullable=True)
+    snapshot_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
+    nodes: Mapped[int] = mapped_column(Integer, default=0)
+    ready_nodes: Mapped[int] = mapped_column(Integer, default=0)
+    hypernodes: Mapped[int] = mapped_column(Integer, default=0)
+    max_tier: Mapped[int] = mapped_column(Integer, default=0)
+    allocatable: Mapped[dict[str, Any]] = mapped_column(Json)
+    free: Mapped[dict[str, Any]] = mapped_column(Json)
+    gpus_allocatable: Mapped[int] = mapped_column(BigInteger, default=0)
+    gpus_free: Mapped[int] = mapped_column(BigInteger, default=0)
+    tree_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class WorkRow(Base):
+    __tablename__ = "works"
+    __table_args__ = (
+        UniqueConstraint("job", "version"),
+        CheckConstraint(_in("state", WORK_STATES), name="state"),
+        Index(None, "cluster", "state"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    job: Mapped[str] = mapped_column(String(63), ForeignKey("jobs.name", ondelete="CASCADE"))
+    cluster: Mapped[str] = mapped_column(String(253), ForeignKey("clusters.name", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16))
+    message: Mapped[str] = mapped_column(Text, default="")
+    payload: Mapped[dict[str, Any]] = mapped_column(Json)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+
+
+class RoundRow(Base):
+    __tablename__ = "placement_rounds"
+    __table_args__ = ({"sqlite_autoincrement": True},)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    started_at: Mapped[datetime]
+    ended_at: Mapped[datetime]
+    trigger: Mapped[str] = mapped_column(String(64), default="")
+    policy: Mapped[str] = mapped_column(String(64), default="")
+    solver_status: Mapped[str] = mapped_column(String(32), default="")
+    objective: Mapped[float] = mapped_column(Float, default=0.0)
+    bound: Mapped[float] = mapped_column(Float, default=0.0)
+    input_digest: Mapped[str] = mapped_column(String(64), default="")
+    pending_count: Mapped[int] = mapped_column(Integer, default=0)
+    placed_count: Mapped[int] = mapped_column(Integer, default=0)
+    unplaced_count: Mapped[int] = mapped_column(Integer, default=0)
+    preempted_count: Mapped[int] = mapped_column(Integer, default=0)
+    solve_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class DecisionRow(Base):
+    __tablename__ = "placement_decisions"
+    __table_args__ = (
+        CheckConstraint(_in("outcome", OUTCOMES), name="outcome"),
+        Index(None, "job", "id"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    round_id: Mapped[int] = mapped_column(BigId, ForeignKey("placement_rounds.id", ondelete="CASCADE"), index=True)
+    job: Mapped[str] = mapped_column(String(63))
+    outcome: Mapped[str] = mapped_column(String(16))
+    cluster: Mapped[str | None] = mapped_column(String(253), nullable=True)
+    hypernode: Mapped[str | None] = mapped_column(String(253), nullable=True)
+    tier: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    pods: Mapped[list[Any]] = mapped_column(Json)
+    score_terms: Mapped[dict[str, Any]] = mapped_column(Json)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    constraint: Mapped[str] = mapped_column(String(32), default="")
+    closest_cluster: Mapped[str | None] = mapped_column(String(253), nullable=True)
+    preemptor: Mapped[str | None] = mapped_column(String(63), nullable=True)

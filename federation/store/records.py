@@ -1,0 +1,243 @@
+"""What the repositories take and return: frozen dataclasses, no SQLAlchemy.
+
+Why separate from the models: callers (servicers, the round loop, the agent hub) must
+not hold ORM rows that lazily touch a closed session, and a frozen record can be passed
+between threads and tasks freely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from federation.domain.jobs import Job
+from federation.domain.nodes import Taint
+from federation.domain.plans import PodAssignment
+from federation.domain.resources import Resources
+from federation.store.states import ACTIVE_STATES, TERMINAL_STATES
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a keyset-paged listing; ``next_token`` is empty on the last page."""
+
+    items: tuple[T, ...]
+    next_token: str = ""
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """A job as stored: its spec plus where it is in its life."""
+
+    name: str
+    queue: str
+    tenant: str
+    job: Job
+    spec_digest: str
+    state: str
+    unschedulable: bool
+    reason: str
+    message: str
+    cluster: str | None
+    hypernode: str | None
+    tier: int | None
+    restarts: int
+    created_at: datetime
+    updated_at: datetime
+    version: int
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @property
+    def active(self) -> bool:
+        """Placed, dispatched or running: holding capacity in ``cluster``."""
+        return self.state in ACTIVE_STATES
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """Result of a submission: ``created`` is False for an identical resubmission."""
+
+    record: JobRecord
+    created: bool
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """One entry of the WatchJobs feed; ``state`` is the job's state after the event."""
+
+    id: int
+    job: str
+    queue: str
+    type: str
+    state: str
+    message: str
+    time: datetime
+
+
+@dataclass(frozen=True)
+class EventPage:
+    """Events after a cursor; pass ``cursor`` back as ``after_id`` to resume exactly."""
+
+    events: tuple[JobEvent, ...]
+    cursor: int
+
+
+@dataclass(frozen=True)
+class QueueUsage:
+    """Per-queue job counts by state (for QueueStatus)."""
+
+    queue: str
+    counts: Mapping[str, int]
+
+    def count(self, state: str) -> int:
+        return self.counts.get(state, 0)
+
+
+@dataclass(frozen=True)
+class SnapshotSummary:
+    taken_at: datetime
+    nodes: int
+    ready_nodes: int
+    hypernodes: int
+    max_tier: int
+    allocatable: Resources
+    free: Resources
+
+
+@dataclass(frozen=True)
+class ClusterRecord:
+    name: str
+    epoch: int
+    agent_id: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    healthy: bool
+    lost: bool
+    registered_at: datetime
+    last_heartbeat: datetime
+    summary: SnapshotSummary | None
+    tree_error: str | None
+    active_jobs: int = 0
+
+    @property
+    def health(self) -> str:
+        """lost | unhealthy | healthy (lateness within the grace period is the caller's call)."""
+        if self.lost:
+            return "lost"
+        return "healthy" if self.healthy else "unhealthy"
+
+
+@dataclass(frozen=True)
+class Registration:
+    """Result of an agent hello. ``accepted`` False means the epoch is stale: fenced."""
+
+    cluster: ClusterRecord
+    accepted: bool
+    previous_epoch: int | None = None
+
+
+@dataclass(frozen=True)
+class ClusterLoss:
+    """What marking a cluster lost did, in the same transaction."""
+
+    cluster: ClusterRecord
+    requeued: tuple[str, ...]
+    withdrawn_works: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class WorkRecord:
+    id: int
+    job: str
+    cluster: str
+    version: int
+    state: str
+    message: str
+    payload: Mapping[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def active(self) -> bool:
+        return self.state in ("pending", "applied", "running")
+
+
+@dataclass(frozen=True)
+class Round:
+    """One planning round; ``id`` is 0 until recorded."""
+
+    started_at: datetime
+    ended_at: datetime
+    trigger: str = ""
+    policy: str = ""
+    solver_status: str = ""
+    objective: float = 0.0
+    bound: float = 0.0
+    input_digest: str = ""
+    pending_count: int = 0
+    placed_count: int = 0
+    unplaced_count: int = 0
+    preempted_count: int = 0
+    solve_seconds: float = 0.0
+    id: int = 0
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One round's decision about one job: ``outcome`` is placed | unplaced | preempted."""
+
+    job: str
+    outcome: str
+    cluster: str | None = None
+    hypernode: str | None = None
+    tier: int | None = None
+    pods: tuple[PodAssignment, ...] = ()
+    score_terms: Mapping[str, float] = field(default_factory=dict)
+    reason: str = ""
+    constraint: str = ""
+    closest_cluster: str | None = None
+    preemptor: str | None = None
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    id: int
+    round: Round
+    decision: Decision
+
+
+@dataclass(frozen=True)
+class JobUpdate:
+    """A job change a round makes, written in the round's transaction.
+
+    ``state`` None keeps the state and only records ``reason``/``unschedulable`` (an
+    unplaced job). ``expected_version`` is the version the planner saw: when the job
+    changed since (cancelled mid-round, say), the update is skipped and reported rather
+    than failing the whole round. ``event`` overrides the event type (e.g. Preempted).
+    """
+
+    job: str
+    state: str | None = None
+    reason: str = ""
+    unschedulable: bool = False
+    cluster: str | None = None
+    hypernode: str | None = None
+    tier: int | None = None
+    expected_version: int | None = None
+    event: str | None = None
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """The recorded round's id and which job updates were applied or skipped as stale."""
+
+    round_id: int
+    applied: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
