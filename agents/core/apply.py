@@ -1,0 +1,107 @@
+"""The thin edge between pure decisions and one cluster: read state, perform operations.
+
+The only async code in ``agents/core``; it talks to the cluster solely through the
+``ClusterBackend`` Protocol. Operations are applied in order and the first failure stops
+the pass: reconcile emits every create before any bind, so stopping early can leave pods
+unbound but never a gang half-bound by this pass, and the next pass re-derives what is
+left from the cluster itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agents.backend import BackendError, ClusterBackend
+from agents.core.operations import (
+    BindPod,
+    CreateConfigMap,
+    CreatePod,
+    CreateService,
+    DeleteConfigMap,
+    DeletePod,
+    DeleteService,
+    Op,
+)
+from agents.core.reconcile import Observed
+from agents.core.records import LABEL_JOB
+from agents.core.snapshot import SnapshotResult, build_snapshot, to_nodes
+from federation.domain.topology import HyperNodeTree
+
+
+@dataclass(frozen=True)
+class Applied:
+    done: tuple[Op, ...]
+    failed: Op | None = None
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.failed is None
+
+
+async def apply_ops(backend: ClusterBackend, ops: Sequence[Op]) -> Applied:
+    """Perform ``ops`` in order; stop at the first the cluster refuses."""
+    done: list[Op] = []
+    for op in ops:
+        try:
+            await _apply_one(backend, op)
+        except BackendError as exc:
+            return Applied(tuple(done), op, f"{op.describe()}: {exc.reason}")
+        done.append(op)
+    return Applied(tuple(done))
+
+
+async def _apply_one(backend: ClusterBackend, op: Op) -> None:
+    match op:
+        case CreateService(manifest):
+            await backend.create_service(manifest)
+        case DeleteService(namespace, name):
+            await backend.delete_service(namespace, name)
+        case CreateConfigMap(manifest):
+            await backend.create_config_map(manifest)
+        case DeleteConfigMap(namespace, name):
+            await backend.delete_config_map(namespace, name)
+        case CreatePod(manifest):
+            await backend.create_pod(manifest)
+        case BindPod(namespace, name, node):
+            await backend.bind_pod(namespace, name, node)
+        case DeletePod(namespace, name, _):
+            await backend.delete_pod(namespace, name)
+
+
+async def read_snapshot(backend: ClusterBackend, *, label_keys: Sequence[str] = (), now: float = 0.0) -> SnapshotResult:
+    """Everything the cluster holds, as a domain snapshot (or the topology error)."""
+    nodes = await backend.list_nodes()
+    pods = await backend.list_pods({})
+    try:
+        hypernodes = await backend.list_hypernodes()
+    except ValueError as exc:  # InvalidInput: a HyperNode object could not be read
+        return SnapshotResult(None, f"invalid HyperNode tree: {exc}")
+    return build_snapshot(backend.cluster, nodes, pods, hypernodes, label_keys=label_keys, now=now)
+
+
+async def observe_job(
+    backend: ClusterBackend, job: str, *, tree: HyperNodeTree | None, label_keys: Sequence[str] = ()
+) -> Observed:
+    """The job's objects plus the nodes (free computed over ALL pods) and the tree to bind in.
+
+    ``tree`` is the last valid tree the runtime holds; it is replaced by the current one
+    when the cluster's HyperNodes are valid now, and kept when they are not.
+    """
+    selector = {LABEL_JOB: job}
+    pods = await backend.list_pods({})
+    nodes = await backend.list_nodes()
+    try:
+        specs = await backend.list_hypernodes()
+    except ValueError:
+        specs = None
+    result = build_snapshot(backend.cluster, nodes, pods, specs or (), label_keys=label_keys)
+    current = result.snapshot.tree if result.snapshot is not None and specs is not None else tree
+    return Observed(
+        pods=tuple(p for p in pods if p.labels.get(LABEL_JOB) == job),
+        services=tuple(await backend.list_services(selector)),
+        config_maps=tuple(await backend.list_config_maps(selector)),
+        nodes=to_nodes(nodes, pods),
+        tree=current,
+    )

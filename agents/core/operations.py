@@ -1,0 +1,79 @@
+"""The operations reconcile asks for, as plain values.
+
+Decisions return lists of these; only ``agents/core/apply.py`` performs them against a
+``ClusterBackend``. Keeping the plan of operations as data is what makes the reconcile
+loop testable (compare op lists) and restart-safe (a half-applied list is simply
+re-derived on the next pass).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agents.core.records import ConfigMapManifest, PodManifest, ServiceManifest
+
+
+@dataclass(frozen=True)
+class CreateService:
+    manifest: ServiceManifest
+
+    def describe(self) -> str:
+        return f"create service {self.manifest.namespace}/{self.manifest.name}"
+
+
+@dataclass(frozen=True)
+class DeleteService:
+    namespace: str
+    name: str
+
+    def describe(self) -> str:
+        return f"delete service {self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class CreateConfigMap:
+    manifest: ConfigMapManifest
+
+    def describe(self) -> str:
+        return f"create configmap {self.manifest.namespace}/{self.manifest.name}"
+
+
+@dataclass(frozen=True)
+class DeleteConfigMap:
+    namespace: str
+    name: str
+
+    def describe(self) -> str:
+        return f"delete configmap {self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class CreatePod:
+    manifest: PodManifest
+
+    def describe(self) -> str:
+        return f"create pod {self.manifest.namespace}/{self.manifest.name}"
+
+
+@dataclass(frozen=True)
+class BindPod:
+    namespace: str
+    name: str
+    node: str
+
+    def describe(self) -> str:
+        return f"bind pod {self.namespace}/{self.name} to {self.node}"
+
+
+@dataclass(frozen=True)
+class DeletePod:
+    namespace: str
+    name: str
+    reason: str = ""
+
+    def describe(self) -> str:
+        why = f" ({self.reason})" if self.reason else ""
+        return f"delete pod {self.namespace}/{self.name}{why}"
+
+
+Op = CreateService | DeleteService | CreateConfigMap | DeleteConfigMap | CreatePod | BindPod | DeletePod

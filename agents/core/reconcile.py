@@ -1,0 +1,235 @@
+"""The heart of the agent: given a Work and what the cluster holds now, the operations
+that move the cluster toward the Work. Pure and level-triggered, like a Kubernetes
+controller's reconcile (and Volcano's job controller ``syncJob``,
+volcano-sh/volcano pkg/controllers/job/state/*.go), so that a restarted agent needs no
+memory of what it was doing: it reads the cluster and carries on.
+
+Rules, in order:
+
+1. A cancelled Work withdraws everything labelled with the job.
+2. The headless Service and hosts ConfigMap are created when missing and replaced when
+   their content hash differs.
+3. Pods of another work version (or no longer wanted) are deleted. Their names and room
+   are only reused once they are gone, so a pass that still sees such pods creates only
+   non-clashing pods and binds nothing (a version change converges in two passes; each
+   pass is still idempotent given what it sees).
+4. A finished job (Completed/Failed/Aborted/Terminated) keeps its terminal pods for
+   inspection and deletes the rest; nothing is created.
+5. Missing pods are created unbound. Pod names are deterministic, so a pod is never
+   created twice.
+6. **All-or-nothing binding.** Unbound pods are bound only when every pod of the gang
+   exists and the gang reaches ``minAvailable`` inside the Work's HyperNode: planned
+   nodes are reused when still valid, the rest re-packed in the same domain
+   (agents/core/binding.py). Otherwise no pod is bound, and pods already bound (an agent
+   killed midway, room taken by someone else) are deleted to be recreated unbound, and
+   the Work reports Replan. A gang is therefore never left half-bound.
+
+Creates come before binds in the op list, and ``apply_ops`` stops at the first failure,
+so a half-applied pass can leave pods unbound but never binds part of a gang that the
+next pass could not complete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from agents.core.binding import bind_gang
+from agents.core.manifests import render
+from agents.core.operations import (
+    BindPod,
+    CreateConfigMap,
+    CreatePod,
+    CreateService,
+    DeleteConfigMap,
+    DeletePod,
+    DeleteService,
+    Op,
+)
+from agents.core.records import (
+    ANNOTATION_SPEC_HASH,
+    LABEL_TASK,
+    LABEL_TASK_INDEX,
+    RUNNING,
+    SUCCEEDED,
+    ConfigMapManifest,
+    PodRecord,
+    ServiceManifest,
+)
+from agents.core.recovery import (
+    ABORT_JOB,
+    COMPLETE_JOB,
+    COMPLETED,
+    FAIL_JOB,
+    RESTARTS,
+    TERMINAL_JOB_PHASES,
+    TERMINATE_JOB,
+    Action,
+)
+from agents.core.recovery import RUNNING as JOB_RUNNING
+from agents.core.works import Work
+from federation.domain.nodes import Node
+from federation.domain.plans import PodAssignment
+from federation.domain.topology import Domain, HyperNodeTree
+
+# Work phases reported to central (federation.v1.WorkPhase).
+W_PENDING, W_BOUND, W_RUNNING = "Pending", "Bound", "Running"
+W_SUCCEEDED, W_FAILED, W_CANCELLED, W_REPLAN = "Succeeded", "Failed", "Cancelled", "Replan"
+
+M = TypeVar("M", ServiceManifest, ConfigMapManifest)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """The cluster as read for one Work. ``pods`` are those labelled with the job (any
+    version); ``nodes`` carry free resources computed over ALL pods of the cluster;
+    ``tree`` is the last valid HyperNode tree (None before one was ever seen)."""
+
+    pods: tuple[PodRecord, ...] = ()
+    services: tuple[ServiceManifest, ...] = ()
+    config_maps: tuple[ConfigMapManifest, ...] = ()
+    nodes: tuple[Node, ...] = ()
+    tree: HyperNodeTree | None = None
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    ops: tuple[Op, ...]
+    phase: str
+    message: str = ""
+
+
+def reconcile(
+    work: Work,
+    observed: Observed,
+    *,
+    job_phase: str = JOB_RUNNING,
+    hints: Sequence[PodAssignment] = (),
+) -> Reconciliation:
+    """The operations that converge the cluster to ``work``; see the module rules.
+
+    ``job_phase`` is the local job phase kept by recovery; ``hints`` are node choices for
+    replacement pods made by recovery (they take precedence over the plan's).
+    """
+    job = work.job
+    mine = [p for p in observed.pods if p.job == job.name]
+    if work.cancelled:
+        return _withdraw(work, observed, mine)
+    desired = render(work)
+    ops: list[Op] = []
+    ops += _sync(observed.services, desired.service, job.namespace, CreateService, DeleteService)
+    ops += _sync(observed.config_maps, desired.config_map, job.namespace, CreateConfigMap, DeleteConfigMap)
+
+    wanted = {m.name for m in desired.pods}
+    current: dict[str, PodRecord] = {}
+    stale: list[PodRecord] = []
+    for pod in mine:
+        fresh = pod.namespace == job.namespace and pod.version == work.version and pod.name in wanted
+        if fresh and pod.name not in current:
+            current[pod.name] = pod
+        else:
+            stale.append(pod)
+    ops += [DeletePod(p.namespace, p.name, f"work version {p.version} superseded by {work.version}")
+            for p in stale if not p.deleting]
+
+    if job_phase in TERMINAL_JOB_PHASES:
+        ops += [DeletePod(p.namespace, p.name, f"job {job_phase}")
+                for p in current.values() if not p.terminal and not p.deleting]
+        return Reconciliation(tuple(ops), W_SUCCEEDED if job_phase == COMPLETED else W_FAILED, f"job {job_phase}")
+
+    held = {p.name for p in stale if p.namespace == job.namespace}
+    missing = [m for m in desired.pods if m.name not in current and m.name not in held]
+    ops += [CreatePod(m) for m in missing]
+    waiting = len(stale) + sum(1 for p in current.values() if p.deleting)
+    if waiting:
+        return Reconciliation(tuple(ops), W_PENDING, f"waiting for {waiting} pods to terminate before binding")
+
+    bound = [PodAssignment(p.task, p.index, p.node) for p in current.values() if p.node is not None]
+    unbound = [(p.task, p.index) for p in current.values() if p.node is None and not p.terminal]
+    unbound += [(m.labels[LABEL_TASK], int(m.labels[LABEL_TASK_INDEX])) for m in missing]
+    if not unbound:
+        return Reconciliation(tuple(ops), _settled_phase(work, current), "")
+    if observed.tree is None:
+        return Reconciliation(tuple(ops), W_PENDING, "no valid HyperNode tree observed yet")
+    domain = observed.tree.domains.get(work.placement.hypernode)
+    planned = _merge(work.placement.pods, hints)
+    result = bind_gang(job, domain or Domain(work.placement.hypernode, 0, frozenset()), observed.nodes,
+                       planned=planned, pending=sorted(unbound), bound=bound)
+    if result.assignments is None:
+        reason = result.reason if domain is not None else f"HyperNode {work.placement.hypernode} not found"
+        ops += [DeletePod(job.namespace, p.name, "gang cannot be completed; unbinding")
+                for p in current.values() if p.node is not None and not p.terminal]
+        return Reconciliation(tuple(ops), W_REPLAN, reason)
+    names = {(t, i): n for t, i, n in ((m.labels[LABEL_TASK], int(m.labels[LABEL_TASK_INDEX]), m.name)
+                                       for m in desired.pods)}
+    ops += [BindPod(job.namespace, names[(a.task, a.index)], a.node) for a in result.assignments]
+    phase = W_RUNNING if _started(current) >= job.gang_size else W_BOUND
+    return Reconciliation(tuple(ops), phase, "")
+
+
+def _merge(planned: Sequence[PodAssignment], hints: Sequence[PodAssignment]) -> tuple[PodAssignment, ...]:
+    override = {(h.task, h.index) for h in hints}
+    return (*hints, *(p for p in planned if (p.task, p.index) not in override))
+
+
+def _started(current: dict[str, PodRecord]) -> int:
+    return sum(1 for p in current.values() if p.phase in (RUNNING, SUCCEEDED) and not p.deleting)
+
+
+def _settled_phase(work: Work, current: dict[str, PodRecord]) -> str:
+    """Phase when nothing is left to bind."""
+    if _started(current) >= work.job.gang_size:
+        return W_RUNNING
+    placed = sum(1 for p in current.values() if p.node is not None)
+    return W_BOUND if placed >= work.job.gang_size else W_PENDING
+
+
+def _sync(
+    observed: Sequence[M],
+    desired: M | None,
+    namespace: str,
+    create: Callable[[M], Op],
+    delete: Callable[[str, str], Op],
+) -> list[Op]:
+    """Create when missing, replace when the content hash differs, delete when unwanted."""
+    want = desired.annotations.get(ANNOTATION_SPEC_HASH) if desired is not None else None
+    ops: list[Op] = []
+    keep = False
+    for obj in observed:
+        same = desired is not None and obj.name == desired.name and obj.namespace == namespace
+        if same and obj.annotations.get(ANNOTATION_SPEC_HASH) == want:
+            keep = True
+        else:
+            ops.append(delete(obj.namespace, obj.name))
+    if desired is not None and not keep:
+        ops.append(create(desired))
+    return ops
+
+
+def _withdraw(work: Work, observed: Observed, mine: Sequence[PodRecord]) -> Reconciliation:
+    ops: list[Op] = [DeletePod(p.namespace, p.name, "work cancelled") for p in mine if not p.deleting]
+    ops += [DeleteService(s.namespace, s.name) for s in observed.services]
+    ops += [DeleteConfigMap(c.namespace, c.name) for c in observed.config_maps]
+    left = len(mine) + len(observed.services) + len(observed.config_maps)
+    return Reconciliation(tuple(ops), W_CANCELLED, f"withdrawing {left} objects" if left else "withdrawn")
+
+
+def ops_for_actions(work: Work, observed: Observed, actions: Sequence[Action], now: float) -> tuple[Op, ...]:
+    """Deletions that carry out recovery actions due at ``now``. Restarts only delete:
+    the next reconcile pass recreates the pods and binds them (all-or-nothing again).
+    Job-ending actions delete the pods still running; Replan changes nothing locally."""
+    pods = {p.name: p for p in observed.pods if p.job == work.name and p.version == work.version}
+    doomed: dict[str, str] = {}
+    for action in actions:
+        if not action.ready(now):
+            continue
+        if action.kind in RESTARTS:
+            for name in action.pods:
+                if name in pods:
+                    doomed.setdefault(name, f"{action.kind} after {action.cause}")
+        elif action.kind in (ABORT_JOB, TERMINATE_JOB, COMPLETE_JOB, FAIL_JOB):
+            for name, pod in pods.items():
+                if not pod.terminal:
+                    doomed.setdefault(name, action.kind)
+    return tuple(DeletePod(pods[n].namespace, n, why) for n, why in sorted(doomed.items()) if not pods[n].deleting)

@@ -1,0 +1,319 @@
+"""An in-memory member cluster implementing ``ClusterBackend`` (agents/backend.py).
+
+Used by unit tests and by the demo, where many of them run on one simulated clock. It is
+strict where a real cluster would hurt us: binding is validated (node exists and is
+ready, room left, pod not already bound), names are unique per namespace, and every
+mutation emits a change event. Time is injected: pods become Running when bound and
+Succeeded after ``runtime(manifest)`` seconds of that clock, applied by ``tick()`` (or
+``advance(seconds)`` when the clock is a ``ManualClock``). Faults are explicit calls:
+``fail_pod``, ``evict_pod``, ``set_node_ready``, ``remove_node``, ``occupy``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+from agents.backend import AlreadyExists, BindingRejected, NotFound
+from agents.core.records import (
+    FAILED,
+    PENDING,
+    RUNNING,
+    SUCCEEDED,
+    UNKNOWN,
+    ChangeEvent,
+    ConfigMapManifest,
+    NodeRecord,
+    ObjectRecord,
+    PodManifest,
+    PodRecord,
+    ServiceManifest,
+)
+from agents.fake.clock import ManualClock
+from federation.domain.errors import InvalidInput
+from federation.domain.resources import Resources
+from federation.domain.topology import HyperNodeSpec
+
+Key = tuple[str, str]  # (namespace, name)
+_M = TypeVar("_M", ServiceManifest, ConfigMapManifest)
+
+
+@dataclass
+class _Pod:
+    record: PodRecord
+    manifest: PodManifest | None
+    finish_at: float | None = None
+
+
+def _matches(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+class _Watch:
+    """An async iterator subscribed at creation, so no event after ``watch()`` is missed."""
+
+    def __init__(self, subscribers: list[asyncio.Queue[ChangeEvent]]) -> None:
+        self._subscribers = subscribers
+        self._queue: asyncio.Queue[ChangeEvent] = asyncio.Queue()
+        subscribers.append(self._queue)
+
+    def __aiter__(self) -> _Watch:
+        return self
+
+    async def __anext__(self) -> ChangeEvent:
+        if self._queue not in self._subscribers and self._queue.empty():
+            raise StopAsyncIteration
+        return await self._queue.get()
+
+    async def aclose(self) -> None:
+        if self._queue in self._subscribers:
+            self._subscribers.remove(self._queue)
+
+
+class FakeCluster:
+    """In-memory ``ClusterBackend`` with controllable time and faults."""
+
+    def __init__(
+        self,
+        name: str,
+        nodes: Iterable[NodeRecord] = (),
+        hypernodes: Iterable[HyperNodeSpec] = (),
+        *,
+        clock: Callable[[], float] | None = None,
+        runtime: Callable[[PodManifest], float | None] | None = None,
+    ) -> None:
+        self._name = name
+        self.clock: Callable[[], float] = clock if clock is not None else ManualClock()
+        self.runtime = runtime or (lambda _m: None)
+        self._nodes: dict[str, NodeRecord] = {n.name: n for n in nodes}
+        self._hypernodes: list[HyperNodeSpec] = list(hypernodes)
+        self._hypernode_error: str | None = None
+        self._pods: dict[Key, _Pod] = {}
+        self._services: dict[Key, ServiceManifest] = {}
+        self._config_maps: dict[Key, ConfigMapManifest] = {}
+        self._subscribers: list[asyncio.Queue[ChangeEvent]] = []
+        self.calls: list[tuple[str, str]] = []  # (method, object) for every mutating call
+        self.bind_count = 0
+
+    # ------------------------------------------------------------------ ClusterBackend
+    @property
+    def cluster(self) -> str:
+        return self._name
+
+    async def list_nodes(self) -> list[NodeRecord]:
+        return sorted(self._nodes.values(), key=lambda n: n.name)
+
+    async def list_hypernodes(self) -> list[HyperNodeSpec]:
+        if self._hypernode_error is not None:
+            raise InvalidInput("hyperNodes", self._hypernode_error)
+        return list(self._hypernodes)
+
+    async def list_pods(self, selector: Mapping[str, str]) -> list[PodRecord]:
+        return self.pods(selector)
+
+    async def list_services(self, selector: Mapping[str, str]) -> list[ServiceManifest]:
+        return [s for _, s in sorted(self._services.items()) if _matches(s.labels, selector)]
+
+    async def list_config_maps(self, selector: Mapping[str, str]) -> list[ConfigMapManifest]:
+        return [c for _, c in sorted(self._config_maps.items()) if _matches(c.labels, selector)]
+
+    async def create_pod(self, manifest: PodManifest) -> PodRecord:
+        key = (manifest.namespace, manifest.name)
+        self.calls.append(("create_pod", manifest.name))
+        if key in self._pods:
+            raise AlreadyExists(f"pod {manifest.namespace}/{manifest.name} already exists")
+        record = PodRecord(
+            name=manifest.name, namespace=manifest.namespace, labels=dict(manifest.labels),
+            annotations=dict(manifest.annotations), requests=manifest.requests, phase=PENDING,
+            phase_since=self.clock(),
+        )
+        self._pods[key] = _Pod(record, manifest)
+        self._emit("Pod", "ADDED", record)
+        return record
+
+    async def bind_pod(self, namespace: str, name: str, node: str) -> None:
+        self.calls.append(("bind_pod", f"{name}->{node}"))
+        pod = self._pods.get((namespace, name))
+        if pod is None:
+            raise NotFound(f"pod {namespace}/{name} not found")
+        if pod.record.node is not None:
+            raise BindingRejected(f"pod {namespace}/{name} is already bound to {pod.record.node}")
+        target = self._nodes.get(node)
+        if target is None:
+            raise BindingRejected(f"node {node} does not exist")
+        if not target.ready:
+            raise BindingRejected(f"node {node} is not ready")
+        free = self.free(node)
+        if not pod.record.requests.fits_in(free):
+            raise BindingRejected(f"node {node} has no room for {name} (free {free.to_quantities()})")
+        now = self.clock()
+        runtime = self.runtime(pod.manifest) if pod.manifest is not None else None
+        pod.finish_at = None if runtime is None else now + runtime
+        self.bind_count += 1
+        self._update(pod, node=node, phase=RUNNING, phase_since=now)
+
+    async def delete_pod(self, namespace: str, name: str) -> bool:
+        self.calls.append(("delete_pod", name))
+        pod = self._pods.pop((namespace, name), None)
+        if pod is not None:
+            self._emit("Pod", "DELETED", pod.record)
+        return pod is not None
+
+    async def create_service(self, manifest: ServiceManifest) -> None:
+        self.calls.append(("create_service", manifest.name))
+        self._create(self._services, manifest, "Service")
+
+    async def delete_service(self, namespace: str, name: str) -> bool:
+        self.calls.append(("delete_service", name))
+        return self._delete(self._services, namespace, name, "Service")
+
+    async def create_config_map(self, manifest: ConfigMapManifest) -> None:
+        self.calls.append(("create_config_map", manifest.name))
+        self._create(self._config_maps, manifest, "ConfigMap")
+
+    async def delete_config_map(self, namespace: str, name: str) -> bool:
+        self.calls.append(("delete_config_map", name))
+        return self._delete(self._config_maps, namespace, name, "ConfigMap")
+
+    def watch(self) -> AsyncIterator[ChangeEvent]:
+        return _Watch(self._subscribers)
+
+    # ------------------------------------------------------------------ inspection
+    def pods(self, selector: Mapping[str, str] | None = None) -> list[PodRecord]:
+        return [p.record for _, p in sorted(self._pods.items()) if _matches(p.record.labels, selector or {})]
+
+    def pod(self, name: str, namespace: str = "default") -> PodRecord | None:
+        pod = self._pods.get((namespace, name))
+        return pod.record if pod is not None else None
+
+    def manifest(self, name: str, namespace: str = "default") -> PodManifest | None:
+        pod = self._pods.get((namespace, name))
+        return pod.manifest if pod is not None else None
+
+    def node(self, name: str) -> NodeRecord | None:
+        return self._nodes.get(name)
+
+    def services(self) -> list[ServiceManifest]:
+        return list(self._services.values())
+
+    def config_maps(self) -> list[ConfigMapManifest]:
+        return list(self._config_maps.values())
+
+    def free(self, node: str) -> Resources:
+        """Allocatable minus the requests of non-terminal pods bound to ``node``."""
+        target = self._nodes.get(node)
+        if target is None:
+            return Resources()
+        used = Resources()
+        for pod in self._pods.values():
+            if pod.record.node == node and not pod.record.terminal:
+                used = used + pod.record.requests
+        return (target.allocatable - used).clamp_min_zero()
+
+    # ------------------------------------------------------------------ time
+    def tick(self) -> list[PodRecord]:
+        """Apply time-based transitions due at ``clock()``; returns the pods that finished."""
+        now = self.clock()
+        finished = []
+        for pod in self._pods.values():
+            if pod.finish_at is not None and pod.finish_at <= now and pod.record.phase == RUNNING:
+                pod.finish_at = None
+                self._update(pod, phase=SUCCEEDED, phase_since=now, exit_code=0, reason="Completed")
+                finished.append(pod.record)
+        return finished
+
+    def advance(self, seconds: float) -> list[PodRecord]:
+        if not isinstance(self.clock, ManualClock):
+            raise TypeError("advance() needs a ManualClock; advance the shared clock and call tick()")
+        self.clock.advance(seconds)
+        return self.tick()
+
+    # ------------------------------------------------------------------ faults and setup
+    def add_node(self, node: NodeRecord) -> None:
+        kind = "MODIFIED" if node.name in self._nodes else "ADDED"
+        self._nodes[node.name] = node
+        self._emit("Node", kind, node)
+
+    def set_node_ready(self, name: str, ready: bool) -> None:
+        self._set_node(name, ready=ready)
+
+    def cordon(self, name: str, unschedulable: bool = True) -> None:
+        self._set_node(name, unschedulable=unschedulable)
+
+    def remove_node(self, name: str) -> None:
+        """The node object disappears; its live pods turn Unknown (reason NodeLost) and stay
+        bound to the missing node until someone deletes them."""
+        node = self._nodes.pop(name)
+        self._emit("Node", "DELETED", node)
+        for pod in self._pods.values():
+            if pod.record.node == name and not pod.record.terminal:
+                pod.finish_at = None
+                self._update(pod, phase=UNKNOWN, reason="NodeLost", phase_since=self.clock())
+
+    def set_hypernodes(self, specs: Iterable[HyperNodeSpec]) -> None:
+        self._hypernodes = list(specs)
+        self._hypernode_error = None
+        self._emit("HyperNode", "MODIFIED", "*")
+
+    def set_hypernode_error(self, reason: str | None) -> None:
+        """Make ``list_hypernodes`` fail as if a HyperNode object were unreadable."""
+        self._hypernode_error = reason
+        self._emit("HyperNode", "MODIFIED", "*")
+
+    def fail_pod(self, name: str, exit_code: int = 1, reason: str = "Error", namespace: str = "default") -> None:
+        pod = self._live(namespace, name)
+        pod.finish_at = None
+        self._update(pod, phase=FAILED, exit_code=exit_code, reason=reason, phase_since=self.clock())
+
+    def evict_pod(self, name: str, namespace: str = "default") -> None:
+        pod = self._live(namespace, name)
+        pod.finish_at = None
+        self._update(pod, phase=FAILED, reason="Evicted", exit_code=None, phase_since=self.clock())
+
+    def succeed_pod(self, name: str, namespace: str = "default") -> None:
+        pod = self._live(namespace, name)
+        pod.finish_at = None
+        self._update(pod, phase=SUCCEEDED, exit_code=0, reason="Completed", phase_since=self.clock())
+
+    def occupy(self, name: str, node: str, requests: Resources, namespace: str = "other") -> None:
+        """A pod of another scheduler, already bound: takes room without our labels."""
+        record = PodRecord(name=name, namespace=namespace, node=node, phase=RUNNING, requests=requests,
+                           phase_since=self.clock())
+        self._pods[(namespace, name)] = _Pod(record, None)
+        self._emit("Pod", "ADDED", record)
+
+    # ------------------------------------------------------------------ internals
+    def _live(self, namespace: str, name: str) -> _Pod:
+        pod = self._pods.get((namespace, name))
+        if pod is None:
+            raise KeyError(f"pod {namespace}/{name} not found")
+        return pod
+
+    def _set_node(self, name: str, **changes: bool) -> None:
+        node = replace(self._nodes[name], **changes)  # type: ignore[arg-type]
+        self._nodes[name] = node
+        self._emit("Node", "MODIFIED", node)
+
+    def _update(self, pod: _Pod, **changes: object) -> None:
+        pod.record = replace(pod.record, **changes)  # type: ignore[arg-type]
+        self._emit("Pod", "MODIFIED", pod.record)
+
+    def _create(self, store: dict[Key, _M], obj: _M, kind: str) -> None:
+        key = (obj.namespace, obj.name)
+        if key in store:
+            raise AlreadyExists(f"{kind} {obj.namespace}/{obj.name} already exists")
+        store[key] = obj
+        self._emit(kind, "ADDED", obj)
+
+    def _delete(self, store: dict[Key, _M], namespace: str, name: str, kind: str) -> bool:
+        obj = store.pop((namespace, name), None)
+        if obj is not None:
+            self._emit(kind, "DELETED", obj)
+        return obj is not None
+
+    def _emit(self, kind: str, type_: str, obj: ObjectRecord) -> None:
+        event = ChangeEvent(kind, type_, obj)
+        for queue in self._subscribers:
+            queue.put_nowait(event)
