@@ -6,6 +6,7 @@ so the manifest loaders read like the schema they implement.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Collection, Mapping
 
@@ -72,7 +73,9 @@ def check_keys(raw: Mapping[str, object], path: str, allowed: Collection[str],
         where = f"{path}.{key}" if path else key
         if key in unsupported:
             raise InvalidInput(where, "not supported by the federation scheduler")
-        raise InvalidInput(where, f"unknown field (expected one of {', '.join(sorted(allowed))})")
+        close = difflib.get_close_matches(key, list(allowed), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise InvalidInput(where, f"unknown field ({hint}expected one of {', '.join(sorted(allowed))})")
 
 
 def duration_seconds(value: object, path: str) -> float:

@@ -10,6 +10,7 @@ spelling users already know.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import ParamSpec, TypeVar
 
@@ -34,9 +35,11 @@ def build(path: str, factory: Callable[P, T], /, *args: P.args, **kwargs: P.kwar
 
 def timestamp_to_proto(seconds: float) -> Timestamp:
     """Epoch seconds (the domain's clock unit) as a protobuf Timestamp."""
-    stamp = Timestamp()
-    stamp.FromNanoseconds(round(seconds * 1e9))
-    return stamp
+    whole = math.floor(seconds)  # split first: seconds * 1e9 would lose float precision
+    nanos = round((seconds - whole) * 1e9)
+    if nanos >= 1_000_000_000:
+        whole, nanos = whole + 1, nanos - 1_000_000_000
+    return Timestamp(seconds=whole, nanos=nanos)
 
 
 def timestamp_from_proto(stamp: Timestamp) -> float:

@@ -113,19 +113,22 @@ def propagation_from_proto(msg: types_pb2.PropagationPolicy, path: str) -> Propa
             static_weights=tuple((w.cluster, int(w.weight)) for w in rs.static_weights),
             dynamic_weight=rs.dynamic_weight,
         )
-    return build(
-        path, PropagationPolicy,
-        name=msg.name,
-        cluster_affinity=_affinity_from_proto(msg.cluster_affinity) if msg.HasField("cluster_affinity") else None,
-        cluster_affinities=tuple(
-            ClusterAffinityTerm(t.name, _affinity_from_proto(t.affinity)) for t in msg.cluster_affinities
-        ),
-        cluster_tolerations=tuple(
-            toleration_from_proto(t, f"{path}.clusterTolerations[{i}]") for i, t in enumerate(msg.cluster_tolerations)
-        ),
-        spread_constraints=spreads,
-        replica_scheduling=scheduling,
+    tolerations = tuple(
+        toleration_from_proto(t, f"{path}.clusterTolerations[{i}]") for i, t in enumerate(msg.cluster_tolerations)
     )
+    try:
+        return PropagationPolicy(
+            name=msg.name,
+            cluster_affinity=_affinity_from_proto(msg.cluster_affinity) if msg.HasField("cluster_affinity") else None,
+            cluster_affinities=tuple(
+                ClusterAffinityTerm(t.name, _affinity_from_proto(t.affinity)) for t in msg.cluster_affinities
+            ),
+            cluster_tolerations=tolerations,
+            spread_constraints=spreads,
+            replica_scheduling=scheduling,
+        )
+    except InvalidInput as exc:  # the domain says "placement.X"; the wire has no placement level
+        raise InvalidInput(f"{path}.{exc.path.removeprefix('placement.')}", exc.rule) from None
 
 
 # ---------------------------------------------------------------- tasks and jobs
