@@ -44,9 +44,11 @@ __all__ = [
     "PRIORITY_ANNOTATION",
     "PRIORITY_CLASSES",
     "Submission",
+    "load_jobs",
     "load_manifests",
     "load_queue_manifest",
     "load_queue_manifests",
+    "load_queues",
     "priority_for_class",
 ]
 
@@ -140,3 +142,13 @@ def load_queue_manifest(text: str) -> Queue:
     if len(queues) > 1:
         raise InvalidInput("documents", f"expected one Queue, found {len(queues)}")
     return queues[0]
+
+
+def load_jobs(text: str) -> tuple[Job, ...]:
+    """The submission's jobs (one per file today), each carrying its propagation policy."""
+    return (load_manifests(text).job,)
+
+
+def load_queues(text: str) -> tuple[Queue, ...]:
+    """Alias of ``load_queue_manifests`` for callers that take any number of queues."""
+    return load_queue_manifests(text)

@@ -11,9 +11,11 @@ import pytest
 from federation.domain import GPU, MEMORY, InvalidInput, Resources
 from federation.domain.manifests import (
     PRIORITY_CLASSES,
+    load_jobs,
     load_manifests,
     load_queue_manifest,
     load_queue_manifests,
+    load_queues,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "manifests"
@@ -271,3 +273,9 @@ def test_queue_create_takes_exactly_one_queue() -> None:
     assert [q.name for q in load_queue_manifests(two)] == ["a", "b"]
     with pytest.raises(InvalidInput, match="expected one Queue"):
         load_queue_manifest(two)
+
+
+def test_list_shaped_loaders_agree_with_the_single_ones() -> None:
+    text = fixture("pytorch-llama-pretrain.yaml")
+    assert load_jobs(text) == (load_manifests(text).job,)
+    assert load_queues(fixture("queue-research.yaml")) == (load_queue_manifest(fixture("queue-research.yaml")),)
