@@ -21,9 +21,9 @@ from federation.domain.jobs import Job
 from federation.domain.nodes import Node, Toleration, untolerated
 from federation.domain.plans import FederationSnapshot
 from federation.domain.propagation import ClusterAffinity
-from federation.domain.resources import Resources
+from federation.domain.resources import Resources, total
 from federation.domain.topology import Domain
-from federation.placement.packing import bucket_nodes, pack_vectors, resource_keys, vector
+from federation.placement.packing import pack_vectors, resource_keys, vector
 
 AffinityGroups = tuple[tuple[ClusterSnapshot, ...], ...]
 
@@ -99,21 +99,51 @@ def shape_key(job: Job) -> Shape:
     return (tuple((t.replicas, t.resources) for t in job.tasks), job.tolerations)
 
 
+Profile = tuple[tuple[int, tuple[tuple[Resources, int], ...]], ...]
+_PROFILE_IDS: dict[Profile, int] = {}
+
+
+@lru_cache(maxsize=8192)
+def _profile_id(cluster: ClusterSnapshot, tolerations: tuple[Toleration, ...]) -> int:
+    """An id for the cluster's EMPTY shape: per distinct domain, its tier and node allocatables.
+
+    Identical clusters (the common case in a fleet) share an id, so the lowest empty tier of
+    a gang shape is computed once per fleet rather than once per cluster.
+    """
+    alloc = {n.name: n.allocatable for n in _usable_nodes(cluster, tolerations)}
+    seen: dict[tuple[tuple[Resources, int], ...], int] = {}
+    for domain in cluster.tree.by_tier:
+        counts: dict[Resources, int] = {}
+        for name in domain.nodes:
+            if name in alloc:
+                counts[alloc[name]] = counts.get(alloc[name], 0) + 1
+        if counts:
+            items = tuple(sorted(counts.items(), key=lambda kv: (tuple(kv[0].amounts.items()), kv[1])))
+            seen[items] = min(seen.get(items, domain.tier), domain.tier)
+    profile = tuple(sorted((tier, items) for items, tier in seen.items()))
+    if profile not in _PROFILE_IDS:
+        if len(_PROFILE_IDS) > 100_000:
+            _PROFILE_IDS.clear()
+        _PROFILE_IDS[profile] = len(_PROFILE_IDS)
+        _PROFILES[_PROFILE_IDS[profile]] = profile
+    return _PROFILE_IDS[profile]
+
+
+_PROFILES: dict[int, Profile] = {}
+
+
 @lru_cache(maxsize=65536)
-def _lowest_empty_tier(cluster: ClusterSnapshot, shape: Shape) -> int | None:
-    tasks, tolerations = shape
-    nodes = _usable_nodes(cluster, tolerations)
+def _lowest_empty_tier(profile_id: int, shape: Shape) -> int | None:
+    tasks, _ = shape
     requests = [res for replicas, res in tasks for _ in range(replicas)]
     keys = resource_keys(requests)
     demands = [vector(r, keys) for r in requests]
-    empty = {n.name: n.allocatable for n in nodes}
-    by_name = {n.name: n for n in nodes}
-    for domain in cluster.tree.by_tier:
-        members = [by_name[name] for name in sorted(domain.nodes) if name in by_name]
-        if not members:
-            continue
-        if pack_vectors(demands, bucket_nodes(members, empty, keys)) is not None:
-            return domain.tier
+    for tier, items in _PROFILES[profile_id]:
+        buckets: dict[tuple[int, ...], list[str]] = {}
+        for res, count in items:
+            buckets.setdefault(vector(res, keys), []).extend(["."] * count)
+        if pack_vectors(demands, buckets) is not None:
+            return tier
     return None
 
 
@@ -123,7 +153,8 @@ def lowest_feasible_tier(job: Job, cluster: ClusterSnapshot) -> int | None:
     Ignores the job's tier limit (the caller compares); honours node health and taints.
     Used for unschedulable verdicts and the ``lowestTierFraction`` metric.
     """
-    return _lowest_empty_tier(cluster, shape_key(job))
+    shape = shape_key(job)
+    return _lowest_empty_tier(_profile_id(cluster, shape[1]), shape)
 
 
 def can_ever_hold(job: Job, cluster: ClusterSnapshot) -> bool:
@@ -137,7 +168,9 @@ def can_ever_hold(job: Job, cluster: ClusterSnapshot) -> bool:
 
 def empty_capacity(cluster: ClusterSnapshot, job: Job) -> Resources:
     """Allocatable of the nodes the job may use (what an empty cluster would offer it)."""
-    acc = Resources()
-    for node in usable_nodes(cluster, job):
-        acc = acc + node.allocatable
-    return acc
+    return _empty_capacity(cluster, job.tolerations)
+
+
+@lru_cache(maxsize=8192)
+def _empty_capacity(cluster: ClusterSnapshot, tolerations: tuple[Toleration, ...]) -> Resources:
+    return total(n.allocatable for n in _usable_nodes(cluster, tolerations))

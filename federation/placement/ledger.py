@@ -1,0 +1,131 @@
+"""Per-queue accounting for one round: usage, fair share, capability and guarantees.
+
+One ledger answers every queue-level question the planners ask, so the greedy planner,
+the CP-SAT model, the score and ``validate()`` all use the same numbers:
+
+* usage = requests of the queue's running jobs (minus preempted, plus placed this round);
+* fair share = weighted DRF water-filling over queues with demand (``fairshare``);
+* capability = hard cap on usage;
+* guarantees are never lent: capacity a queue is guaranteed but not using is held back
+  from every other queue (Volcano ``capacity`` plugin semantics), federation-wide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from federation.domain.jobs import Job
+from federation.domain.plans import FederationSnapshot
+from federation.domain.queues import Queue
+from federation.domain.resources import Resources, total
+from federation.placement.fairshare import dominant_share, fair_shares
+
+
+def queue_of(snapshot: FederationSnapshot, name: str) -> Queue:
+    """The named queue, or a default weight-1 queue when the snapshot lacks it."""
+    return snapshot.queue(name) or Queue(name)
+
+
+def federation_capacity(snapshot: FederationSnapshot) -> Resources:
+    """Allocatable of every usable node of every healthy cluster."""
+    return total(n.allocatable for c in snapshot.clusters if c.healthy for n in c.nodes if n.usable)
+
+
+def federation_free(snapshot: FederationSnapshot) -> Resources:
+    return total(n.free for c in snapshot.clusters if c.healthy for n in c.nodes if n.usable)
+
+
+@dataclass(frozen=True)
+class Bands:
+    """Priority bands: distinct (queue priority, job priority) pairs, highest first."""
+
+    order: tuple[tuple[int, int], ...]
+
+    def rank(self, key: tuple[int, int]) -> int:
+        """0 for the highest band."""
+        return self.order.index(key)
+
+
+def band_key(snapshot: FederationSnapshot, job: Job) -> tuple[int, int]:
+    return (queue_of(snapshot, job.queue).priority, job.priority)
+
+
+def bands_of(snapshot: FederationSnapshot) -> Bands:
+    keys = {band_key(snapshot, p.job) for p in snapshot.pending} | {band_key(snapshot, r.job) for r in snapshot.running}
+    return Bands(tuple(sorted(keys, reverse=True)))
+
+
+class Ledger:
+    """Queue usage and limits; mutated as the round places and preempts."""
+
+    def __init__(self, snapshot: FederationSnapshot) -> None:
+        self.snapshot = snapshot
+        self.capacity = federation_capacity(snapshot)
+        self.free_total = federation_free(snapshot)
+        names = {q.name for q in snapshot.queues}
+        names |= {p.job.queue for p in snapshot.pending} | {r.job.queue for r in snapshot.running}
+        self.queues = {n: queue_of(snapshot, n) for n in sorted(names)}
+        usage: dict[str, Resources] = {n: Resources() for n in self.queues}
+        for r in snapshot.running:
+            usage[r.job.queue] = usage[r.job.queue] + r.job.requests
+        demand = dict(usage)
+        for p in snapshot.pending:
+            demand[p.job.queue] = demand[p.job.queue] + p.job.requests
+        self.start_usage = dict(usage)
+        self.usage = usage
+        self.fair = fair_shares(tuple(self.queues.values()), demand, self.capacity)
+        self._guarded = tuple(q for q in self.queues.values() if q.guarantee)
+        self._req: dict[str, Resources] = {}
+        self._size: dict[str, float] = {}
+
+    def req(self, job: Job) -> Resources:
+        """``job.requests``, memoised (it is recomputed on every property access)."""
+        found = self._req.get(job.name)
+        if found is None:
+            found = self._req[job.name] = job.requests
+        return found
+
+    def share(self, queue: str) -> float:
+        return dominant_share(self.usage[queue], self.capacity)
+
+    def start_share(self, queue: str) -> float:
+        return dominant_share(self.start_usage[queue], self.capacity)
+
+    def size(self, job: Job) -> float:
+        found = self._size.get(job.name)
+        if found is None:
+            found = self._size[job.name] = dominant_share(self.req(job), self.capacity)
+        return found
+
+    def capability_ok(self, job: Job) -> bool:
+        cap = self.queues[job.queue].capability
+        if cap is None:
+            return True
+        req = self.req(job)
+        after = self.usage[job.queue] + req
+        return all(after.get(k) <= v for k, v in cap if req.get(k) > 0)
+
+    def held_back(self, for_queue: str) -> Resources:
+        """Unused guarantees of the other queues (never lent to ``for_queue``)."""
+        acc = Resources()
+        for q in self._guarded:
+            if q.name != for_queue:
+                acc = acc + (q.guarantee - self.usage[q.name]).clamp_min_zero()
+        return acc
+
+    def guarantee_ok(self, job: Job) -> bool:
+        if not self._guarded:
+            return True
+        held = self.held_back(job.queue)
+        if not held:
+            return True
+        req = self.req(job)
+        room = self.free_total - req
+        return all(room.get(k) >= v for k, v in held if req.get(k) > 0)
+
+    def add(self, job: Job, sign: int = 1) -> None:
+        """Record a placement (+1) or a preemption / undo (-1) of ``job``."""
+        delta = self.req(job) if sign > 0 else self.req(job).scaled(-1)
+        self.usage[job.queue] = self.usage[job.queue] + delta
+        self.free_total = self.free_total - delta
+

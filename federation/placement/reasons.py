@@ -1,0 +1,119 @@
+"""Why a job stayed pending: the blocking constraint and the closest cluster.
+
+Users ask "why isn't my job scheduled?" more than anything else (Armada #703, #983), so
+every unplaced job gets one ``BLOCKED_BY`` name and a sentence. The checks run from the
+most permanent cause to the most transient one, so the answer says what would have to
+change: no cluster allowed at all (affinity / taints) → no allowed cluster could EVER hold
+it, even empty (``unschedulable=True``) → queue capability → others' guarantees (fairness)
+→ it would have fitted at the start of the round, so higher- or equal-priority work took
+the room (priority) → it fits now only above its hard tier limit (topology) → capacity.
+"""
+
+from __future__ import annotations
+
+from federation.domain.jobs import Job
+from federation.domain.plans import Unplaced
+from federation.domain.resources import GPU
+from federation.placement.eligibility import (
+    affinity_terms,
+    can_ever_hold,
+    cluster_block,
+    empty_capacity,
+    lowest_feasible_tier,
+    shape_key,
+    tier_limit,
+)
+from federation.placement.rounds import Round
+
+MAX_START_PACKS = 64
+
+
+def _no_cluster(rnd: Round, job: Job) -> Unplaced:
+    blocks = [cluster_block(job, c, t) for c in rnd.snapshot.clusters for t in affinity_terms(job)]
+    if "taints" in blocks:
+        return Unplaced(job.name, "every cluster the affinity allows has taints the job does not tolerate",
+                        "taints", None, True)
+    if "affinity" in blocks or not blocks:
+        return Unplaced(job.name, "no cluster matches the job's cluster affinity", "affinity", None, True)
+    return Unplaced(job.name, "every cluster the job may use is unhealthy", "capacity", None, False)
+
+
+def _fits_at_start(rnd: Round, job: Job, names: list[str]) -> str | None:
+    st = rnd.state
+    pods, need = rnd.demand(job)
+    tries = 0
+    for name in names:
+        limit = tier_limit(job, st.clusters[name])
+        for uid in st.cluster_domains.get(name, ()):
+            dom = st.domains[uid]
+            if limit is not None and dom.tier > limit:
+                continue
+            if any(f < n for f, n in zip(st.start_domain_free[uid], need, strict=True)):
+                continue
+            tries += 1
+            if st.pack(dom, pods, rnd.allowed_nodes(dom.cluster, job), start=True) is not None:
+                return name
+            if tries >= MAX_START_PACKS:
+                return None
+    return None
+
+
+def _freest(rnd: Round, names: list[str]) -> str | None:
+    gi = rnd.state.gpu_index
+    best: tuple[int, str] | None = None
+    for name in names:
+        free = max((rnd.state.domains[u].free[gi] for u in rnd.state.cluster_domains.get(name, ())), default=0)
+        if best is None or (free, name) > best:
+            best = (free, name)
+    return best[1] if best else None
+
+
+def diagnose(rnd: Round, job: Job) -> Unplaced:
+    """The blocking constraint of a job left pending at the end of the round."""
+    names = list(dict.fromkeys(n for group in rnd.groups(job) for n in group))
+    if not names:
+        return _no_cluster(rnd, job)
+    clusters = [rnd.state.clusters[n] for n in names]
+    ever = [c.name for c in clusters if can_ever_hold(job, c)]
+    gpus = job.requests.get(GPU)
+    size = f"{job.total_replicas} pods, {gpus} GPUs"
+    if not ever:
+        biggest = max(clusters, key=lambda c: (empty_capacity(c, job).get(GPU), c.name)).name
+        if any(lowest_feasible_tier(job, c) is not None for c in clusters):
+            return Unplaced(job.name, f"no allowed cluster has a domain within the hard tier limit that could hold "
+                            f"the gang ({size}) even when empty", "topology", biggest, True)
+        return Unplaced(job.name, f"the gang ({size}) is larger than any allowed cluster could hold even when "
+                        "empty (pod-level packing)", "unschedulable", biggest, True)
+    if not rnd.ledger.capability_ok(job):
+        return Unplaced(job.name, f"queue {job.queue} would exceed its capability", "queue-capability", ever[0])
+    if not rnd.ledger.guarantee_ok(job):
+        return Unplaced(job.name, "the free capacity is held for other queues' unused guarantees", "fairness",
+                        ever[0])
+    start = _fits_at_start(rnd, job, ever)
+    if start is not None:
+        return Unplaced(job.name, f"it fitted in {start} at the start of the round, but work of higher or equal "
+                        "priority (or of queues further below their fair share) took the room", "priority", start)
+    if job.network_topology is not None and job.network_topology.hard:
+        for group in rnd.groups(job):
+            above = rnd.find_home(job, tuple(n for n in group if n in ever), ignore_limit=True)
+            if above is not None:
+                return Unplaced(job.name, f"room exists in {above[0].cluster.name} only above the hard tier "
+                                "limit", "topology", above[0].cluster.name)
+    return Unplaced(job.name, f"no allowed cluster has room for the whole gang ({size}) right now",
+                    "capacity", _freest(rnd, ever))
+
+
+class Diagnoses:
+    """Memoised ``diagnose`` for identical jobs at the end of a round."""
+
+    def __init__(self, rnd: Round) -> None:
+        self.rnd = rnd
+        self._cache: dict[object, Unplaced] = {}
+
+    def __call__(self, job: Job) -> Unplaced:
+        key = (shape_key(job), job.queue, job.priority, job.network_topology, job.propagation, job.min_available)
+        found = self._cache.get(key)
+        if found is None:
+            found = diagnose(self.rnd, job)
+            self._cache[key] = found
+        return Unplaced(job.name, found.reason, found.constraint, found.closest_cluster, found.unschedulable)

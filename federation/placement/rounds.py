@@ -1,0 +1,152 @@
+"""One planning round's mutable context: where a gang can go now, and recording it.
+
+Shared by the greedy planner, the preemption search and the CP-SAT repair pass, so that
+all of them apply the same hard rules (eligibility, queue capability, guarantees, pod-level
+packing inside one domain of one cluster) and the same preference: lowest tier first, then
+the fullest domain that still packs (best fit keeps empty domains whole for big gangs).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from federation.domain.clusters import ClusterSnapshot
+from federation.domain.jobs import Job
+from federation.domain.nodes import Node
+from federation.domain.plans import FederationSnapshot, Placement, Preemption, RunningJob
+from federation.domain.propagation import PropagationPolicy
+from federation.placement.eligibility import allowed_clusters, tier_limit, usable_nodes
+from federation.placement.ledger import Ledger
+from federation.placement.packing import Vector
+from federation.placement.score import Scoring
+from federation.placement.state import DomainState, RoundState
+
+MAX_PACK_FAILS = 48  # per tier: give up on a tier after this many domains that fail to pack
+
+
+class Round:
+    """State, ledger and decisions of one round."""
+
+    def __init__(self, snapshot: FederationSnapshot, deadline: float | None = None) -> None:
+        self.snapshot = snapshot
+        self.deadline = deadline
+        self.state = RoundState(snapshot)
+        self.ledger = Ledger(snapshot)
+        self.scoring = Scoring(snapshot, self.ledger)
+        self.placements: dict[str, Placement] = {}
+        self.preempted: dict[str, Preemption] = {}
+        self.running = {r.job.name: r for r in snapshot.running}
+        self.running_by_cluster: dict[str, list[RunningJob]] = {}
+        for r in snapshot.running:
+            self.running_by_cluster.setdefault(r.placement.cluster, []).append(r)
+        self._groups: dict[PropagationPolicy | None, tuple[tuple[str, ...], ...]] = {}
+        self._tainted = {c.name for c in snapshot.clusters if any(n.taints for n in c.nodes if n.usable)}
+        self._allowed_nodes: dict[tuple[str, object], dict[str, Node]] = {}
+        self._pods: dict[str, tuple[list[Vector], Vector]] = {}
+        self._sets: dict[tuple[str, ...], frozenset[str]] = {}
+        self._limits: dict[tuple[object, tuple[str, ...]], tuple[dict[str, int | None], int | None]] = {}
+
+    def limits(self, job: Job, names: tuple[str, ...]) -> tuple[dict[str, int | None], int | None]:
+        """Hard tier limit per cluster name, and the largest one (None: some cluster has none)."""
+        key = (job.network_topology, names)
+        found = self._limits.get(key)
+        if found is None:
+            per = {n: tier_limit(job, self.state.clusters[n]) for n in names}
+            top = None if any(v is None for v in per.values()) else max(v for v in per.values() if v is not None)
+            found = self._limits[key] = (per, top)
+        return found
+
+    def expired(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
+
+    # -- eligibility -------------------------------------------------------------------
+    def groups(self, job: Job) -> tuple[tuple[str, ...], ...]:
+        """Allowed cluster names per affinity group, in fallback order (cached per policy)."""
+        key = job.propagation
+        if key not in self._groups:
+            self._groups[key] = tuple(tuple(c.name for c in g) for g in allowed_clusters(job, self.snapshot))
+        return self._groups[key]
+
+    def allowed_nodes(self, cluster: ClusterSnapshot, job: Job) -> dict[str, Node] | None:
+        """The nodes the job may use in ``cluster``; None when that is every usable node."""
+        if cluster.name not in self._tainted:
+            return None
+        key = (cluster.name, job.tolerations)
+        if key not in self._allowed_nodes:
+            self._allowed_nodes[key] = {n.name: n for n in usable_nodes(cluster, job)}
+        return self._allowed_nodes[key]
+
+    def demand(self, job: Job) -> tuple[list[Vector], Vector]:
+        if job.name not in self._pods:
+            self._pods[job.name] = self.state.demand(job)
+        return self._pods[job.name]
+
+    # -- search ------------------------------------------------------------------------
+    def find_home(
+        self, job: Job, names: tuple[str, ...], ignore_limit: bool = False
+    ) -> tuple[DomainState, list[str]] | None:
+        """Lowest tier first, then fullest domain: the first domain the gang packs into."""
+        pods, need = self.demand(job)
+        st = self.state
+        allowed = self._sets.get(names)
+        if allowed is None:
+            allowed = self._sets[names] = frozenset(names)
+        limits, top = self.limits(job, names) if not ignore_limit else ({n: None for n in names}, None)
+        probe = st.probe(pods, need)
+        for tier in st.tiers:
+            if top is not None and tier > top:
+                break
+            fails = 0
+            for dom in st.candidates(tier, probe, names):
+                cname = dom.cluster.name
+                if cname not in allowed:
+                    continue
+                limit = limits[cname]
+                if limit is not None and tier > limit:
+                    continue
+                if any(f < n for f, n in zip(dom.free, need, strict=True)) or not st.slots_ok(dom, pods):
+                    continue
+                nodes = st.pack(dom, pods, self.allowed_nodes(dom.cluster, job))
+                if nodes is not None:
+                    return dom, nodes
+                fails += 1
+                if fails >= MAX_PACK_FAILS:
+                    break
+        return None
+
+    def admissible(self, job: Job) -> bool:
+        """Queue-level rules: capability not exceeded, others' guarantees not borrowed."""
+        return self.ledger.capability_ok(job) and self.ledger.guarantee_ok(job)
+
+    def place(self, job: Job) -> Placement | None:
+        """Place ``job`` in the first affinity group that can hold it now, or return None."""
+        if not self.admissible(job):
+            return None
+        for names in self.groups(job):
+            if not names:
+                continue
+            found = self.find_home(job, names)
+            if found is not None:
+                return self.commit(job, *found)
+        return None
+
+    # -- recording ---------------------------------------------------------------------
+    def commit(self, job: Job, dom: DomainState, nodes: Sequence[str]) -> Placement:
+        pods, _ = self.demand(job)
+        self.state.take(dom.cluster.name, list(zip(nodes, pods, strict=True)))
+        self.ledger.add(job, +1)
+        placement = Placement(job.name, dom.cluster.name, dom.domain.name, dom.tier, self.state.assignments(job, nodes))
+        self.placements[job.name] = placement
+        return placement
+
+    def undo(self, job: Job) -> None:
+        placement = self.placements.pop(job.name)
+        pods, _ = self.demand(job)
+        self.state.give(placement.cluster, [(a.node, v) for a, v in zip(placement.pods, pods, strict=True)])
+        self.ledger.add(job, -1)
+
+    def evict(self, running: RunningJob, reason: str, preemptor: str | None) -> None:
+        self.state.give(running.placement.cluster, self.state.running_pods(running))
+        self.ledger.add(running.job, -1)
+        self.preempted[running.job.name] = Preemption(running.job.name, reason, preemptor)

@@ -1,0 +1,177 @@
+"""The layered objective, computed for ANY plan so planners can be compared.
+
+Layering (docs/design/placement.md has the full argument):
+
+1. **Queue priority, then job priority — strict.** Jobs fall into priority *bands*, the
+   distinct ``(queue priority, job priority)`` pairs, highest first. The score is the
+   vector of per-band values compared lexicographically: no amount of value in a lower
+   band compensates one unit in a higher band. ``score()`` folds the vector into one float
+   with band weights larger than any lower band can reach.
+2. Inside a band, every term is an integer, weighted so that the layers dominate each
+   other in practice (not strictly — that would need coefficients CP-SAT cannot handle):
+
+   * **fairness**: each unit placed for a queue still below its DRF fair share earns
+     ``FAIR_BONUS`` on top of the base value (the deficit is consumed by higher bands first);
+   * **amount placed** (work conservation): ``VALUE`` per unit; a preempted running gang
+     loses ``VALUE`` per unit in ITS band, plus a small cost that grows with the GPU-hours
+     it has already run (victims that lose the least work are chosen);
+   * **topology tier**: ``TIER_PENALTY`` per unit for each tier above the lowest tier any
+     allowed empty cluster could offer the gang (at most ``MAX_TIER_STEPS`` steps, so placing
+     a gang is always worth more than leaving it pending — soft topology never blocks);
+   * **packing**: up to ``PACK_PENALTY_MAX`` per unit for landing in an emptier domain
+     (best fit keeps whole domains free for the next big gang).
+
+A *unit* is a dominant share of federation capacity scaled so that one unit is about one
+GPU on a GPU fleet (``units = round(dominant_share x max(1000, total GPUs))``, at least 1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from federation.domain.jobs import Job
+from federation.domain.plans import FederationSnapshot, Placement, Plan, RunningJob
+from federation.domain.resources import GPU
+from federation.placement.eligibility import allowed_clusters, lowest_feasible_tier, shape_key
+from federation.placement.ledger import Bands, Ledger, band_key, bands_of
+
+VALUE = 64
+FAIR_BONUS = 256
+TIER_PENALTY = 16
+MAX_TIER_STEPS = 3
+PACK_PENALTY_MAX = 7
+RUN_COST_MAX = 32
+
+
+@dataclass(frozen=True)
+class JobTerms:
+    band: int
+    units: int
+    lowest_tier: int | None
+
+
+class Scoring:
+    """Per-round constants of the objective (units, bands, deficits, lowest tiers)."""
+
+    def __init__(self, snapshot: FederationSnapshot, ledger: Ledger | None = None) -> None:
+        self.snapshot = snapshot
+        self.ledger = ledger or Ledger(snapshot)
+        self.bands: Bands = bands_of(snapshot)
+        self.scale = max(1000, self.ledger.capacity.get(GPU))
+        self.deficit = {
+            q: max(0, round((self.ledger.fair[q] - self.ledger.start_share(q)) * self.scale))
+            for q in self.ledger.queues
+        }
+        self._lowest: dict[object, int | None] = {}
+        self._emptiness: dict[tuple[str, str], int] = {}
+        self.jobs = {p.job.name: p.job for p in snapshot.pending}
+        self.running = {r.job.name: r for r in snapshot.running}
+
+    def units(self, job: Job) -> int:
+        return max(1, round(self.ledger.size(job) * self.scale))
+
+    def band(self, job: Job) -> int:
+        return self.bands.rank(band_key(self.snapshot, job))
+
+    def lowest_tier(self, job: Job) -> int | None:
+        """Lowest tier at which any allowed cluster, empty, could hold the gang."""
+        key = (shape_key(job), job.propagation)
+        if key not in self._lowest:
+            tiers = [
+                t
+                for group in allowed_clusters(job, self.snapshot)
+                for c in group
+                if (t := lowest_feasible_tier(job, c)) is not None
+            ]
+            self._lowest[key] = min(tiers) if tiers else None
+        return self._lowest[key]
+
+    def tier_steps(self, job: Job, tier: int) -> int:
+        low = self.lowest_tier(job)
+        return 0 if low is None else min(MAX_TIER_STEPS, max(0, tier - low))
+
+    def emptiness(self, cluster: str, hypernode: str) -> int:
+        """0 (full) .. PACK_PENALTY_MAX (empty): how empty the domain was at round start."""
+        key = (cluster, hypernode)
+        if key not in self._emptiness:
+            snap = self.snapshot.cluster(cluster)
+            dom = snap.tree.domains.get(hypernode) if snap is not None else None
+            value = 0
+            if snap is not None and dom is not None:
+                nodes = [n for n in snap.nodes if n.name in dom.nodes and n.usable]
+                res = GPU if any(n.allocatable.get(GPU) for n in nodes) else "cpu"
+                alloc = sum(n.allocatable.get(res) for n in nodes)
+                free = sum(max(0, n.free.get(res)) for n in nodes)
+                value = min(PACK_PENALTY_MAX, (PACK_PENALTY_MAX + 1) * free // alloc) if alloc else 0
+            self._emptiness[key] = value
+        return self._emptiness[key]
+
+    def placement_value(self, job: Job, cluster: str, hypernode: str, tier: int) -> int:
+        """Base value of a placement without the fairness bonus (always > 0)."""
+        u = self.units(job)
+        return u * (VALUE - TIER_PENALTY * self.tier_steps(job, tier) - self.emptiness(cluster, hypernode))
+
+    def run_cost(self, running: RunningJob) -> int:
+        gpu_hours = running.job.requests.get(GPU) * max(0.0, self.snapshot.now - running.started_at) / 3600.0
+        return min(RUN_COST_MAX, math.ceil(math.log2(1.0 + gpu_hours)))
+
+    def victim_cost(self, running: RunningJob) -> int:
+        return VALUE * self.units(running.job) + self.run_cost(running)
+
+    def band_weight_base(self) -> int:
+        """An integer larger than any band value can reach in absolute terms."""
+        pend = sum(self.units(p.job) for p in self.snapshot.pending) * (VALUE + FAIR_BONUS)
+        run = sum(self.victim_cost(r) for r in self.snapshot.running)
+        return pend + run + 1
+
+    def vector(self, plan: Plan) -> tuple[int, ...]:
+        """Per-band values, highest band first."""
+        values = [0] * len(self.bands.order)
+        placed: dict[tuple[str, int], int] = {}
+        for p in plan.placements:
+            job = self.jobs.get(p.job)
+            if job is None:
+                continue
+            b = self.band(job)
+            values[b] += self.placement_value(job, p.cluster, p.hypernode, p.tier)
+            placed[(job.queue, b)] = placed.get((job.queue, b), 0) + self.units(job)
+        left = dict(self.deficit)
+        for (queue, b), amount in sorted(placed.items(), key=lambda kv: kv[0][1]):
+            credit = min(amount, left.get(queue, 0))
+            left[queue] = left.get(queue, 0) - credit
+            values[b] += FAIR_BONUS * credit
+        for v in plan.preemptions:
+            running = self.running.get(v.job)
+            if running is not None:
+                values[self.band(running.job)] -= self.victim_cost(running)
+        return tuple(values)
+
+    def fold(self, vector: tuple[int, ...]) -> float:
+        base = self.band_weight_base()
+        acc = 0
+        for value in vector:
+            acc = acc * base + value
+        return float(acc)
+
+    def terms(self, placement: Placement) -> dict[str, float]:
+        """Per-placement terms for the audit trail (why this domain scored as it did)."""
+        job = self.jobs[placement.job]
+        return {
+            "band": float(self.band(job)),
+            "units": float(self.units(job)),
+            "tierSteps": float(self.tier_steps(job, placement.tier)),
+            "emptiness": float(self.emptiness(placement.cluster, placement.hypernode)),
+            "value": float(self.placement_value(job, placement.cluster, placement.hypernode, placement.tier)),
+        }
+
+
+def score_vector(snapshot: FederationSnapshot, plan: Plan) -> tuple[int, ...]:
+    """The exact lexicographic objective of ``plan`` (per band, highest first)."""
+    return Scoring(snapshot).vector(plan)
+
+
+def score(snapshot: FederationSnapshot, plan: Plan) -> float:
+    """The layered objective of ``plan`` folded into one float (higher is better)."""
+    scoring = Scoring(snapshot)
+    return scoring.fold(scoring.vector(plan))

@@ -1,0 +1,232 @@
+"""Mutable working state of one planning round, built from an immutable snapshot.
+
+Why a separate structure: the greedy planner, the CP-SAT repair pass and the preemption
+search all ask the same question thousands of times per round — "which domain, lowest tier
+first and fullest first, can hold this gang right now?" — and answering it by rescanning
+10,000 nodes each time would blow the one-second budget. The state keeps, per domain, the
+summed free vector and a histogram of per-node free GPUs, and per tier a list of domains
+sorted by free GPUs, so a search bisects to the domains with enough room and packs pods
+only there. Only this module mutates; every decision it records ends up in an immutable
+``Plan``.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from federation.domain.clusters import ClusterSnapshot
+from federation.domain.jobs import Job
+from federation.domain.nodes import Node
+from federation.domain.plans import FederationSnapshot, PodAssignment, RunningJob
+from federation.domain.resources import GPU, Resources
+from federation.domain.topology import Domain
+from federation.placement.packing import Vector, pack_vectors, resource_keys, vector
+
+Key = tuple[int, int]  # (free amount of the primary resource, domain id)
+
+
+@dataclass
+class DomainState:
+    """A domain with its live aggregate free vector over usable nodes."""
+
+    uid: int
+    cluster: ClusterSnapshot
+    domain: Domain
+    nodes: tuple[str, ...]
+    free: list[int]
+    gpu_hist: dict[int, int] = field(default_factory=dict)
+    index: dict[int, int] = field(default_factory=dict)  # index id -> sort key (see RoundState)
+
+    @property
+    def tier(self) -> int:
+        return self.domain.tier
+
+
+class RoundState:
+    """Free capacity per node and per domain, queue usage, and what the round decided."""
+
+    def __init__(self, snapshot: FederationSnapshot, extra: Iterable[Resources] = ()) -> None:
+        self.snapshot = snapshot
+        requests = [t.resources for p in snapshot.pending for t in p.job.tasks]
+        requests += [t.resources for r in snapshot.running for t in r.job.tasks]
+        self.keys: tuple[str, ...] = resource_keys([*requests, *extra]) or (GPU,)
+        self.gpu_index = self.keys.index(GPU) if GPU in self.keys else 0
+        self.clusters = {c.name: c for c in snapshot.clusters}
+        self.node_free: dict[str, dict[str, Vector]] = {}
+        self.nodes: dict[str, dict[str, Node]] = {}
+        self.domains: list[DomainState] = []
+        self.node_domains: dict[tuple[str, str], list[int]] = {}
+        top = max((n.allocatable.get(GPU) for c in snapshot.clusters for n in c.nodes), default=0)
+        # Index 0 sorts domains by free GPUs; index s > 0 by "s-slots" = sum over nodes of
+        # free_gpus // s, so a gang of k pods of >= s GPUs bisects straight to domains with
+        # k such slots instead of trying every domain with enough GPUs in total.
+        self.slot_sizes = tuple(1 << i for i in range(top.bit_length()) if (1 << i) <= top)
+        self.rows: dict[tuple[int, int], list[Key]] = {}
+        self._demand: dict[object, tuple[list[Vector], Vector]] = {}
+        self.cluster_domains: dict[str, list[int]] = {}
+        for cluster in snapshot.clusters:
+            self._add_cluster(cluster)
+        self.tiers = sorted({t for _, t in self.rows})
+        self.start_node_free = {c: dict(v) for c, v in self.node_free.items()}
+        self.start_domain_free = [tuple(d.free) for d in self.domains]
+
+    # -- construction -------------------------------------------------------------------
+    def _add_cluster(self, cluster: ClusterSnapshot) -> None:
+        usable = {n.name: n for n in cluster.nodes if n.usable} if cluster.healthy else {}
+        self.nodes[cluster.name] = usable
+        self.node_free[cluster.name] = {name: vector(n.free, self.keys) for name, n in usable.items()}
+        ids: list[int] = []
+        for domain in cluster.tree.by_tier:
+            members = tuple(sorted(n for n in domain.nodes if n in usable))
+            if not members:
+                continue
+            uid = len(self.domains)
+            free = [0] * len(self.keys)
+            hist: dict[int, int] = {}
+            for name in members:
+                vec = self.node_free[cluster.name][name]
+                for i, v in enumerate(vec):
+                    free[i] += v
+                g = vec[self.gpu_index]
+                hist[g] = hist.get(g, 0) + 1
+                self.node_domains.setdefault((cluster.name, name), []).append(uid)
+            dom = DomainState(uid, cluster, domain, members, free, hist)
+            self._index_values(dom)
+            for ix, value in dom.index.items():
+                insort(self.rows.setdefault((ix, domain.tier), []), (value, uid))
+            self.domains.append(dom)
+            ids.append(uid)
+        self.cluster_domains[cluster.name] = ids
+
+    def _index_values(self, dom: DomainState) -> None:
+        dom.index[0] = dom.free[self.gpu_index]
+        for size in self.slot_sizes:
+            dom.index[size] = sum((f // size) * c for f, c in dom.gpu_hist.items() if f >= size)
+
+    # -- queries ------------------------------------------------------------------------
+    def demand(self, job: Job) -> tuple[list[Vector], Vector]:
+        """Per-pod demand vectors (in ``job.pods()`` order) and their sum."""
+        shape = tuple((t.replicas, t.resources) for t in job.tasks)
+        found = self._demand.get(shape)
+        if found is None:
+            pods = [vector(res, self.keys) for replicas, res in shape for _ in range(replicas)]
+            tot = tuple(sum(col) for col in zip(*pods, strict=True)) if pods else tuple(0 for _ in self.keys)
+            found = self._demand[shape] = (pods, tot)
+        return found
+
+    def probe(self, pods: Sequence[Vector], need: Vector) -> tuple[int, int]:
+        """(index id, threshold) that best narrows the domains that could hold ``pods``."""
+        g = max((p[self.gpu_index] for p in pods), default=0)
+        sizes = [s for s in self.slot_sizes if s <= g]
+        if g <= 0 or not sizes:
+            return 0, need[self.gpu_index]
+        size = sizes[-1]
+        return size, sum(1 for p in pods if p[self.gpu_index] >= size)
+
+    def candidates(self, tier: int, probe: tuple[int, int], clusters: Sequence[str] | None) -> Iterable[DomainState]:
+        """Domains of ``tier`` passing the probe, tightest (least room) first."""
+        ix, threshold = probe
+        if clusters is not None and len(clusters) * 4 < len(self.cluster_domains):
+            picked = [
+                self.domains[u]
+                for c in clusters
+                for u in self.cluster_domains.get(c, ())
+                if self.domains[u].tier == tier and self.domains[u].index[ix] >= threshold
+            ]
+            picked.sort(key=lambda d: (d.index[ix], d.uid))
+            yield from picked
+            return
+        row = self.rows.get((ix, tier), [])
+        start = bisect_left(row, (threshold, -1))
+        for _, uid in list(row[start:]):
+            yield self.domains[uid]
+
+    def slots_ok(self, dom: DomainState, pods: Sequence[Vector]) -> bool:
+        """Cheap necessary condition: enough nodes with room for the largest GPU pods."""
+        g = max((p[self.gpu_index] for p in pods), default=0)
+        if g <= 0:
+            return True
+        wanted = sum(1 for p in pods if p[self.gpu_index] >= g)
+        have = 0
+        for free, count in dom.gpu_hist.items():
+            if free >= g:
+                have += (free // g) * count
+                if have >= wanted:
+                    return True
+        return False
+
+    def pack(
+        self, dom: DomainState, pods: Sequence[Vector], allowed: dict[str, Node] | None = None, start: bool = False
+    ) -> list[str] | None:
+        """Pack pod vectors onto the domain's nodes (restricted to ``allowed`` when given).
+
+        ``start`` packs against the free capacity at the start of the round instead of now.
+        """
+        free = (self.start_node_free if start else self.node_free)[dom.cluster.name]
+        buckets: dict[Vector, list[str]] = {}
+        for name in dom.nodes:
+            if allowed is not None and name not in allowed:
+                continue
+            buckets.setdefault(free[name], []).append(name)
+        return pack_vectors(pods, buckets)
+
+    # -- updates ------------------------------------------------------------------------
+    def _apply(self, cluster: str, changes: Sequence[tuple[str, Vector]], sign: int) -> None:
+        """Shift node free vectors by ``sign x delta`` and re-index each touched domain once."""
+        gi = self.gpu_index
+        touched: dict[int, DomainState] = {}
+        frees = self.node_free[cluster]
+        for node, delta in changes:
+            old = frees[node]
+            new = tuple(o + sign * d for o, d in zip(old, delta, strict=True))
+            frees[node] = new
+            og, ng = old[gi], new[gi]
+            for uid in self.node_domains.get((cluster, node), ()):
+                dom = self.domains[uid]
+                touched[uid] = dom
+                free = dom.free
+                for i, d in enumerate(delta):
+                    free[i] += sign * d
+                if og != ng:
+                    hist = dom.gpu_hist
+                    hist[og] -= 1
+                    if not hist[og]:
+                        del hist[og]
+                    hist[ng] = hist.get(ng, 0) + 1
+        for uid, dom in touched.items():
+            before = dict(dom.index)
+            self._index_values(dom)
+            for ix, value in before.items():
+                fresh = dom.index[ix]
+                if fresh != value:
+                    row = self.rows[(ix, dom.tier)]
+                    del row[bisect_left(row, (value, uid))]
+                    insort(row, (fresh, uid))
+
+    def take(self, cluster: str, pods: Sequence[tuple[str, Vector]]) -> None:
+        """Consume ``(node, demand)`` pairs (a placement)."""
+        self._apply(cluster, self._merge(pods), -1)
+
+    def give(self, cluster: str, pods: Sequence[tuple[str, Vector]]) -> None:
+        """Return ``(node, demand)`` pairs (a preemption or an undone placement)."""
+        known = self.node_free.get(cluster, {})
+        self._apply(cluster, [(n, d) for n, d in self._merge(pods) if n in known], +1)
+
+    @staticmethod
+    def _merge(pods: Sequence[tuple[str, Vector]]) -> list[tuple[str, Vector]]:
+        acc: dict[str, list[int]] = {}
+        for node, need in pods:
+            cur = acc.setdefault(node, [0] * len(need))
+            for i, v in enumerate(need):
+                cur[i] += v
+        return [(n, tuple(v)) for n, v in acc.items()]
+
+    def running_pods(self, running: RunningJob) -> list[tuple[str, Vector]]:
+        """(node, demand) of a running job's pods, as recorded in its placement."""
+        req = {(t, i): vector(r, self.keys) for t, i, r in running.job.pods()}
+        return [(p.node, req[(p.task, p.index)]) for p in running.placement.pods if (p.task, p.index) in req]
+
+    def assignments(self, job: Job, nodes: Sequence[str]) -> tuple[PodAssignment, ...]:
+        return tuple(PodAssignment(t, i, n) for (t, i, _), n in zip(job.pods(), nodes, strict=True))

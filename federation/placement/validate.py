@@ -1,0 +1,197 @@
+"""Solver-agnostic plan checker: every hard rule, re-derived from the snapshot alone.
+
+Why independent of the planners: the CP-SAT model reasons about aggregates and a repair
+pass packs pods afterwards; a bug in either would silently overcommit nodes. ``validate``
+recomputes node usage pod by pod from the snapshot and the plan, so every planner test
+(ours and the baselines') can assert ``validate(snapshot, plan) == []``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from federation.domain.jobs import Job
+from federation.domain.plans import BLOCKED_BY, FederationSnapshot, Placement, Plan
+from federation.domain.resources import Resources
+from federation.placement.eligibility import affinity_terms, cluster_block, tier_limit, usable_nodes
+from federation.placement.ledger import queue_of
+from federation.placement.packing import pack_gang
+
+
+def _bookkeeping(snapshot: FederationSnapshot, plan: Plan) -> Iterator[str]:
+    pending = {p.job.name for p in snapshot.pending}
+    running = {r.job.name for r in snapshot.running}
+    placed = [p.job for p in plan.placements]
+    unplaced = [u.job for u in plan.unplaced]
+    for name in {n for n in placed if placed.count(n) > 1}:
+        yield f"job {name} is placed more than once"
+    for name in {n for n in unplaced if unplaced.count(n) > 1}:
+        yield f"job {name} is listed as unplaced more than once"
+    for name in set(placed) & set(unplaced):
+        yield f"job {name} is both placed and unplaced"
+    for name in set(placed) & running:
+        yield f"running job {name} is moved (running jobs are never re-placed)"
+    for name in set(placed) - pending - running:
+        yield f"placement of unknown job {name}"
+    for name in set(unplaced) - pending:
+        yield f"unplaced entry for unknown or non-pending job {name}"
+    for name in pending - set(placed) - set(unplaced):
+        yield f"pending job {name} is neither placed nor unplaced"
+    for u in plan.unplaced:
+        if u.constraint not in BLOCKED_BY:
+            yield f"job {u.job}: unknown blocking constraint {u.constraint!r}"
+        if not u.reason:
+            yield f"job {u.job}: unplaced without a reason"
+    victims = [v.job for v in plan.preemptions]
+    for name in {n for n in victims if victims.count(n) > 1}:
+        yield f"job {name} is preempted more than once"
+    for name in set(victims) - running:
+        yield f"preemption of {name}, which is not a running job"
+
+
+def _placement(snapshot: FederationSnapshot, p: Placement) -> Iterator[str]:
+    job = next((x.job for x in snapshot.pending if x.job.name == p.job), None)
+    cluster = snapshot.cluster(p.cluster)
+    if job is None:
+        return
+    if cluster is None:
+        yield f"job {p.job}: unknown cluster {p.cluster}"
+        return
+    if not cluster.healthy:
+        yield f"job {p.job}: cluster {p.cluster} is unhealthy"
+    blocks = [cluster_block(job, cluster, term) for term in affinity_terms(job)]
+    if None not in blocks:
+        yield f"job {p.job}: cluster {p.cluster} is not allowed ({', '.join(sorted({str(b) for b in blocks}))})"
+    domain = cluster.tree.domains.get(p.hypernode)
+    if domain is None:
+        yield f"job {p.job}: unknown HyperNode {p.hypernode} in {p.cluster}"
+        return
+    if domain.tier != p.tier:
+        yield f"job {p.job}: tier {p.tier} does not match HyperNode {p.hypernode} (tier {domain.tier})"
+    limit = tier_limit(job, cluster)
+    if limit is not None and domain.tier > limit:
+        yield f"job {p.job}: HyperNode {p.hypernode} has tier {domain.tier} above the hard limit {limit}"
+    wanted = sorted((t, i) for t, i, _ in job.pods())
+    got = sorted((a.task, a.index) for a in p.pods)
+    if wanted != got:
+        yield f"job {p.job}: pods {got} do not match the gang's pods {wanted} (all replicas, each once)"
+    usable = {n.name for n in usable_nodes(cluster, job)}
+    for a in p.pods:
+        if cluster.node(a.node) is None:
+            yield f"job {p.job}: pod {a.task}-{a.index} on unknown node {a.node}"
+        elif a.node not in usable:
+            yield f"job {p.job}: pod {a.task}-{a.index} on node {a.node} that is unusable or has untolerated taints"
+        elif a.node not in domain.nodes:
+            yield f"job {p.job}: pod {a.task}-{a.index} on node {a.node} outside HyperNode {p.hypernode}"
+
+
+def _capacity(snapshot: FederationSnapshot, plan: Plan) -> Iterator[str]:
+    running = {r.job.name: r for r in snapshot.running}
+    jobs = {p.job.name: p.job for p in snapshot.pending}
+    delta: dict[tuple[str, str], Resources] = {}
+    for v in plan.preemptions:
+        r = running.get(v.job)
+        if r is None:
+            continue
+        req = {(t, i): res for t, i, res in r.job.pods()}
+        for a in r.placement.pods:
+            key = (r.placement.cluster, a.node)
+            delta[key] = delta.get(key, Resources()) + req.get((a.task, a.index), Resources())
+    for p in plan.placements:
+        job = jobs.get(p.job)
+        if job is None:
+            continue
+        req = {(t, i): res for t, i, res in job.pods()}
+        for a in p.pods:
+            key = (p.cluster, a.node)
+            delta[key] = delta.get(key, Resources()) - req.get((a.task, a.index), Resources())
+    for (cname, nname), change in sorted(delta.items()):
+        cluster = snapshot.cluster(cname)
+        node = cluster.node(nname) if cluster is not None else None
+        if node is None:
+            continue
+        after = node.free + change
+        short = {k: -v for k, v in after if v < 0 and change.get(k) < 0}
+        if short:
+            yield f"node {cname}/{nname} is overcommitted by {short}"
+
+
+def _queues(snapshot: FederationSnapshot, plan: Plan) -> Iterator[str]:
+    jobs = {p.job.name: p.job for p in snapshot.pending}
+    running = {r.job.name: r.job for r in snapshot.running}
+    usage: dict[str, Resources] = {}
+    added: dict[str, Resources] = {}
+    for r in snapshot.running:
+        usage[r.job.queue] = usage.get(r.job.queue, Resources()) + r.job.requests
+    for v in plan.preemptions:
+        if v.job in running:
+            job = running[v.job]
+            usage[job.queue] = usage.get(job.queue, Resources()) - job.requests
+    for p in plan.placements:
+        if p.job in jobs:
+            job = jobs[p.job]
+            usage[job.queue] = usage.get(job.queue, Resources()) + job.requests
+            added[job.queue] = added.get(job.queue, Resources()) + job.requests
+    for name, more in sorted(added.items()):
+        cap = queue_of(snapshot, name).capability
+        if cap is None:
+            continue
+        over = {k: usage[name].get(k) - v for k, v in cap if more.get(k) > 0 and usage[name].get(k) > v}
+        if over:
+            yield f"queue {name} exceeds its capability by {over}"
+
+
+def _fallback(snapshot: FederationSnapshot, plan: Plan) -> Iterator[str]:
+    """A job placed in a later affinity group must not fit in any cluster of an earlier group.
+
+    Checked against the plan's final node usage (with the job's own pods removed): if the
+    gang still packs into an earlier group's cluster at the end, it could have gone there.
+    """
+    jobs = {p.job.name: p.job for p in snapshot.pending}
+    late = [p for p in plan.placements if p.job in jobs and len(affinity_terms(jobs[p.job])) > 1]
+    if not late:
+        return
+    free: dict[tuple[str, str], Resources] = {}
+    for c in snapshot.clusters:
+        for n in c.nodes:
+            free[(c.name, n.name)] = n.free
+    for p in plan.placements:
+        job = jobs.get(p.job)
+        if job is not None:
+            req = {(t, i): res for t, i, res in job.pods()}
+            for a in p.pods:
+                free[(p.cluster, a.node)] = free.get((p.cluster, a.node), Resources()) - req[(a.task, a.index)]
+    for p in late:
+        earlier = _earlier_fit(snapshot, jobs[p.job], p, free)
+        if earlier is not None:
+            yield f"job {p.job}: placed via a later cluster affinity although {earlier} of an earlier group can hold it"
+
+
+def _earlier_fit(
+    snapshot: FederationSnapshot, job: Job, p: Placement, free: dict[tuple[str, str], Resources]
+) -> str | None:
+    own = snapshot.cluster(p.cluster)
+    for term in affinity_terms(job):
+        if term is None or (own is not None and term.matches(own.name, own.labels)):
+            return None
+        for c in snapshot.clusters:
+            if cluster_block(job, c, term) is not None or c.name == p.cluster:
+                continue
+            nodes = usable_nodes(c, job)
+            node_free = {n.name: free[(c.name, n.name)] for n in nodes}
+            for dom in c.tree.domains_up_to(tier_limit(job, c)):
+                members = [n for n in nodes if n.name in dom.nodes]
+                if members and pack_gang(job.pods(), members, node_free) is not None:
+                    return c.name
+    return None
+
+
+def validate(snapshot: FederationSnapshot, plan: Plan) -> list[str]:
+    """Every violated rule as a readable sentence; ``[]`` means the plan is valid."""
+    problems = list(_bookkeeping(snapshot, plan))
+    for p in plan.placements:
+        problems.extend(_placement(snapshot, p))
+    problems.extend(_capacity(snapshot, plan))
+    problems.extend(_queues(snapshot, plan))
+    problems.extend(_fallback(snapshot, plan))
+    return problems
