@@ -1,19 +1,88 @@
 """The central side of ``AgentService.Connect`` (docs/design/work-protocol.md).
 
-Skeleton committed early so the service wiring can construct it; the body lands next.
+One session per connected agent. The hub is a thin adapter: every decision it makes is a
+store transaction (register with epoch fencing, record a snapshot, move a job, mark a
+cluster lost) or a pure function from ``federation.propagation``; what it adds is the
+stream plumbing and the lost-agent watchdog. Why each rule:
+
+- **Hello first, epoch checked, token checked.** A lower epoch is a deposed leader: it
+  gets ``Fence`` and the stream closes, so it can never touch pods again. The token must
+  be the cluster's own (``PERMISSION_DENIED`` otherwise), so one cluster's agent cannot
+  report for, or receive the work of, another.
+- **Sync before anything new.** After an accepted hello the agent receives every active
+  Work of its cluster, then ``Ack{what: "sync", id: <count>}``; it withdraws what is not
+  in the set. That is how a cluster returning after being declared lost drops the jobs
+  that were re-planned elsewhere *before* it is given new work.
+- **Invalid snapshots are answered, not fatal.** The reply is
+  ``Ack{what: "snapshot-rejected", id: "<field path>: <rule>"}``; the store keeps the last
+  valid snapshot and records the error (``fedctl cluster list`` shows it). Aborting the
+  stream instead would also stop heartbeats and status reports, and a typo in a HyperNode
+  object must not fail over every job running in the cluster.
+- **Silence, not a dropped stream, loses a cluster.** Streams drop on every blip; only a
+  cluster not heard from for ``grace_seconds`` is marked lost (jobs requeued and works
+  withdrawn in one transaction) and a round is triggered to re-plan its jobs.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
+from federation.domain.errors import InvalidInput
+from federation.propagation.failover import loss_reason, lost_clusters
+from federation.propagation.works import placement_from_payload
+from federation.service.agent_status import StatusHandler
+from federation.service.auth import Authenticator
+from federation.service.convert import snapshot_from_proto, timestamp_from_proto, work_to_proto
 from federation.service.rounds import RoundScheduler
+from federation.store import StaleEpoch, Store, StoreError, Unavailable
 from federation.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+HELLO_TIMEOUT_SECONDS = 30.0
+STORE_RETRIES = 3
+
+
+@dataclass(eq=False)
+class Session:
+    """One agent stream: what was sent to it and the queue of what is to be sent."""
+
+    cluster: str
+    epoch: int
+    agent_id: str
+    out: asyncio.Queue[agent_pb2.CentralMessage | None] = field(default_factory=asyncio.Queue)
+    sent: dict[str, tuple[int, int]] = field(default_factory=dict)  # job -> (work id, version)
+    dirty: asyncio.Event = field(default_factory=asyncio.Event)
+    closed: bool = False
+
+    def send(self, msg: agent_pb2.CentralMessage) -> None:
+        if not self.closed:
+            self.out.put_nowait(msg)
+
+    def close(self, last: agent_pb2.CentralMessage | None = None) -> None:
+        """End the stream after ``last`` (a Fence, say); idempotent."""
+        if self.closed:
+            return
+        if last is not None:
+            self.out.put_nowait(last)
+        self.closed = True
+        self.out.put_nowait(None)
+
+
+def ack(what: str, id_: str, epoch: int) -> agent_pb2.CentralMessage:
+    return agent_pb2.CentralMessage(ack=agent_pb2.Ack(what=what, id=id_, epoch=epoch))
+
+
+def fence(reason: str, epoch: int) -> agent_pb2.CentralMessage:
+    return agent_pb2.CentralMessage(fence=agent_pb2.Fence(reason=reason, current_epoch=epoch))
 
 
 class AgentHub(agent_pb2_grpc.AgentServiceServicer):
@@ -21,9 +90,9 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
 
     def __init__(
         self,
-        store: Any,
+        store: Store,
         rounds: RoundScheduler,
-        auth: Any,
+        auth: Authenticator,
         *,
         grace_seconds: float = 30.0,
         clock: Callable[[], float] = time.time,
@@ -33,23 +102,245 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         self._auth = auth
         self._grace = grace_seconds
         self._clock = clock
+        self._sessions: dict[str, Session] = {}
+        self._last_seen: dict[str, float] = {}
+        self._watchdog: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._status = StatusHandler(store, self._call, rounds.trigger, self.notify_works_changed)
+        rounds.on_works_changed(self.notify_works_changed)
 
+    # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        """Start the lost-agent watchdog."""
+        """Start the lost-agent watchdog. Clusters known from before a restart get a full
+        grace period from now: a central restart must not fail over healthy clusters."""
+        if self._watchdog is not None:
+            return
+        try:
+            clusters = await self._call(self._store.clusters.list)
+        except StoreError as exc:
+            log.warning("cannot list clusters at start (%s); the watchdog learns them as agents connect", exc)
+            clusters = []
+        now = self._clock()
+        for c in clusters:
+            if not c.lost:
+                self._last_seen.setdefault(c.name, now)
+        self._watchdog = asyncio.create_task(self._watch(), name="agent-watchdog")
 
     async def stop(self) -> None:
-        """Stop the watchdog and close every agent stream."""
+        """Stop the watchdog and close every agent stream (agents reconnect elsewhere/later)."""
+        task, self._watchdog = self._watchdog, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for session in list(self._sessions.values()):
+            session.close()
 
+    def connected(self) -> dict[str, int]:
+        """Connected clusters and their epochs (for status pages and tests)."""
+        return {name: s.epoch for name, s in self._sessions.items() if not s.closed}
+
+    # ------------------------------------------------------------------ called by others
     def notify_works_changed(self, cluster: str) -> None:
-        """Push the cluster's new or changed works to its connected agent (if any)."""
+        """Push the cluster's new, changed or withdrawn works to its connected agent (if any)."""
+        session = self._sessions.get(cluster)
+        if session is not None:
+            session.dirty.set()
 
     async def cancel_job(self, job: str) -> None:
-        """Cancel the job's active work and tell its agent."""
+        """Tell the job's agent its work is withdrawn (the store has already cancelled it)."""
+        latest = await self._call(self._store.works.latest, job)
+        if latest is not None:
+            self.notify_works_changed(latest.cluster)
 
+    # ------------------------------------------------------------------ the stream
     async def Connect(
         self,
         request_iterator: AsyncIterator[agent_pb2.AgentMessage],
         context: Any,
     ) -> AsyncIterator[agent_pb2.CentralMessage]:
-        raise NotImplementedError
-        yield agent_pb2.CentralMessage()  # pragma: no cover
+        messages = request_iterator.__aiter__()
+        try:
+            first = await asyncio.wait_for(anext(messages), HELLO_TIMEOUT_SECONDS)
+        except (StopAsyncIteration, TimeoutError):
+            return
+        if first.WhichOneof("body") != "hello":
+            raise InvalidInput("hello", "the first message on the stream must be hello")
+        hello = first.hello
+        if not hello.cluster:
+            raise InvalidInput("hello.cluster", "must not be empty")
+        self._auth.authorize_cluster(context, hello.cluster)
+        reg = await self._call(self._store.clusters.register, hello.cluster, hello.epoch, agent_id=hello.agent_id)
+        if not reg.accepted:
+            current = reg.previous_epoch if reg.previous_epoch is not None else reg.cluster.epoch
+            log.warning("fenced agent %s of cluster %s: epoch %d < current %d", hello.agent_id, hello.cluster,
+                        hello.epoch, current)
+            yield fence(f"epoch {hello.epoch} is stale: cluster {hello.cluster} has a newer leader (epoch {current})",
+                        current)
+            return
+        session = Session(hello.cluster, hello.epoch, hello.agent_id)
+        old = self._sessions.get(hello.cluster)
+        if old is not None:
+            old.close(fence(f"superseded by agent {hello.agent_id} (epoch {hello.epoch})", hello.epoch)
+                      if old.epoch < hello.epoch else None)
+        self._sessions[hello.cluster] = session
+        self._last_seen[hello.cluster] = self._clock()
+        log.info("agent %s connected for cluster %s (epoch %d)", hello.agent_id, hello.cluster, hello.epoch)
+        reader = asyncio.create_task(self._read(session, messages), name=f"agent-read-{hello.cluster}")
+        pusher: asyncio.Task[None] | None = None
+        try:
+            yield ack("hello", "", hello.epoch)
+            works = await self._desired(session)
+            for msg in works:
+                yield msg
+            yield ack("sync", str(len(works)), hello.epoch)
+            pusher = asyncio.create_task(self._push(session), name=f"agent-push-{hello.cluster}")
+            while True:
+                out = await session.out.get()
+                if out is None:
+                    break
+                yield out
+        finally:
+            session.close()
+            reader.cancel()
+            if pusher is not None:
+                pusher.cancel()
+            if self._sessions.get(hello.cluster) is session:
+                del self._sessions[hello.cluster]
+            log.info("agent %s of cluster %s disconnected", hello.agent_id, hello.cluster)
+
+    async def _desired(self, session: Session) -> list[agent_pb2.CentralMessage]:
+        """Every active Work of the session's cluster, as messages; records them as sent."""
+        works = await self._call(self._store.works.active, session.cluster)
+        out: list[agent_pb2.CentralMessage] = []
+        for work in works:
+            record = await self._call(self._store.jobs.get, work.job)
+            placement = placement_from_payload(work.job, work.payload)
+            out.append(agent_pb2.CentralMessage(work=work_to_proto(str(work.id), work.version, record.job, placement)))
+            session.sent[work.job] = (work.id, work.version)
+        return out
+
+    async def _push(self, session: Session) -> None:
+        """Send the differences between what the agent was sent and what should run now."""
+        while not session.closed:
+            await session.dirty.wait()
+            session.dirty.clear()
+            try:
+                await self._refresh(session)
+            except StoreError as exc:
+                log.warning("cannot refresh works of %s (%s); retrying", session.cluster, exc)
+                await asyncio.sleep(0.5)
+                session.dirty.set()
+
+    async def _refresh(self, session: Session) -> None:
+        active = {w.job: w for w in await self._call(self._store.works.active, session.cluster)}
+        for job, (work_id, version) in sorted(session.sent.items()):
+            if job in active and (active[job].id, active[job].version) == (work_id, version):
+                continue
+            if job not in active or active[job].version > version:
+                old = await self._call(self._store.works.get, work_id)
+                session.send(agent_pb2.CentralMessage(cancel=agent_pb2.Cancel(
+                    work_id=str(work_id), job=job, version=version, reason=old.message or "withdrawn")))
+                del session.sent[job]
+        for job, work in sorted(active.items()):
+            if session.sent.get(job) == (work.id, work.version):
+                continue
+            record = await self._call(self._store.jobs.get, job)
+            placement = placement_from_payload(job, work.payload)
+            session.send(agent_pb2.CentralMessage(work=work_to_proto(str(work.id), work.version, record.job,
+                                                                     placement)))
+            session.sent[job] = (work.id, work.version)
+
+    async def _read(self, session: Session, messages: AsyncIterator[agent_pb2.AgentMessage]) -> None:
+        try:
+            async for msg in messages:
+                self._last_seen[session.cluster] = self._clock()
+                if session.closed:
+                    break
+                try:
+                    await self._handle(session, msg)
+                except StaleEpoch as exc:
+                    if exc.epoch < exc.current:
+                        session.close(fence(str(exc), exc.current))
+                    else:  # declared lost meanwhile: end the stream; its hello re-registers and syncs
+                        session.close()
+                    return
+                except InvalidInput as exc:
+                    log.warning("cluster %s sent an invalid message: %s", session.cluster, exc)
+                except StoreError as exc:
+                    log.warning("cluster %s: %s message dropped (%s); the agent reports again",
+                                session.cluster, msg.WhichOneof("body"), exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the stream broke (client gone): end our side too
+            log.debug("stream of %s ended: %s", session.cluster, exc)
+        finally:
+            session.close()
+
+    async def _handle(self, session: Session, msg: agent_pb2.AgentMessage) -> None:
+        kind = msg.WhichOneof("body")
+        if kind == "heartbeat":
+            await self._call(self._store.clusters.heartbeat, session.cluster, session.epoch)
+        elif kind == "snapshot":
+            await self._snapshot(session, msg.snapshot)
+        elif kind == "status":
+            replies = await self._status.handle(session.cluster, session.epoch, msg.status)
+            for reply in replies:
+                session.send(reply)
+            session.send(ack("status", f"{msg.status.work_id}@{msg.status.version}", session.epoch))
+        elif kind == "hello":
+            log.info("cluster %s repeated hello mid-stream; ignored", session.cluster)
+
+    async def _snapshot(self, session: Session, msg: Any) -> None:
+        taken = datetime.fromtimestamp(timestamp_from_proto(msg.taken_at), tz=UTC).isoformat()
+        try:
+            if msg.cluster != session.cluster:
+                raise InvalidInput("snapshot.cluster", f"is {msg.cluster!r}; this stream speaks for "
+                                                       f"{session.cluster!r}")
+            snapshot = snapshot_from_proto(msg, "snapshot")
+        except InvalidInput as exc:
+            await self._call(self._store.clusters.record_tree_error, session.cluster, session.epoch, str(exc))
+            log.warning("snapshot of %s rejected: %s", session.cluster, exc)
+            session.send(ack("snapshot-rejected", str(exc), session.epoch))
+            return
+        await self._call(self._store.clusters.record_snapshot, session.epoch, snapshot)
+        session.send(ack("snapshot", taken, session.epoch))
+        self._rounds.trigger("snapshot")
+
+    # ------------------------------------------------------------------ watchdog
+    async def _watch(self) -> None:
+        tick = min(1.0, max(0.05, self._grace / 4))
+        while True:
+            await asyncio.sleep(tick)
+            now = self._clock()
+            for cluster in lost_clusters(self._last_seen, now, self._grace):
+                await self._lose(cluster, now - self._last_seen[cluster])
+
+    async def _lose(self, cluster: str, silent: float) -> None:
+        reason = loss_reason(cluster, silent, self._grace)
+        try:
+            loss = await self._call(self._store.clusters.mark_lost, cluster, reason)
+        except StoreError as exc:
+            log.warning("cannot mark %s lost yet (%s); retrying", cluster, exc)
+            return
+        self._last_seen.pop(cluster, None)
+        session = self._sessions.get(cluster)
+        if session is not None:
+            session.close()
+        log.warning("%s: requeued %d job(s), withdrew %d work(s)", reason, len(loss.requeued),
+                    len(loss.withdrawn_works))
+        self._rounds.trigger("cluster-lost")
+
+    # ------------------------------------------------------------------ store calls
+    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a (synchronous) store call in a thread; retry briefly when the database
+        is unavailable so one blip does not drop an agent's report."""
+        for attempt in range(STORE_RETRIES):
+            try:
+                return await asyncio.to_thread(fn, *args, **kwargs)
+            except Unavailable:
+                if attempt == STORE_RETRIES - 1:
+                    raise
+                await asyncio.sleep(0.2 * 2 ** attempt)
+        raise AssertionError("unreachable")
+

@@ -1,21 +1,58 @@
 """Planning rounds: debounce triggers, plan off the event loop, record in one transaction.
 
-Skeleton committed early so the service wiring can construct it; the body lands next.
+A round is: read the federation from the store (``snapshot_builder``), run the pure
+planner, write the round, its decisions and the job changes they cause in ONE store
+transaction (``AuditRepository.record_round``), then create a Work for every placed job
+(``propagation``) and tell the agent hub which clusters have new or withdrawn works.
+docs/design/rounds.md explains the choices; in short:
+
+- **Triggers coalesce.** A submission, a snapshot, a cancel or a lost cluster calls
+  ``trigger(reason)``; the loop waits ``debounce_seconds`` after the first trigger and
+  runs one round for the whole burst, so 1,000 submissions in a second cost a handful of
+  rounds, not 1,000.
+- **The solver runs off the event loop** (``asyncio.to_thread``): CP-SAT releases the GIL
+  while it searches, so heartbeats, status reports and RPCs keep flowing during a solve.
+  A process pool would also free the greedy Python parts but costs pickling the whole
+  snapshot every round; threads are enough at our sizes. Store calls (synchronous
+  SQLAlchemy) run in threads too.
+- **Nothing is half-written.** If the store is unavailable or the planner raises, the
+  round is logged, nothing was recorded, and it is retried on the next trigger (and after
+  a short back-off, so a pending job is not stranded when no trigger comes). Works are
+  created after the audit transaction; a crash in between leaves placed jobs without a
+  Work, which the next round notices and repairs before planning (``_repair``).
+- **Placed jobs stay put.** Placed, dispatched and running jobs enter the planner as
+  ``RunningJob`` with their placement, so a later round never moves them (only an explicit
+  preemption does, recorded as such).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime
 
-from federation.domain import Plan, PlanLimits
+from federation.domain.plans import FederationSnapshot, Placement, Plan, PlanLimits
+from federation.placement import plan as plan_round
+from federation.propagation.works import admissible, work_payload, works_to_create
+from federation.service.snapshot_builder import PlanningInput, load
+from federation.store import Store, StoreError
+from federation.store.plan_records import decisions_from_plan, round_from_plan, updates_from_plan
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LIMITS = PlanLimits()
+POLICY = "cpsat"
+RETRY_MIN_SECONDS = 0.5
+RETRY_MAX_SECONDS = 30.0
+
+WorksListener = Callable[[str], None]
+
+
+def _utc(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=UTC)
 
 
 class RoundScheduler:
@@ -23,7 +60,7 @@ class RoundScheduler:
 
     def __init__(
         self,
-        store: Any,
+        store: Store,
         *,
         debounce_seconds: float = 0.2,
         limits: PlanLimits = DEFAULT_LIMITS,
@@ -35,19 +72,160 @@ class RoundScheduler:
         self._limits = limits
         self._clock = clock
         self._on_plan = on_plan
+        self._planner: Callable[..., Plan] = plan_round
         self._wake = asyncio.Event()
+        self._reasons: list[str] = []
+        self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
+        self._previous: Plan | None = None
+        self._listeners: list[WorksListener] = []
+        self._failures = 0
+        self.rounds_run = 0
+        self.last_error: str = ""
 
+    # ------------------------------------------------------------------ wiring
+    def on_works_changed(self, listener: WorksListener) -> None:
+        """Call ``listener(cluster)`` after a round created or withdrew works there (the hub)."""
+        self._listeners.append(listener)
+
+    def set_planner(self, planner: Callable[..., Plan]) -> None:
+        """Replace the planner (tests inject failures; the demo may pick a baseline)."""
+        self._planner = planner
+
+    # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        """Start the background loop that turns triggers into rounds."""
+        """Start the background loop; one round runs at once to pick up work left pending
+        by a previous process (a restart must not wait for the next submission)."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name="planning-rounds")
+            self.trigger("startup")
 
     async def stop(self) -> None:
-        """Stop the loop; a round in flight finishes first."""
+        """Stop the loop; a round in flight finishes first (its transaction is never cut)."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        async with self._lock:  # wait for the round in flight
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
     def trigger(self, reason: str) -> None:
         """Ask for a round soon; bursts within the debounce window coalesce into one."""
+        if reason not in self._reasons:
+            self._reasons.append(reason)
         self._wake.set()
 
+    async def _loop(self) -> None:
+        while True:
+            timeout = None
+            if self._failures:
+                timeout = min(RETRY_MAX_SECONDS, RETRY_MIN_SECONDS * 2 ** (self._failures - 1))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            await asyncio.sleep(self._debounce)
+            self._wake.clear()
+            reasons, self._reasons = self._reasons, []
+            trigger = ",".join(reasons) or "retry"
+            try:
+                await self.run_once(trigger)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # logged, nothing half-written, retried
+                self._failures += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.warning("planning round (%s) failed, will retry: %s", trigger, self.last_error,
+                            exc_info=not isinstance(exc, StoreError))
+            else:
+                self._failures = 0
+
+    # ------------------------------------------------------------------ one round
     async def run_once(self, trigger: str) -> int:
-        """Run one round now and return its id."""
-        raise NotImplementedError
+        """Run one round now and return its id (0 when nothing was pending: no round is
+        recorded then, so idle snapshots do not flood the audit)."""
+        async with self._lock:
+            started = self._clock()
+            data: PlanningInput = await asyncio.to_thread(load, self._store, started)
+            if await self._repair(data):  # re-read so the repaired works' pods are reserved
+                data = await asyncio.to_thread(load, self._store, started)
+            snapshot = data.snapshot
+            if not snapshot.pending:
+                return 0
+            plan = await asyncio.to_thread(self._planner, snapshot, self._limits, self._previous)
+            ended = self._clock()
+            round_ = round_from_plan(
+                plan, started_at=_utc(started), ended_at=_utc(ended), trigger=trigger, policy=POLICY,
+                input_digest=data.digest, pending_count=len(snapshot.pending),
+            )
+            result = await asyncio.to_thread(
+                self._store.audit.record_round, round_, decisions_from_plan(plan),
+                updates_from_plan(plan, data.versions),
+            )
+            self._previous = plan
+            self.rounds_run += 1
+            if result.skipped:
+                log.info("round %d: %d job(s) changed while planning, skipped: %s", result.round_id,
+                         len(result.skipped), ", ".join(result.skipped))
+            changed = {data.running_clusters[v.job] for v in plan.preemptions
+                       if v.job in result.applied and v.job in data.running_clusters}
+            changed |= await self._dispatch(works_to_create(plan, result.applied), snapshot)
+            self._notify(changed)
+            log.info("round %d (%s): %d pending, %d placed, %d unplaced, %d preempted, %s in %.3fs",
+                     result.round_id, trigger, len(snapshot.pending), len(plan.placements), len(plan.unplaced),
+                     len(plan.preemptions), plan.status, plan.solve_seconds)
+        if self._on_plan is not None:
+            try:
+                await self._on_plan(plan)
+            except Exception:
+                log.exception("on_plan callback failed")
+        return result.round_id
+
+    async def _dispatch(self, placements: Iterable[Placement], snapshot: FederationSnapshot) -> set[str]:
+        """Create the Work of each placed job; returns the clusters that got one.
+
+        A Work that cannot be created now (store briefly gone) is created by the next
+        round's repair: the job is recorded as placed, which is what repair looks for.
+        """
+        jobs = {p.job.name: p.job for p in snapshot.pending}
+        clusters: set[str] = set()
+        for placement in placements:
+            job, cluster = jobs.get(placement.job), snapshot.cluster(placement.cluster)
+            if job is not None and cluster is not None:
+                blocked = admissible(job, cluster)
+                if blocked is not None:  # never expected: the planner honours the policy
+                    log.error("placement of %s in %s violates its propagation policy (%s); not dispatched",
+                              placement.job, placement.cluster, blocked)
+                    continue
+            try:
+                await asyncio.to_thread(self._store.works.create, placement.job, placement.cluster,
+                                        work_payload(placement))
+            except StoreError as exc:
+                log.warning("work for %s not created yet (%s); the next round repairs it", placement.job, exc)
+                self._failures = max(self._failures, 1)
+                continue
+            clusters.add(placement.cluster)
+        return clusters
+
+    async def _repair(self, data: PlanningInput) -> bool:
+        """Create the missing Works of jobs a crashed round left placed without one."""
+        if not data.placed_without_work:
+            return False
+        changed: set[str] = set()
+        for rec in data.placed_without_work:
+            assert rec.cluster is not None
+            decision = await asyncio.to_thread(self._store.audit.latest_decision, rec.name)
+            pods = decision.decision.pods if decision is not None and decision.decision.cluster == rec.cluster else ()
+            placement = Placement(rec.name, rec.cluster, rec.hypernode or "", rec.tier or 0, tuple(pods))
+            await asyncio.to_thread(self._store.works.create, rec.name, rec.cluster, work_payload(placement))
+            log.info("repaired: created the missing work of placed job %s in %s", rec.name, rec.cluster)
+            changed.add(rec.cluster)
+        self._notify(changed)
+        return True
+
+    def _notify(self, clusters: Iterable[str]) -> None:
+        for cluster in sorted(set(clusters)):
+            for listener in self._listeners:
+                try:
+                    listener(cluster)
+                except Exception:
+                    log.exception("works listener failed for %s", cluster)

@@ -1,0 +1,64 @@
+"""What an agent's WorkStatus means for the Work and the job (pure).
+
+The agent reports phases of one Work (federation.v1.WorkPhase); the store holds a work
+state and a job state machine that allows only single steps (placed → dispatched →
+running → succeeded). Reports are level-triggered and may skip phases (a gang that binds
+and starts between two reports goes straight from nothing to Running), so the job
+changes are computed as the *path* of legal steps from where the job is to where the
+report says it is. A report that would move a job backwards, or out of a terminal state,
+yields no step: the job state machine, not the order of messages, is the authority.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from federation.store.states import DISPATCHED, FAILED, PENDING, PLACED, RUNNING, SUCCEEDED, TERMINAL_STATES
+
+# Phase names as in federation.v1.WorkPhase without the prefix.
+PHASES = ("PENDING", "BOUND", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "REPLAN")
+
+_WORK_STATE = {
+    "PENDING": "applied",
+    "BOUND": "running",  # "running" marks a bound gang: its pods now hold room on nodes
+    "RUNNING": "running",
+    "SUCCEEDED": "succeeded",
+    "FAILED": "failed",
+}
+_JOB_TARGET = {"PENDING": DISPATCHED, "BOUND": DISPATCHED, "RUNNING": RUNNING, "SUCCEEDED": SUCCEEDED,
+               "FAILED": FAILED, "REPLAN": PENDING}
+_FORWARD = (PLACED, DISPATCHED, RUNNING, SUCCEEDED)
+
+
+@dataclass(frozen=True)
+class StatusEffect:
+    """The work state to record (None: leave it) and the job states to step through."""
+
+    work_state: str | None
+    job_steps: tuple[str, ...]
+    replan: bool = False
+
+
+def job_steps(current: str, target: str) -> tuple[str, ...]:
+    """The legal single steps from ``current`` to ``target`` (empty when none apply)."""
+    if current == target or current in TERMINAL_STATES:
+        return ()
+    if target == PENDING:
+        return (PENDING,) if current in (PLACED, DISPATCHED, RUNNING) else ()
+    if target == FAILED:
+        if current == PLACED:
+            return (DISPATCHED, FAILED)
+        return (FAILED,) if current in (DISPATCHED, RUNNING) else ()
+    if current not in _FORWARD or target not in _FORWARD:
+        return ()
+    start, end = _FORWARD.index(current), _FORWARD.index(target)
+    return _FORWARD[start + 1:end + 1] if end > start else ()
+
+
+def effect(phase: str, job_state: str) -> StatusEffect:
+    """What a report of ``phase`` does to a job now in ``job_state``."""
+    if phase == "REPLAN":
+        return StatusEffect("withdrawn", job_steps(job_state, PENDING), replan=True)
+    if phase not in _JOB_TARGET:  # CANCELLED (the agent confirms a withdrawal) or unknown
+        return StatusEffect(None, ())
+    return StatusEffect(_WORK_STATE.get(phase), job_steps(job_state, _JOB_TARGET[phase]))

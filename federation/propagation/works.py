@@ -1,0 +1,86 @@
+"""Work generation: one versioned Work per placed job, for the cluster it was placed in.
+
+Why a Work per job (and not per task or per pod): a gang is placed whole in one cluster
+and must be realised whole there, so the unit the agent applies, versions and withdraws is
+the job. The store numbers versions (``WorkRepository.create`` takes the job's next
+version and withdraws the older active work in the same transaction); this module only
+decides *which* works to create and what they carry.
+
+The payload holds the placement (cluster, HyperNode, tier and the pod→node assignment the
+agent may use). The job spec is not copied into it: it is immutable once submitted and
+read from the job record when the Work is sent, so a payload stays small.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from federation.domain.clusters import ClusterSnapshot
+from federation.domain.jobs import Job
+from federation.domain.plans import Placement, Plan, PodAssignment
+from federation.placement.eligibility import affinity_terms, cluster_block
+
+# Work states in which the agent has bound the gang (its pods hold room on nodes).
+BOUND_WORK_STATES = frozenset({"running", "succeeded", "failed"})
+
+
+def work_payload(placement: Placement) -> dict[str, Any]:
+    """What the store keeps with a Work: the placement, JSON-friendly."""
+    return {
+        "cluster": placement.cluster,
+        "hypernode": placement.hypernode,
+        "tier": placement.tier,
+        "pods": [[p.task, p.index, p.node] for p in placement.pods],
+    }
+
+
+def placement_from_payload(job: str, payload: Mapping[str, Any]) -> Placement:
+    """The placement a Work carries (inverse of ``work_payload``)."""
+    pods = tuple(PodAssignment(str(t), int(i), str(n)) for t, i, n in payload.get("pods", ()))
+    return Placement(job=job, cluster=str(payload.get("cluster", "")), hypernode=str(payload.get("hypernode", "")),
+                     tier=int(payload.get("tier", 0)), pods=pods)
+
+
+def admissible(job: Job, cluster: ClusterSnapshot) -> str | None:
+    """Why ``job`` must not be propagated to ``cluster`` (a BLOCKED_BY name), or None.
+
+    A defensive re-check at the edge: the planner already honours the propagation policy,
+    but a Work is what actually lands pods in a cluster, so a planner bug must not be able
+    to put a job where its policy forbids. Any one affinity term admitting the cluster is
+    enough (ordered ``clusterAffinities`` fall back term by term).
+    """
+    reasons = [cluster_block(job, cluster, term) for term in affinity_terms(job)]
+    if any(r is None for r in reasons):
+        return None
+    return reasons[0] or "affinity"
+
+
+def works_to_create(plan: Plan, applied: Collection[str]) -> tuple[Placement, ...]:
+    """Placements of the plan whose job update the round actually applied.
+
+    A job the audit skipped as stale (cancelled while the planner ran) gets no Work.
+    """
+    return tuple(p for p in plan.placements if p.job in applied)
+
+
+def reflected_in_snapshot(work_state: str | None, work_updated: datetime | None,
+                          snapshot_received: datetime | None) -> bool:
+    """True when the cluster's latest snapshot already counts the job's pods on their nodes.
+
+    A snapshot's free resources count only *bound* pods. Between a placement and the first
+    snapshot taken after the agent bound the gang, the planner must treat the room as taken
+    or it would place a second gang on it. The agent reports the binding (work state
+    ``running``) before it sends the snapshot built after binding, on the same ordered
+    stream, so "the work was seen bound before the snapshot was received" means the
+    snapshot reflects it. Anything else is treated as not yet reflected (conservative).
+    """
+    if work_state not in BOUND_WORK_STATES or work_updated is None or snapshot_received is None:
+        return False
+    return work_updated <= snapshot_received
+
+
+def jobs_without_work(placed: Iterable[str], active_work_jobs: Collection[str]) -> tuple[str, ...]:
+    """Placed jobs with no active Work: a round crashed between its audit and its Works."""
+    return tuple(name for name in placed if name not in active_work_jobs)

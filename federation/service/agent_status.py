@@ -1,0 +1,116 @@
+"""Apply an agent's ``WorkStatus`` to the store: work state, job steps, restart events.
+
+Split from the hub so the stream plumbing and the meaning of a report live apart. The
+meaning itself is the pure ``propagation.status.effect``; this adapter performs it:
+
+- a report about a Work that is no longer active (withdrawn: cancelled, preempted,
+  re-planned, or its cluster was lost) is answered with a ``Cancel`` again — idempotent,
+  and it converges an agent that missed the first one;
+- restart actions the agent took become ``Restarted`` job events (and the restart count);
+- the Work's state is written with the agent's epoch (a deposed agent is refused with
+  ``StaleEpoch`` and fenced by the hub), then the job steps along its state machine; an
+  illegal step is logged and ignored, never forced;
+- ``Replan`` requeues the job first and withdraws the Work second, so a crash in between
+  leaves a pending job whose old Work the next placement supersedes — never a job that
+  looks placed with nothing behind it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from federation.domain.errors import InvalidInput
+from federation.propagation.status import effect
+from federation.store import Conflict, IllegalTransition, JobRecord, NotFound, Store
+from federation.v1 import agent_pb2
+
+log = logging.getLogger(__name__)
+
+RESTART_ACTIONS = frozenset({"RestartPod", "RestartTask", "RestartJob"})
+Call = Callable[..., Awaitable[Any]]
+
+
+def phase_name(phase: int) -> str:
+    """``WORK_PHASE_RUNNING`` -> ``RUNNING`` ("UNSPECIFIED" for unknown numbers)."""
+    try:
+        return agent_pb2.WorkPhase.Name(phase).removeprefix("WORK_PHASE_")  # type: ignore[arg-type]
+    except ValueError:
+        return "UNSPECIFIED"
+
+
+def event_message(event: agent_pb2.WorkEvent) -> str:
+    pod = f" (pod {event.task}-{event.index})" if event.task else ""
+    return f"{event.action} after {event.reason}{pod}" if event.reason else f"{event.action}{pod}"
+
+
+class StatusHandler:
+    def __init__(self, store: Store, call: Call, trigger: Callable[[str], None],
+                 notify: Callable[[str], None]) -> None:
+        self._store = store
+        self._call = call
+        self._trigger = trigger
+        self._notify = notify
+
+    async def handle(self, cluster: str, epoch: int, msg: agent_pb2.WorkStatus) -> list[agent_pb2.CentralMessage]:
+        """Apply one report; returns messages to send back (a repeated Cancel)."""
+        try:
+            work_id = int(msg.work_id)
+        except ValueError:
+            raise InvalidInput("status.work_id", f"{msg.work_id!r} is not a work id") from None
+        try:
+            work = await self._call(self._store.works.get, work_id)
+        except NotFound:
+            log.warning("cluster %s reported on unknown work %s (job %s)", cluster, msg.work_id, msg.job)
+            return []
+        if work.cluster != cluster:
+            raise InvalidInput("status.work_id", f"work {work_id} belongs to cluster {work.cluster}, not {cluster}")
+        phase = phase_name(msg.phase)
+        if not work.active:
+            if work.state == "withdrawn" and phase != "CANCELLED":
+                return [agent_pb2.CentralMessage(cancel=agent_pb2.Cancel(
+                    work_id=str(work.id), job=work.job, version=work.version, reason=work.message or "withdrawn"))]
+            return []
+        record: JobRecord = await self._call(self._store.jobs.get, work.job)
+        record = await self._record_events(record, msg)
+        change = effect(phase, record.state)
+        if change.replan:
+            await self._call(self._store.clusters.heartbeat, cluster, epoch)  # refuses a deposed agent
+            await self._steps(record, change.job_steps, msg.message or "the cluster cannot honour the placement")
+            await self._work_state(work_id, "withdrawn", f"replan: {msg.message}", epoch)
+            self._notify(cluster)
+            self._trigger("replan")
+            return []
+        if change.work_state is not None and change.work_state != work.state:
+            await self._work_state(work_id, change.work_state, msg.message, epoch)
+        await self._steps(record, change.job_steps, msg.message)
+        return []
+
+    async def _work_state(self, work_id: int, state: str, message: str, epoch: int) -> None:
+        try:
+            await self._call(self._store.works.update_status, work_id, state, message=message, epoch=epoch)
+        except Conflict as exc:
+            log.info("work %d: %s", work_id, exc)
+
+    async def _steps(self, record: JobRecord, steps: tuple[str, ...], message: str) -> None:
+        for step in steps:
+            try:
+                record = await self._call(self._store.jobs.transition, record.name, step, reason=message or None,
+                                          expected_version=record.version)
+            except (IllegalTransition, Conflict) as exc:
+                log.info("job %s: status step to %s ignored: %s", record.name, step, exc)
+                return
+
+    async def _record_events(self, record: JobRecord, msg: agent_pb2.WorkStatus) -> JobRecord:
+        restarts = record.restarts
+        for event in msg.events:
+            if event.action not in RESTART_ACTIONS:
+                continue  # job-ending actions and Replan are recorded by the state change they cause
+            restarts += 1
+            try:
+                record = await self._call(self._store.jobs.annotate, record.name, restarts=restarts,
+                                          message=event_message(event), event="Restarted")
+            except (IllegalTransition, Conflict) as exc:
+                log.info("job %s: restart event not recorded: %s", record.name, exc)
+        return record

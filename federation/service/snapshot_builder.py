@@ -1,0 +1,135 @@
+"""Store rows → the immutable ``FederationSnapshot`` one planning round reads.
+
+Two things are decided here, both so that consecutive rounds agree with each other:
+
+- **Placed and running jobs are passed as ``RunningJob``** with their placement (the pod →
+  node assignment their Work carries), so the planner never moves them (multi-round
+  consistency) and can price them as preemption victims.
+- **Room promised but not yet visible is subtracted.** A cluster snapshot counts only
+  pods bound to nodes. A job placed in round N is not bound until its agent acts, so a
+  round N+1 that trusted the snapshot alone would hand the same GPUs to another gang. For
+  every active job whose binding the cluster's latest snapshot does not reflect yet
+  (``propagation.reflected_in_snapshot``), its pods' requests are taken off their nodes'
+  free resources here.
+
+``load`` is synchronous (the store is) and runs in a worker thread; ``build`` is pure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from federation.domain.clusters import ClusterSnapshot
+from federation.domain.nodes import Node
+from federation.domain.plans import FederationSnapshot, PendingJob, Placement, RunningJob
+from federation.domain.queues import Queue
+from federation.domain.resources import Resources
+from federation.propagation.works import placement_from_payload, reflected_in_snapshot
+from federation.store import ClusterRecord, JobRecord, Store, WorkRecord
+from federation.store.lifecycle import ACTIVE_WORK_STATES
+from federation.store.states import ACTIVE_STATES, PENDING
+
+
+@dataclass(frozen=True)
+class PlanningInput:
+    """A round's input and what the round must remember about how it was read."""
+
+    snapshot: FederationSnapshot
+    versions: Mapping[str, int]  # job -> version the planner saw (stale updates are skipped)
+    digest: str
+    placed_without_work: tuple[JobRecord, ...] = ()
+    running_clusters: Mapping[str, str] = field(default_factory=dict)  # active job -> its cluster
+
+
+def load(store: Store, now: float) -> PlanningInput:
+    """Read everything a round needs (several short read transactions; see ``build``)."""
+    queues = store.queues.all()
+    records = store.clusters.list()
+    snapshots = store.clusters.snapshots()
+    pending = store.jobs.in_states([PENDING])
+    active = store.jobs.in_states(ACTIVE_STATES)
+    works = store.works.list(states=[*ACTIVE_WORK_STATES])
+    return build(snapshots, records, queues, pending, active, works, now)
+
+
+def build(
+    snapshots: Sequence[ClusterSnapshot],
+    records: Sequence[ClusterRecord],
+    queues: Sequence[Queue],
+    pending: Sequence[JobRecord],
+    active: Sequence[JobRecord],
+    works: Sequence[WorkRecord],
+    now: float,
+) -> PlanningInput:
+    """The planning input; pure.
+
+    The reads behind it are not one transaction, and need not be: every job update the
+    round writes is conditional on the version read here, so a job that changed in
+    between is skipped (and planned again next round) rather than clobbered.
+    """
+    by_name = {r.name: r for r in records}
+    work_of = {w.job: w for w in works}  # at most one active work per job (the store withdraws older ones)
+    running: list[RunningJob] = []
+    reserve: dict[str, list[tuple[str, Resources]]] = {}
+    without_work: list[JobRecord] = []
+    for rec in active:
+        if rec.cluster is None:
+            continue
+        work = work_of.get(rec.job.name)
+        if work is not None and work.cluster == rec.cluster:
+            placement = placement_from_payload(rec.name, work.payload)
+        else:
+            placement = Placement(rec.name, rec.cluster, rec.hypernode or "", rec.tier or 0)
+            if work is None and rec.state == "placed":
+                without_work.append(rec)
+        running.append(RunningJob(rec.job, placement, started_at=rec.updated_at.timestamp()))
+        cluster = by_name.get(rec.cluster)
+        received = cluster.summary.taken_at if cluster is not None and cluster.summary is not None else None
+        if not reflected_in_snapshot(work.state if work else None, work.updated_at if work else None, received):
+            requests = {(task, index): res for task, index, res in rec.job.pods()}
+            reserve.setdefault(rec.cluster, []).extend(
+                (p.node, requests.get((p.task, p.index), Resources())) for p in placement.pods)
+    clusters = []
+    for snap in snapshots:
+        record = by_name.get(snap.name)
+        if record is None or record.lost:
+            continue
+        snap = _with_reservations(snap, reserve.get(snap.name, ()))
+        if snap.healthy != record.healthy:
+            snap = replace(snap, healthy=record.healthy)
+        clusters.append(snap)
+    snapshot = FederationSnapshot(
+        clusters=tuple(clusters),
+        queues=tuple(queues),
+        pending=tuple(PendingJob(r.job, r.created_at.timestamp()) for r in pending),
+        running=tuple(running),
+        now=now,
+    )
+    versions = {r.name: r.version for r in (*pending, *active)}
+    return PlanningInput(snapshot, versions, _digest(snapshot, versions), tuple(without_work),
+                         {r.job.name: r.placement.cluster for r in running})
+
+
+def _with_reservations(snap: ClusterSnapshot, held: Sequence[tuple[str, Resources]]) -> ClusterSnapshot:
+    if not held:
+        return snap
+    used: dict[str, Resources] = {}
+    for name, requests in held:
+        used[name] = used.get(name, Resources()) + requests
+    nodes: list[Node] = []
+    for node in snap.nodes:
+        taken = used.get(node.name)
+        nodes.append(node if taken is None else replace(node, free=(node.free - taken).clamp_min_zero()))
+    return replace(snap, nodes=tuple(nodes))
+
+
+def _digest(snapshot: FederationSnapshot, versions: Mapping[str, int]) -> str:
+    """A short fingerprint of the input (jobs and their versions, cluster snapshot times)."""
+    h = hashlib.sha256()
+    for name in sorted(versions):
+        h.update(f"{name}@{versions[name]};".encode())
+    for c in snapshot.clusters:
+        h.update(f"{c.name}@{c.taken_at}:{len(c.nodes)};".encode())
+    return h.hexdigest()[:16]
