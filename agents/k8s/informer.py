@@ -1,0 +1,239 @@
+"""List-then-watch cache of one resource kind (a small client-go informer).
+
+Why a cache: the agent re-reads the cluster on every reconcile pass and for every
+snapshot; serving those reads from memory costs nothing, while listing every pod of a
+large cluster per pass would load the apiserver. The watch keeps the cache current:
+
+1. **List** (paged) gives the items and a resourceVersion.
+2. **Watch** from that resourceVersion with ``allowWatchBookmarks``; every event and
+   bookmark advances the resourceVersion. When the server ends the stream (its
+   ``timeoutSeconds``), the watch is reopened from the last resourceVersion.
+3. **410 Gone** (resourceVersion compacted, also caused by other clusters' writes on a
+   shared etcd) and repeated failures **relist**; the difference between the old and the
+   new list is emitted as events, so nothing that changed meanwhile goes unnoticed.
+
+Our own writes go through the cache too (``upsert``/``update``/``forget``), ordered
+against watch events by resourceVersion, so a reconcile pass that runs right after a
+create sees the pod it created (read-your-writes) instead of creating it again.
+A deletion leaves a tombstone so a late write-through cannot resurrect the object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Generic, TypeVar
+
+import aiohttp
+
+from agents.k8s.api import REQUEST_TIMEOUT, ApiError, Gone, call, stream
+from agents.k8s.convert import key_of, resource_version
+from federation.domain.errors import InvalidInput
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+Key = tuple[str, str]
+JSON = dict[str, Any]
+# (event type, key, record after the change or before it for DELETED)
+Notify = Callable[[str, Key, Any], None]
+
+LIST_PAGE = 500
+WATCH_SECONDS = 300
+MAX_BACKOFF = 30.0
+_TOMBSTONES = 4096
+
+
+class Informer(Generic[R]):
+    """A cache of one kind. ``list_fn`` is a generated list method (e.g.
+    ``CoreV1Api.list_pod_for_all_namespaces`` or a ``functools.partial`` of
+    ``CustomObjectsApi.list_cluster_custom_object``); ``convert`` turns one JSON object
+    into the record kept (an ``InvalidInput`` is kept as the item's error)."""
+
+    def __init__(
+        self,
+        kind: str,
+        list_fn: Callable[..., Any],
+        convert: Callable[[Mapping[str, Any]], R],
+        notify: Notify,
+        *,
+        label_selector: str | None = None,
+        watch_seconds: int = WATCH_SECONDS,
+        missing_ok: bool = False,
+    ) -> None:
+        self.kind = kind
+        self._list_fn = list_fn
+        self._convert = convert
+        self._notify = notify
+        self._selector = label_selector
+        self._watch_seconds = watch_seconds
+        self._missing_ok = missing_ok
+        self._items: dict[Key, tuple[int, R | InvalidInput]] = {}
+        self._tombstones: dict[Key, int] = {}
+        self.resource_version = ""
+        self.synced = asyncio.Event()
+        self.error = ""  # the last list/watch failure, for status reporting
+        # Counters the tests and the benchmark read.
+        self.lists = 0
+        self.relists_after_gone = 0
+        self.bookmarks = 0
+        self.events = 0
+
+    # ------------------------------------------------------------------ reads
+    def records(self) -> Iterator[R]:
+        for _, value in self._items.values():
+            if not isinstance(value, InvalidInput):
+                yield value
+
+    def errors(self) -> list[InvalidInput]:
+        return [v for _, v in self._items.values() if isinstance(v, InvalidInput)]
+
+    def get(self, key: Key) -> R | None:
+        entry = self._items.get(key)
+        if entry is None or isinstance(entry[1], InvalidInput):
+            return None
+        return entry[1]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    # ------------------------------------------------------------------ our own writes
+    def upsert(self, obj: Mapping[str, Any]) -> None:
+        """Apply an object the apiserver returned to one of our writes, unless the cache
+        already holds a newer version or the object was deleted after that version."""
+        self._apply("MODIFIED", obj)
+
+    def update(self, key: Key, change: Callable[[R], R]) -> None:
+        """Patch a cached record in place (e.g. ``node`` after a bind, which returns no
+        object); the next watch event for the object replaces it with the truth."""
+        entry = self._items.get(key)
+        if entry is not None and not isinstance(entry[1], InvalidInput):
+            record = change(entry[1])
+            self._items[key] = (entry[0], record)
+            self._notify("MODIFIED", key, record)
+
+    def remove(self, key: Key, rv: str = "") -> None:
+        """Drop an object we deleted (or found gone); a tombstone keeps late writes out."""
+        meta = {"namespace": key[0], "name": key[1], "resourceVersion": rv}
+        self._apply("DELETED", {"metadata": meta})
+
+    # ------------------------------------------------------------------ events
+    def _decode(self, obj: Mapping[str, Any]) -> R | InvalidInput:
+        try:
+            return self._convert(obj)
+        except InvalidInput as exc:
+            return exc
+
+    def _apply(self, kind: str, obj: Mapping[str, Any]) -> None:
+        key, rv = key_of(obj), resource_version(obj)
+        if kind == "DELETED":
+            old = self._items.pop(key, None)
+            self._tombstones[key] = max(rv, self._tombstones.get(key, 0))
+            if len(self._tombstones) > _TOMBSTONES:
+                self._tombstones.pop(next(iter(self._tombstones)))
+            if old is not None:
+                self._notify("DELETED", key, old[1])
+            return
+        current = self._items.get(key)
+        if current is not None and rv and current[0] > rv:
+            return  # a stale event: we already hold a newer version
+        if current is None and rv and self._tombstones.get(key, 0) >= rv:
+            return  # deleted after this version
+        value = self._decode(obj)
+        self._items[key] = (rv, value)
+        self._notify("MODIFIED" if current is not None else "ADDED", key, value)
+
+    # ------------------------------------------------------------------ list and watch
+    async def relist(self) -> None:
+        items: list[JSON] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"limit": LIST_PAGE, "_preload_content": False,
+                                      "_request_timeout": REQUEST_TIMEOUT}
+            if self._selector:
+                kwargs["label_selector"] = self._selector
+            if token:
+                kwargs["_continue"] = token
+            page = await call(self._list_fn(**kwargs))
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or None
+            if token is None:
+                break
+        self.lists += 1
+        fresh: dict[Key, tuple[int, R | InvalidInput]] = {}
+        for obj in items:
+            fresh[key_of(obj)] = (resource_version(obj), self._decode(obj))
+        old, self._items = self._items, fresh
+        self._tombstones.clear()
+        self.resource_version = str(meta.get("resourceVersion") or "")
+        for key, (_, value) in old.items():
+            if key not in fresh:
+                self._notify("DELETED", key, value)
+        for key, (rv, value) in fresh.items():
+            before = old.get(key)
+            if before is None:
+                self._notify("ADDED", key, value)
+            elif before[0] != rv:
+                self._notify("MODIFIED", key, value)
+        self.synced.set()
+
+    async def watch_once(self) -> None:
+        """One watch request, until the server closes it."""
+        kwargs: dict[str, Any] = {
+            "watch": True,
+            "resource_version": self.resource_version,
+            "allow_watch_bookmarks": True,
+            "timeout_seconds": self._watch_seconds,
+            "_preload_content": False,
+            "_request_timeout": aiohttp.ClientTimeout(sock_connect=10, sock_read=self._watch_seconds + 60),
+        }
+        if self._selector:
+            kwargs["label_selector"] = self._selector
+        async for event in stream(self._list_fn(**kwargs)):
+            obj = event.get("object") or {}
+            kind = str(event.get("type"))
+            rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+            if kind == "BOOKMARK":
+                self.bookmarks += 1
+            elif kind in ("ADDED", "MODIFIED", "DELETED"):
+                self.events += 1
+                self._apply(kind, obj)
+            if rv:
+                self.resource_version = rv
+
+    async def run(self) -> None:
+        """List, then watch forever; relist on 410 and after repeated failures."""
+        failures = 0
+        while True:
+            try:
+                if not self.resource_version:
+                    await self.relist()
+                await self.watch_once()
+                failures = 0
+                self.error = ""
+            except Gone:
+                self.relists_after_gone += 1
+                log.info("%s watch: resourceVersion %s expired (410); relisting", self.kind, self.resource_version)
+                self.resource_version = ""
+            except ApiError as exc:
+                if exc.status == 404 and self._missing_ok:
+                    # The kind is not served (e.g. no HyperNode CRD): empty, look again later.
+                    self.error = ""
+                    if self._items:
+                        self._items, old = {}, self._items
+                        for key, (_, value) in old.items():
+                            self._notify("DELETED", key, value)
+                    self.resource_version = ""
+                    self.synced.set()
+                    await asyncio.sleep(MAX_BACKOFF)
+                    continue
+                failures += 1
+                self.error = f"{self.kind} list/watch failed: {exc}"
+                delay = min(MAX_BACKOFF, 0.2 * 2 ** failures) * (0.5 + random.random())
+                log.warning("%s; retrying in %.1fs", self.error, delay)
+                if failures >= 3:
+                    self.resource_version = ""  # start over from a fresh list
+                await asyncio.sleep(delay)
