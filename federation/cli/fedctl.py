@@ -1,0 +1,272 @@
+"""``fedctl``: the submitter's command line, a thin shell over ``federation.client``.
+
+Exit codes are part of the contract for scripts: 0 success; 2 bad input — a usage error,
+a manifest that does not parse or validate, or the server's INVALID_ARGUMENT — always as
+one line naming the field path; 1 any other refusal or failure (not found, permission,
+server unreachable), also one line. ``-o json`` on every read prints the proto's JSON
+mapping with every field present, so scripts need no defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+
+import grpc
+
+from federation.cli import fedctl_format as fmt
+from federation.cli.errors import EXIT_FAILURE, EXIT_USAGE, fail
+from federation.client import FederationClient, ServiceError, Tls
+from federation.domain.errors import InvalidInput
+from federation.v1 import queues_pb2
+
+DEFAULT_SERVER = "127.0.0.1:50051"
+# Server answers that mean "your input is wrong" (exit 2) rather than "it failed" (exit 1).
+_USAGE_CODES = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE)
+
+
+def _output(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table", help="output format")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fedctl", description="Submit and inspect federated training jobs")
+    parser.add_argument("--server", default=os.environ.get("FEDCTL_SERVER", DEFAULT_SERVER),
+                        help="HOST:PORT of federation serve (default $FEDCTL_SERVER or %(default)s)")
+    parser.add_argument("--token", default=None, help="bearer token (default $FEDCTL_TOKEN)")
+    parser.add_argument("--ca", help="CA certificate (PEM) to verify the server; enables TLS")
+    parser.add_argument("--cert", help="client certificate (PEM) for mutual TLS")
+    parser.add_argument("--key", help="client private key (PEM) for mutual TLS")
+    parser.add_argument("--server-name", help="name to verify in the server certificate (default: the host)")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per call")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    submit = sub.add_parser("submit", help="submit the Volcano Job(s) in a manifest file")
+    submit.add_argument("-f", "--filename", required=True, help="YAML file ('-' = stdin): Volcano Jobs and "
+                        "optional Karmada PropagationPolicies")
+    _output(submit)
+
+    get = sub.add_parser("get", help="show one job, queue or cluster")
+    get.add_argument("kind", choices=("job", "queue", "cluster"))
+    get.add_argument("name")
+    _output(get)
+
+    lst = sub.add_parser("list", help="list jobs, queues or clusters")
+    lst.add_argument("kind", choices=("jobs", "queues", "clusters"))
+    lst.add_argument("--queue", default="", help="only this queue's jobs")
+    lst.add_argument("--state", default="", help="only jobs in this state (pending, running, ...)")
+    _output(lst)
+
+    cancel = sub.add_parser("cancel", help="cancel a job")
+    cancel.add_argument("name")
+    cancel.add_argument("--reason", default="", help="recorded in the job's events")
+    _output(cancel)
+
+    explain = sub.add_parser("explain", help="where a job went, or why it is pending")
+    explain.add_argument("name")
+    _output(explain)
+
+    audit = sub.add_parser("audit", help="every planning decision about a job")
+    audit.add_argument("name")
+    _output(audit)
+
+    watch = sub.add_parser("watch", help="stream job events (resumable with --from)")
+    watch.add_argument("--from", dest="from_event", type=int, default=0, help="resume after this event id")
+    watch.add_argument("--queue", default="")
+    watch.add_argument("--count", type=int, default=0, help="stop after this many events (0 = follow)")
+    _output(watch)
+
+    queue = sub.add_parser("queue", help="manage queues (create/update/delete need an admin token)")
+    qsub = queue.add_subparsers(dest="queue_command", required=True, metavar="QUEUE_COMMAND")
+    for verb in ("create", "update"):
+        qc = qsub.add_parser(verb, help=f"{verb} a queue from flags or a Volcano Queue YAML file")
+        qc.add_argument("name", nargs="?", help="queue name (omit with -f)")
+        qc.add_argument("-f", "--filename", help="Volcano scheduling.volcano.sh Queue YAML ('-' = stdin)")
+        qc.add_argument("--weight", type=int, default=1)
+        qc.add_argument("--priority", type=int, default=0)
+        qc.add_argument("--capability", action="append", default=[], metavar="RES=QTY",
+                        help="hard cap (repeatable or comma-separated)")
+        qc.add_argument("--guarantee", action="append", default=[], metavar="RES=QTY")
+        qc.add_argument("--deserved", action="append", default=[], metavar="RES=QTY")
+        qc.add_argument("--owner", action="append", default=[], help="tenant allowed to use the queue (repeatable)")
+        qc.add_argument("--parent", default="")
+        qc.add_argument("--no-reclaimable", action="store_true")
+        _output(qc)
+    ql = qsub.add_parser("list", help="list queues")
+    _output(ql)
+    qg = qsub.add_parser("get", help="show a queue")
+    qg.add_argument("name")
+    _output(qg)
+    qd = qsub.add_parser("delete", help="delete an empty queue")
+    qd.add_argument("name")
+
+    cluster = sub.add_parser("cluster", help="member clusters")
+    csub = cluster.add_subparsers(dest="cluster_command", required=True, metavar="CLUSTER_COMMAND")
+    _output(csub.add_parser("list", help="list clusters"))
+    cg = csub.add_parser("get", help="show a cluster")
+    cg.add_argument("name")
+    _output(cg)
+    return parser
+
+
+def _read(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    return Path(path).read_text(encoding="utf-8")
+
+
+def _quantities(values: Sequence[str], flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for value in values:
+        for item in filter(None, (v.strip() for v in value.split(","))):
+            name, sep, qty = item.partition("=")
+            if not sep or not name or not qty:
+                raise InvalidInput(flag, f"{item!r} is not RESOURCE=QUANTITY")
+            out[name] = qty
+    return out
+
+
+def queue_from_flags(args: argparse.Namespace) -> queues_pb2.Queue:
+    """The queue the flags describe (validated by the server, which names the field on error)."""
+    if not args.name:
+        raise InvalidInput("name", "a queue name (or -f FILE) is required")
+    q = queues_pb2.Queue(name=args.name, weight=args.weight, priority=args.priority, parent=args.parent,
+                         owners=args.owner, guarantee=_quantities(args.guarantee, "--guarantee"))
+    if args.capability:
+        q.capability.quantities.update(_quantities(args.capability, "--capability"))
+    if args.deserved:
+        q.deserved.quantities.update(_quantities(args.deserved, "--deserved"))
+    if args.no_reclaimable:
+        q.reclaimable = False
+    return q
+
+
+async def _submit(c: FederationClient, args: argparse.Namespace) -> str:
+    from federation.domain.manifests import load_jobs
+    from federation.service.convert import job_to_proto
+
+    jobs = load_jobs(_read(args.filename))
+    results = [await c.submit_job(job_to_proto(job)) for job in jobs]
+    if args.output == "json":
+        return fmt.dumps({"results": [fmt.to_dict(r) for r in results]})
+    return "\n".join(f"job/{r.job.id} {'created' if r.created else 'unchanged (already submitted)'} "
+                     f"in queue {r.job.spec.queue}" for r in results)
+
+
+async def _queue_write(c: FederationClient, args: argparse.Namespace) -> str:
+    if args.filename:
+        from federation.domain.manifests import load_queues
+        from federation.service.convert import queue_to_proto
+
+        queues = [queue_to_proto(q) for q in load_queues(_read(args.filename))]
+    else:
+        queues = [queue_from_flags(args)]
+    write = c.create_queue if args.queue_command == "create" else c.update_queue
+    done = [await write(q) for q in queues]
+    if args.output == "json":
+        return fmt.json_many("queues", done)
+    return "\n".join(f"queue/{q.name} {args.queue_command}d" for q in done)
+
+
+async def _run(c: FederationClient, args: argparse.Namespace) -> str | None:
+    """The command's output text (None when it printed as it went)."""
+    js = getattr(args, "output", "table") == "json"
+    cmd = args.command
+    if cmd == "submit":
+        return await _submit(c, args)
+    if cmd == "get":
+        if args.kind == "job":
+            job = await c.get_job(args.name)
+            return fmt.json_one(job) if js else fmt.job_block(job)
+        if args.kind == "queue":
+            q = await c.get_queue(args.name)
+            return fmt.json_one(q) if js else fmt.queues_table([q])
+        cl = await c.get_cluster(args.name)
+        return fmt.json_one(cl) if js else fmt.clusters_table([cl])
+    if cmd == "list":
+        if args.kind == "jobs":
+            from federation.service.convert import job_state_from_name
+
+            state = job_state_from_name(args.state, "--state") if args.state else 0
+            jobs = await c.list_jobs(queue=args.queue, state=state)
+            return fmt.json_many("jobs", jobs) if js else fmt.jobs_table(jobs)
+        if args.kind == "queues":
+            queues = await c.list_queues()
+            return fmt.json_many("queues", queues) if js else fmt.queues_table(queues)
+        clusters = await c.list_clusters()
+        return fmt.json_many("clusters", clusters) if js else fmt.clusters_table(clusters)
+    if cmd == "cancel":
+        job = await c.cancel_job(args.name, args.reason)
+        return fmt.json_one(job) if js else f"job/{job.id} {fmt.state(job.state)}"
+    if cmd == "explain":
+        resp = await c.explain_job(args.name)
+        return fmt.json_one(resp) if js else fmt.explain_block(resp)
+    if cmd == "audit":
+        audit = await c.job_audit(args.name)
+        return fmt.json_one(audit) if js else fmt.audit_table(audit)
+    if cmd == "watch":
+        seen = 0
+        async for ev in c.watch_jobs(args.from_event, args.queue):
+            print(fmt.dumps(fmt.to_dict(ev)) if js else fmt.event_line(ev), flush=True)
+            seen += 1
+            if args.count and seen >= args.count:
+                break
+        return None
+    if cmd == "queue":
+        if args.queue_command in ("create", "update"):
+            return await _queue_write(c, args)
+        if args.queue_command == "list":
+            queues = await c.list_queues()
+            return fmt.json_many("queues", queues) if js else fmt.queues_table(queues)
+        if args.queue_command == "get":
+            q = await c.get_queue(args.name)
+            return fmt.json_one(q) if js else fmt.queues_table([q])
+        await c.delete_queue(args.name)
+        return f"queue/{args.name} deleted"
+    if cmd == "cluster":
+        if args.cluster_command == "list":
+            clusters = await c.list_clusters()
+            return fmt.json_many("clusters", clusters) if js else fmt.clusters_table(clusters)
+        cl = await c.get_cluster(args.name)
+        return fmt.json_one(cl) if js else fmt.clusters_table([cl])
+    raise InvalidInput("command", f"unknown command {cmd!r}")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+async def _main(args: argparse.Namespace, run: Callable[[FederationClient, argparse.Namespace],
+                                                        Awaitable[str | None]]) -> int:
+    token = args.token or os.environ.get("FEDCTL_TOKEN") or None
+    tls = Tls(args.ca, args.cert, args.key, args.server_name) if (args.ca or args.cert or args.key) else None
+    async with FederationClient(args.server, token=token, tls=tls, timeout=args.timeout) as client:
+        out = await run(client, args)
+    if out is not None:
+        print(out)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return asyncio.run(_main(args, _run))
+    except InvalidInput as exc:
+        return fail(_one_line(str(exc)), EXIT_USAGE)
+    except ServiceError as exc:
+        code = EXIT_USAGE if exc.code in _USAGE_CODES else EXIT_FAILURE
+        return fail(_one_line(f"{exc.message} ({exc.code.name})"), code)
+    except FileNotFoundError as exc:
+        return fail(f"{exc.filename}: no such file", EXIT_USAGE)
+    except (OSError, ValueError) as exc:
+        return fail(_one_line(str(exc)), EXIT_USAGE)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""AuditService: the recorded planning rounds and every decision about a job.
+
+A job's audit is visible to whoever may see the job. The audit outlives the job (no
+foreign key): when the job is gone, admins still read its decisions; others get
+NOT_FOUND, since the queue that decided visibility may be gone too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import grpc.aio
+
+from federation.domain.errors import InvalidInput
+from federation.service.auth import Authenticator, check_queue
+from federation.service.views import decision_to_view, round_to_view
+from federation.store.errors import NotFound
+from federation.store.records import DecisionRecord, JobRecord
+from federation.v1 import audit_pb2, audit_pb2_grpc
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
+    def __init__(self, store: Any, auth: Authenticator) -> None:
+        self._store = store
+        self._auth = auth
+
+    async def GetJobAudit(self, request: audit_pb2.GetJobAuditRequest, context: Context) -> audit_pb2.JobAudit:
+        who = self._auth.require_tenant(context)
+        if not request.job:
+            raise InvalidInput("job", "must not be empty")
+        try:
+            record: JobRecord = await asyncio.to_thread(self._store.jobs.get, request.job)
+        except NotFound:
+            if not who.admin:
+                raise
+            record = None  # type: ignore[assignment]
+        if record is not None and not who.admin:
+            queue = await asyncio.to_thread(self._store.queues.get, record.queue)
+            check_queue(who, queue.name, queue.owners)
+        decisions: list[DecisionRecord] = await asyncio.to_thread(self._store.audit.job_audit, request.job)
+        if record is None and not decisions:
+            raise NotFound("job", request.job)
+        return audit_pb2.JobAudit(job=request.job, decisions=[decision_to_view(d) for d in decisions])
+
+    async def ListRounds(self, request: audit_pb2.ListRoundsRequest, context: Context) -> audit_pb2.ListRoundsResponse:
+        self._auth.require_tenant(context)
+        if request.page_size < 0:
+            raise InvalidInput("page_size", "must not be negative")
+        page = await asyncio.to_thread(self._store.audit.list_rounds, page_size=request.page_size or None,
+                                       page_token=request.page_token)
+        return audit_pb2.ListRoundsResponse(rounds=[round_to_view(r) for r in page.items],
+                                            next_page_token=page.next_token)

@@ -1,0 +1,218 @@
+"""JobService: submit, read, cancel, watch and explain jobs — a thin adapter over the store.
+
+Each RPC authenticates, converts the request (``convert``, which validates and names
+field paths), makes one store call per step in a worker thread (the store is synchronous
+SQLAlchemy; every call is one transaction) and renders the answer (``views``). Errors are
+raised, never turned into statuses here: ``errors.ErrorMapping`` does that for every RPC.
+
+WatchJobs polls the store's event table (``events_since``) every ``watch_poll_seconds``
+and a submit or cancel through this servicer wakes the watchers at once. Why polling and
+not an in-process notifier only: the rounds, the agent hub, and (with PostgreSQL) other
+service replicas write events too; the table is the one feed every writer already
+appends to in the same transaction as the change, so a watcher can never miss an event
+or see one whose change was rolled back, and resumption is just "events after id N".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol, TypeVar
+
+import grpc.aio
+
+from federation.domain.errors import InvalidInput
+from federation.domain.queues import Queue
+from federation.service.auth import Authenticator, Identity, check_queue, may_use_queue
+from federation.service.convert import job_from_proto, job_state_name
+from federation.service.views import event_to_view, explain, job_to_view
+from federation.store.errors import NotFound
+from federation.store.records import JobRecord
+from federation.v1 import jobs_pb2, jobs_pb2_grpc
+
+T = TypeVar("T")
+DEFAULT_SPEC_LIMIT = 1024 * 1024  # serialized JobSpec bytes
+QUEUE_CACHE_SECONDS = 2.0
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+class Trigger(Protocol):
+    def trigger(self, reason: str) -> None: ...
+
+
+class Canceller(Protocol):
+    async def cancel_job(self, job: str) -> None: ...
+
+
+class QueueCache:
+    """Queues by name for at most ``ttl`` seconds: the submit hot path's owner check.
+
+    Why a cache: every submission needs its queue's owners; reading them costs a
+    transaction per submit, doubling the database round trips of the hot path. Queues
+    change rarely and only through the QueueService, which invalidates this cache in the
+    same process; another replica's change is seen within ``ttl``. A miss (unknown or
+    new queue) always reads the store, so a new queue is usable at once.
+    """
+
+    def __init__(self, store: Any, ttl: float = QUEUE_CACHE_SECONDS, clock: Callable[[], float] = time.monotonic):
+        self._store, self._ttl, self._clock = store, ttl, clock
+        self._entries: dict[str, tuple[float, Queue]] = {}
+
+    async def get(self, name: str) -> Queue:
+        hit = self._entries.get(name)
+        now = self._clock()
+        if hit is not None and now - hit[0] < self._ttl:
+            return hit[1]
+        queue: Queue = await asyncio.to_thread(self._store.queues.get, name)
+        self._entries[name] = (now, queue)
+        return queue
+
+    def invalidate(self, name: str | None = None) -> None:
+        if name is None:
+            self._entries.clear()
+        else:
+            self._entries.pop(name, None)
+
+
+class JobServicer(jobs_pb2_grpc.JobServiceServicer):
+    def __init__(self, store: Any, auth: Authenticator, *, rounds: Trigger | None = None,
+                 hub: Canceller | None = None, queues: QueueCache | None = None,
+                 spec_limit_bytes: int = DEFAULT_SPEC_LIMIT, watch_poll_seconds: float = 0.2) -> None:
+        self._store = store
+        self._auth = auth
+        self._rounds = rounds
+        self._hub = hub
+        self.queues = queues or QueueCache(store)
+        self._limit = spec_limit_bytes
+        self._poll = watch_poll_seconds
+        self._closing = asyncio.Event()
+        self._changed = asyncio.Event()
+
+    def shutdown(self) -> None:
+        """End every WatchJobs stream (server shutdown: streams would hold the grace period open)."""
+        self._closing.set()
+        self._changed.set()
+
+    def _wake_watchers(self) -> None:
+        self._changed.set()
+
+    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    async def _visible_record(self, who: Identity, name: str) -> JobRecord:
+        """The job if the caller may see it: NOT_FOUND if absent, PERMISSION_DENIED if foreign."""
+        if not name:
+            raise InvalidInput("name", "must not be empty")
+        record: JobRecord = await self._call(self._store.jobs.get, name)
+        if not who.admin:
+            check_queue(who, record.queue, (await self.queues.get(record.queue)).owners)
+        return record
+
+    # ------------------------------------------------------------------ RPCs
+
+    async def SubmitJob(self, request: jobs_pb2.SubmitJobRequest, context: Context) -> jobs_pb2.SubmitJobResponse:
+        who = self._auth.require_tenant(context)
+        size = request.spec.ByteSize()
+        if size > self._limit:
+            raise InvalidInput("spec", f"is {size} bytes serialized, over the {self._limit}-byte limit")
+        job = job_from_proto(request.spec, "spec")
+        try:
+            queue = await self.queues.get(job.queue)
+        except NotFound:
+            raise InvalidInput("spec.queue", f"unknown queue {job.queue!r}") from None
+        check_queue(who, queue.name, queue.owners)
+        try:
+            submitted = await self._call(self._store.jobs.submit, job, tenant=who.tenant or "")
+        except NotFound as exc:  # the queue was deleted since the cache saw it
+            self.queues.invalidate(job.queue)
+            if exc.kind == "queue":
+                raise InvalidInput("spec.queue", f"unknown queue {job.queue!r}") from None
+            raise
+        if submitted.created:
+            if self._rounds is not None:
+                self._rounds.trigger("submit")
+            self._wake_watchers()
+        return jobs_pb2.SubmitJobResponse(job=job_to_view(submitted.record), created=submitted.created)
+
+    async def CancelJob(self, request: jobs_pb2.CancelJobRequest, context: Context) -> jobs_pb2.Job:
+        who = self._auth.require_tenant(context)
+        await self._visible_record(who, request.name)
+        reason = request.reason or f"cancelled by {who.tenant}"
+        record: JobRecord = await self._call(self._store.jobs.cancel, request.name, reason)
+        if self._hub is not None:
+            await self._hub.cancel_job(request.name)
+        if self._rounds is not None:
+            self._rounds.trigger("cancel")
+        self._wake_watchers()
+        return job_to_view(record)
+
+    async def GetJob(self, request: jobs_pb2.GetJobRequest, context: Context) -> jobs_pb2.Job:
+        who = self._auth.require_tenant(context)
+        return job_to_view(await self._visible_record(who, request.name))
+
+    async def _visible_queues(self, who: Identity, queue: str) -> list[str] | None:
+        """Queue filter for listings: None = all (admins), else the queues ``who`` may see."""
+        if queue:
+            try:
+                q = await self.queues.get(queue)
+            except NotFound:
+                return [queue]  # an unknown queue simply has no jobs
+            check_queue(who, q.name, q.owners)
+            return [queue]
+        if who.admin:
+            return None
+        page = await self._call(self._store.queues.all)
+        return [q.name for q in page if may_use_queue(who, q.owners)]
+
+    async def ListJobs(self, request: jobs_pb2.ListJobsRequest, context: Context) -> jobs_pb2.ListJobsResponse:
+        who = self._auth.require_tenant(context)
+        if request.page_size < 0:
+            raise InvalidInput("page_size", "must not be negative")
+        states = [job_state_name(request.state)] if request.state else None
+        if request.queue:
+            await self._visible_queues(who, request.queue)
+        page = await self._call(
+            self._store.jobs.list, queue=request.queue or None, states=states,
+            visible_to=None if who.admin else who.tenant, page_size=request.page_size or None,
+            page_token=request.page_token)
+        return jobs_pb2.ListJobsResponse(jobs=[job_to_view(r) for r in page.items], next_page_token=page.next_token)
+
+    async def WatchJobs(self, request: jobs_pb2.WatchJobsRequest,
+                        context: Context) -> AsyncIterator[jobs_pb2.JobEvent]:
+        who = self._auth.require_tenant(context)
+        if request.from_event_id < 0:
+            raise InvalidInput("from_event_id", "must not be negative")
+        cursor = request.from_event_id
+        queues = await self._visible_queues(who, request.queue)
+        refreshed = time.monotonic()
+        while not self._closing.is_set():
+            self._changed.clear()
+            page = await self._call(self._store.jobs.events_since, cursor, limit=500, queues=queues)
+            records: dict[str, JobRecord | None] = {}
+            for ev in page.events:
+                if ev.job not in records:
+                    records[ev.job] = await self._record_or_none(ev.job)
+                yield event_to_view(ev, records[ev.job])
+            cursor = page.cursor
+            if len(page.events) >= 500:
+                continue
+            if not request.queue and not who.admin and time.monotonic() - refreshed > 5.0:
+                queues, refreshed = await self._visible_queues(who, ""), time.monotonic()
+            # Wake early on a local change, else poll (other writers: rounds, hub, replicas).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), self._poll)
+
+    async def _record_or_none(self, name: str) -> JobRecord | None:
+        try:
+            record: JobRecord = await self._call(self._store.jobs.get, name)
+            return record
+        except NotFound:
+            return None
+
+    async def ExplainJob(self, request: jobs_pb2.ExplainJobRequest, context: Context) -> jobs_pb2.ExplainJobResponse:
+        who = self._auth.require_tenant(context)
+        record = await self._visible_record(who, request.name)
+        latest = await self._call(self._store.audit.latest_decision, request.name)
+        return explain(record, latest)

@@ -1,0 +1,231 @@
+"""Assemble and run the central service: store, control loop, servicers, one grpc.aio server.
+
+``build_server`` is the one way to get a running service, used by ``federation serve``,
+the demo and the tests, so all three run the same wiring (error mapping, auth, message
+limits, TLS). ``serve_main`` adds what only a process needs: opening the database,
+checking its schema, signals and the startup line.
+
+Shutdown order (``RunningServer.stop``) and why: the server stops accepting RPCs first
+and gives in-flight ones ``grace`` seconds; at the same moment the long-lived streams
+(WatchJobs, agent streams) are told to end, since they would otherwise hold the grace
+period open; only then does the round scheduler stop (a round in flight finishes), and
+the process disposes the engine last. Every store call is one transaction, so an RPC
+cut off after the grace period has either committed or left nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from federation.domain.plans import PlanLimits
+from federation.service.agent_hub import AgentHub
+from federation.service.audit import AuditServicer
+from federation.service.auth import Authenticator
+from federation.service.clusters import ClusterServicer
+from federation.service.errors import ErrorMapping
+from federation.service.jobs import DEFAULT_SPEC_LIMIT, JobServicer
+from federation.service.queues import QueueServicer
+from federation.service.rounds import RoundScheduler
+from federation.v1 import agent_pb2_grpc, audit_pb2_grpc, clusters_pb2_grpc, jobs_pb2_grpc, queues_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+# Transport backstop: grpc refuses bigger messages with RESOURCE_EXHAUSTED before any of
+# our code runs. The JobService refuses a JobSpec over DEFAULT_SPEC_LIMIT (1 MiB) with
+# INVALID_ARGUMENT naming the field, which is the answer users normally see.
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ServerTls:
+    """PEM file paths; ``client_ca`` makes client certificates mandatory (mutual TLS)."""
+
+    cert: str
+    key: str
+    client_ca: str | None = None
+
+    def credentials(self) -> grpc.ServerCredentials:
+        return grpc.ssl_server_credentials(
+            [(Path(self.key).read_bytes(), Path(self.cert).read_bytes())],
+            root_certificates=Path(self.client_ca).read_bytes() if self.client_ca else None,
+            require_client_auth=self.client_ca is not None,
+        )
+
+
+@dataclass
+class RunningServer:
+    """A started service; ``stop()`` shuts it down gracefully (see the module docstring)."""
+
+    server: grpc.aio.Server
+    port: int
+    address: str
+    store: Any
+    auth: Authenticator
+    rounds: RoundScheduler | None
+    hub: AgentHub | None
+    jobs: JobServicer
+    _stopped: bool = field(default=False, repr=False)
+
+    async def stop(self, grace: float = 10.0) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        stopping = asyncio.create_task(self.server.stop(grace))
+        self.jobs.shutdown()
+        if self.hub is not None:
+            await self.hub.stop()
+        await stopping
+        if self.rounds is not None:
+            await self.rounds.stop()
+
+    async def wait_for_termination(self) -> None:
+        await self.server.wait_for_termination()
+
+
+def _host_port(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"--listen: {listen!r} is not HOST:PORT")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+async def build_server(
+    store: Any,
+    *,
+    listen: str = "127.0.0.1:0",
+    auth: Authenticator | None = None,
+    tls: ServerTls | None = None,
+    agent_grace_seconds: float = 30.0,
+    round_debounce_seconds: float = 0.2,
+    plan_limits: PlanLimits | None = None,
+    clock: Callable[[], float] = time.time,
+    control_loop: bool = True,
+    spec_limit_bytes: int = DEFAULT_SPEC_LIMIT,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+    watch_poll_seconds: float = 0.2,
+) -> RunningServer:
+    """Start the service on ``listen`` (port 0 = any free port) and return its handles.
+
+    ``control_loop=False`` leaves out the round scheduler and the agent hub (API-only
+    tests that must not see jobs placed under them).
+    """
+    auth = auth if auth is not None else Authenticator.open_mode()
+    rounds: RoundScheduler | None = None
+    hub: AgentHub | None = None
+    if control_loop:
+        rounds = RoundScheduler(store, debounce_seconds=round_debounce_seconds,
+                                limits=plan_limits or PlanLimits(), clock=clock)
+        hub = AgentHub(store, rounds, auth, grace_seconds=agent_grace_seconds, clock=clock)
+    server = grpc.aio.server(
+        interceptors=[ErrorMapping()],
+        options=[("grpc.max_receive_message_length", max_message_bytes),
+                 ("grpc.max_send_message_length", max_message_bytes),
+                 ("grpc.so_reuseport", 0)],
+    )
+    jobs = JobServicer(store, auth, rounds=rounds, hub=hub, spec_limit_bytes=spec_limit_bytes,
+                       watch_poll_seconds=watch_poll_seconds)
+    jobs_pb2_grpc.add_JobServiceServicer_to_server(jobs, server)
+    queues_pb2_grpc.add_QueueServiceServicer_to_server(QueueServicer(store, auth), server)
+    clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth), server)
+    audit_pb2_grpc.add_AuditServiceServicer_to_server(AuditServicer(store, auth), server)
+    if hub is not None:
+        agent_pb2_grpc.add_AgentServiceServicer_to_server(hub, server)
+    host, port = _host_port(listen)
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    bound = server.add_secure_port(target, tls.credentials()) if tls else server.add_insecure_port(target)
+    if bound == 0:
+        raise OSError(f"cannot listen on {listen}")
+    await server.start()
+    if rounds is not None:
+        await rounds.start()
+    if hub is not None:
+        await hub.start()
+    address = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
+    return RunningServer(server=server, port=bound, address=address, store=store, auth=auth,
+                         rounds=rounds, hub=hub, jobs=jobs)
+
+
+# ---------------------------------------------------------------------- the process
+
+
+def open_store(url: str, *, migrate: bool) -> Any:
+    """Open the store; create an empty SQLite schema unless ``migrate`` is False; refuse a stale schema."""
+    from federation.store import Store
+    from federation.store import migrate as migrations
+
+    if url.startswith("sqlite") and migrate:
+        migrations.upgrade(url, "head")
+    elif not migrations.is_at_head(url):
+        raise SystemExit(
+            f"error: the database schema at {_redact(url)} is not at the latest revision; "
+            f"run `federation db upgrade --db URL` first")
+    return Store(url)
+
+
+def _redact(url: str) -> str:
+    """A database URL without its password, fit for a log line."""
+    scheme, sep, rest = url.partition("://")
+    if sep and "@" in rest:
+        creds, _, host = rest.rpartition("@")
+        user = creds.split(":", 1)[0]
+        return f"{scheme}://{user}:***@{host}"
+    return url
+
+
+def serve_main(args: argparse.Namespace) -> int:
+    """``federation serve``: run until SIGTERM/SIGINT, then shut down gracefully (exit 0)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    try:
+        auth = Authenticator.from_file(args.tokens) if args.tokens else Authenticator.open_mode()
+    except (OSError, ValueError) as exc:
+        print(f"error: --tokens: {exc}", file=sys.stderr)
+        return 2
+    tls = None
+    if args.tls_cert or args.tls_key:
+        if not (args.tls_cert and args.tls_key):
+            print("error: --tls-cert and --tls-key go together", file=sys.stderr)
+            return 2
+        tls = ServerTls(args.tls_cert, args.tls_key, args.tls_client_ca)
+    elif args.tls_client_ca:
+        print("error: --tls-client-ca needs --tls-cert and --tls-key", file=sys.stderr)
+        return 2
+    store = open_store(args.db, migrate=not args.no_migrate)
+    try:
+        return asyncio.run(_serve(store, auth, tls, args))
+    finally:
+        store.dispose()
+
+
+async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, args: argparse.Namespace) -> int:
+    print(auth.describe(), file=sys.stderr, flush=True)
+    running = await build_server(
+        store, listen=args.listen, auth=auth, tls=tls,
+        agent_grace_seconds=args.agent_grace_seconds,
+        round_debounce_seconds=args.round_debounce_seconds,
+        plan_limits=PlanLimits(time_limit_seconds=args.plan_time_limit),
+        watch_poll_seconds=getattr(args, "watch_poll_seconds", 0.2),
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"listening with {'TLS' if tls else 'plaintext'}, db {_redact(args.db)}", file=sys.stderr, flush=True)
+    print(f"federation serving on {running.address}", flush=True)
+    await stop.wait()
+    print("federation: shutting down (in-flight requests finish)", file=sys.stderr, flush=True)
+    await running.stop(grace=getattr(args, "shutdown_grace_seconds", 10.0))
+    print("federation: stopped", file=sys.stderr, flush=True)
+    return 0
