@@ -26,6 +26,7 @@ from agents.core.operations import (
 from agents.core.reconcile import Observed
 from agents.core.records import LABEL_JOB
 from agents.core.snapshot import SnapshotResult, build_snapshot, to_nodes
+from federation.domain.errors import InvalidInput
 from federation.domain.topology import HyperNodeTree
 
 
@@ -76,7 +77,7 @@ async def read_snapshot(backend: ClusterBackend, *, label_keys: Sequence[str] = 
     pods = await backend.list_pods({})
     try:
         hypernodes = await backend.list_hypernodes()
-    except ValueError as exc:  # InvalidInput: a HyperNode object could not be read
+    except InvalidInput as exc:  # a HyperNode object could not be read
         return SnapshotResult(None, f"invalid HyperNode tree: {exc}")
     return build_snapshot(backend.cluster, nodes, pods, hypernodes, label_keys=label_keys, now=now)
 
@@ -94,7 +95,7 @@ async def observe_job(
     nodes = await backend.list_nodes()
     try:
         specs = await backend.list_hypernodes()
-    except ValueError:
+    except InvalidInput:
         specs = None
     result = build_snapshot(backend.cluster, nodes, pods, specs or (), label_keys=label_keys)
     current = result.snapshot.tree if result.snapshot is not None and specs is not None else tree

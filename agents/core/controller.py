@@ -1,0 +1,141 @@
+"""One job's control loop on one cluster: recovery, then reconcile, in a single pass.
+
+This is the glue the agent runtime (and the demo's simulated agents) call on every
+trigger — a watch event, a timer for a delayed action, a new Work. It holds the only
+state that cannot be re-read from the cluster (restart counts, handled events, the local
+job phase) and delegates every decision to the pure functions:
+
+    observe_job -> pod_events -> decide/record -> ops_for_actions -> apply
+                -> reconcile -> apply -> PassReport
+
+Recovery runs first so a restart's deletions are seen by the same pass's reconcile on
+the next read. Events of one pass are decided in order against the state left by the
+previous ones, and an event whose pods are already covered by an earlier action of the
+pass is skipped (two failed pods under ``RestartJob`` restart the job once, as Volcano's
+controller would after its first restart). Tentative state is kept only if the cluster
+accepted the operations; otherwise the next pass sees the same conditions and decides
+again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from agents.backend import ClusterBackend
+from agents.core.apply import Applied, apply_ops, observe_job
+from agents.core.events import job_pods, observe, pod_events
+from agents.core.reconcile import W_REPLAN, Observed, ops_for_actions, reconcile
+from agents.core.records import PodRecord
+from agents.core.recovery import (
+    RESTART_POD,
+    RESTART_TASK,
+    RUNNING,
+    TASK_COMPLETED,
+    Action,
+    JobEvent,
+    JobRuntimeState,
+    PodEvent,
+    Room,
+    decide,
+    record,
+)
+from agents.core.works import Work
+from federation.domain.plans import PodAssignment
+from federation.domain.topology import HyperNodeTree
+
+
+@dataclass(frozen=True)
+class PassReport:
+    """What one pass did, for ``WorkStatus`` (federation.v1) and the job's event log."""
+
+    work_id: str
+    job: str
+    version: int
+    phase: str  # Pending | Bound | Running | Succeeded | Failed | Cancelled | Replan
+    message: str
+    pods: tuple[PodRecord, ...]  # the current version's pods as read at the start of the pass
+    actions: tuple[Action, ...]  # recovery actions executed this pass
+    events: tuple[JobEvent, ...]  # their records
+    wake_at: float | None  # when a delayed action falls due (re-run the pass then)
+    error: str = ""  # an operation the cluster refused (the next pass retries)
+
+
+class JobController:
+    """The per-job loop. Not thread-safe; the runtime serialises passes per job."""
+
+    def __init__(self, work: Work, *, label_keys: Sequence[str] = ()) -> None:
+        self.work = work
+        self.label_keys = tuple(label_keys)
+        self.state = JobRuntimeState()
+        self.hints: tuple[PodAssignment, ...] = ()
+
+    def update(self, work: Work) -> bool:
+        """Accept a newer Work (or a cancel); stale or duplicate versions are ignored
+        (docs/design/work-protocol.md). A new version keeps the retry counts: a re-plan
+        moves the job, it does not forgive its failures."""
+        if work.job.name != self.work.job.name or work.version < self.work.version:
+            return False
+        if work.version > self.work.version:
+            self.state = replace(self.state, phase=RUNNING, handled=frozenset())
+            self.hints = ()
+        self.work = work
+        return True
+
+    async def sync(self, backend: ClusterBackend, now: float, tree: HyperNodeTree | None) -> PassReport:
+        work = self.work
+        observed = await observe_job(backend, work.name, tree=tree, label_keys=self.label_keys)
+        pods = tuple(job_pods(work.job, observed.pods, work.version))
+        executed: list[Action] = []
+        wake_at: float | None = None
+        error = ""
+        if not work.cancelled:
+            executed, wake_at, applied = await self._recover(backend, observed, pods, now)
+            error = applied.error
+            if executed and applied.ok:
+                observed = await observe_job(backend, work.name, tree=tree, label_keys=self.label_keys)
+        result = reconcile(work, observed, job_phase=self.state.phase, hints=self.hints)
+        applied = await apply_ops(backend, result.ops)
+        error = error or applied.error
+        phase, message = result.phase, result.message
+        replans = [a for a in executed if a.kind == W_REPLAN]
+        if replans:
+            phase, message = W_REPLAN, replans[-1].record.message
+        return PassReport(work.work_id, work.name, work.version, phase, message, pods, tuple(executed),
+                          tuple(a.record for a in executed), wake_at, error)
+
+    async def _recover(
+        self, backend: ClusterBackend, observed: Observed, pods: Sequence[PodRecord], now: float
+    ) -> tuple[list[Action], float | None, Applied]:
+        job = self.work.job
+        state = observe(self.state, job, pods)
+        domain = observed.tree.domains.get(self.work.placement.hypernode) if observed.tree is not None else None
+        room = Room(domain, observed.nodes) if domain is not None else None
+        covered: set[str] = set()
+        job_wide = False
+        ready: list[Action] = []
+        wake_at: float | None = None
+        for event in pod_events(job, pods, observed.nodes, now):
+            if job_wide or _covered(event, covered):
+                continue
+            for action in decide(job, state, event, now, room=room):
+                if not action.ready(now):
+                    wake_at = action.due if wake_at is None else min(wake_at, action.due)
+                    continue
+                ready.append(action)
+                state = record(job, state, [action], now)
+                covered.update(action.pods)
+                job_wide = job_wide or action.kind not in (RESTART_POD, RESTART_TASK, W_REPLAN)
+        applied = await apply_ops(backend, ops_for_actions(self.work, observed, ready, now))
+        if applied.ok:
+            self.state = state
+            targets = tuple(t for a in ready for t in a.targets)
+            if targets:
+                self.hints = targets
+        return (ready if applied.ok else []), wake_at, applied
+
+
+def _covered(event: PodEvent, covered: set[str]) -> bool:
+    if event.event == TASK_COMPLETED:
+        return False
+    return bool(event.pods) and all(p.name in covered for p in event.pods)
