@@ -150,3 +150,17 @@ class Round:
         self.state.give(running.placement.cluster, self.state.running_pods(running))
         self.ledger.add(running.job, -1)
         self.preempted[running.job.name] = Preemption(running.job.name, reason, preemptor)
+
+    def unevict(self, running: RunningJob) -> None:
+        """Undo ``evict`` (the caller checked that the victim's pods still fit)."""
+        del self.preempted[running.job.name]
+        self.state.take(running.placement.cluster, self.state.running_pods(running))
+        self.ledger.add(running.job, +1)
+
+    def fits_back(self, running: RunningJob) -> bool:
+        """Would an evicted gang's pods still fit where they were (nothing took the room)?"""
+        frees = self.state.node_free.get(running.placement.cluster, {})
+        merged = self.state._merge(self.state.running_pods(running))
+        return all(
+            node in frees and all(f >= d for f, d in zip(frees[node], need, strict=True)) for node, need in merged
+        )

@@ -66,6 +66,7 @@ class RoundState:
         self.rows: dict[tuple[int, int], list[Key]] = {}
         self._demand: dict[object, tuple[list[Vector], Vector]] = {}
         self.cluster_domains: dict[str, list[int]] = {}
+        self.uid_of: dict[tuple[str, str], int] = {}
         for cluster in snapshot.clusters:
             self._add_cluster(cluster)
         self.tiers = sorted({t for _, t in self.rows})
@@ -97,8 +98,22 @@ class RoundState:
             for ix, value in dom.index.items():
                 insort(self.rows.setdefault((ix, domain.tier), []), (value, uid))
             self.domains.append(dom)
+            self.uid_of[(cluster.name, domain.name)] = uid
             ids.append(uid)
         self.cluster_domains[cluster.name] = ids
+
+    def ancestors(self, uid: int) -> list[int]:
+        """``uid`` and the ids of every domain above it in its cluster's tree."""
+        out = [uid]
+        dom = self.domains[uid]
+        parent = dom.domain.parent
+        tree = dom.cluster.tree.domains
+        while parent is not None:
+            up = self.uid_of.get((dom.cluster.name, parent))
+            if up is not None:
+                out.append(up)
+            parent = tree[parent].parent if parent in tree else None
+        return out
 
     def _index_values(self, dom: DomainState) -> None:
         dom.index[0] = dom.free[self.gpu_index]

@@ -1,0 +1,97 @@
+"""Decode: turn the solver's counts into concrete placements, repairing what must be.
+
+* evictions first (``e[v] = 1``), so their room is free;
+* each class's jobs are handed out in submission order to its domains, lowest tier first;
+  in exact mode the pods go where ``p`` says; in aggregate mode ``pack_gang``-style
+  best-fit packing inside the chosen domain decides, and a gang that does not pack there
+  (the aggregate model is a relaxation) is re-placed greedily or left for the greedy pass;
+* victims whose room nobody ended up using are given back (never evict for nothing).
+
+Every decision goes through ``Round.commit``/``evict``, the same bookkeeping the greedy
+planner uses, so ``validate()`` holds whatever the solver returned.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from federation.domain.jobs import Job
+from federation.placement.cpsat.classes import JobClass
+from federation.placement.cpsat.preemption import kind
+from federation.placement.cpsat.variables import Vars, Window
+
+
+def _exact_nodes(w: Window, v: Vars, solver: Any, jc: JobClass, uid: int, count: int) -> list[list[str]]:
+    pools: dict[str, list[str]] = {}
+    for task, _, _ in jc.tasks:
+        pool: list[str] = []
+        for node in w.rnd.state.domains[uid].nodes:
+            var = v.p.get((jc.uid, uid, node, task))
+            if var is not None:
+                pool.extend([node] * int(solver.value(var)))
+        pools[task] = pool
+    out = []
+    for _ in range(count):
+        nodes: list[str] = []
+        for task, replicas, _ in jc.tasks:
+            nodes.extend(pools[task][:replicas])
+            pools[task] = pools[task][replicas:]
+        out.append(nodes)
+    return out
+
+
+def _fits(w: Window, cluster: str, job: Job, nodes: list[str]) -> bool:
+    pods, _ = w.rnd.demand(job)
+    frees = w.rnd.state.node_free[cluster]
+    need: dict[str, list[int]] = {}
+    for node, vec in zip(nodes, pods, strict=False):
+        acc = need.setdefault(node, [0] * len(vec))
+        for i, a in enumerate(vec):
+            acc[i] += a
+    return len(nodes) == len(pods) and all(
+        node in frees and all(f >= a for f, a in zip(frees[node], acc, strict=True)) for node, acc in need.items()
+    )
+
+
+def apply(w: Window, v: Vars, solver: Any) -> list[Job]:
+    """Apply the solution to ``w.rnd``; return the window's jobs left unplaced."""
+    rnd = w.rnd
+    evicted = []
+    for victim in w.victims:
+        if solver.value(v.e[victim.job.name]):
+            how = kind(rnd, w.classes, victim) or "preempt"
+            why = (
+                "preempt: evicted for higher-priority work of its own queue"
+                if how == "preempt"
+                else f"reclaim: queue {victim.job.queue} is above its fair share"
+            )
+            rnd.evict(victim, why, None)
+            evicted.append(victim)
+    left: list[Job] = []
+    for jc in w.classes:
+        queue = list(jc.jobs)
+        order = sorted(jc.candidates, key=lambda u: (rnd.state.domains[u].tier, u))
+        for uid in order:
+            count = min(int(solver.value(v.x[(jc.uid, uid)])), len(queue))
+            if count <= 0:
+                continue
+            dom = rnd.state.domains[uid]
+            planned = _exact_nodes(w, v, solver, jc, uid, count) if w.exact else [[] for _ in range(count)]
+            for nodes in planned:
+                job = queue.pop(0)
+                if not rnd.ledger.capability_ok(job):
+                    left.append(job)
+                    continue
+                if not nodes or not _fits(w, dom.cluster.name, job, nodes):
+                    pods, _ = rnd.demand(job)
+                    packed = rnd.state.pack(dom, pods, rnd.allowed_nodes(dom.cluster, job))
+                    if packed is None:
+                        left.append(job)
+                        continue
+                    nodes = packed
+                rnd.commit(job, dom, nodes)
+        left.extend(queue)
+    for victim in sorted(evicted, key=lambda r: -rnd.scoring.victim_cost(r)):
+        if rnd.fits_back(victim):
+            rnd.unevict(victim)
+    return left

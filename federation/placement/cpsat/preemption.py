@@ -1,0 +1,111 @@
+"""Preemption and reclaim in the model: which running gangs may be evicted, and their cost.
+
+Potential victims (``e[v]``), the same rules as the greedy ``placement.preempt``:
+
+* **preempt** — a running gang of queue Q when the window has a class of Q in a strictly
+  higher band (same queue, so a higher job priority);
+* **reclaim** — a running gang of a ``reclaimable`` queue above its fair share, when the
+  window has a class of another queue that is below its fair share, with a queue priority
+  not below the victim's and a band not below the victim's.
+
+Linking (so evictions only serve who may cause them): per cluster, the units evicted by
+preemption from queue Q are at most the units of Q's higher-band classes placed in that
+cluster; the units reclaimed are at most the units placed there for under-share queues;
+and a queue never loses more than its excess over its fair share. Whole gangs only: ``e``
+is per gang and frees all its pods. Cost: the victim's band value plus a term growing
+with the GPU-hours it already ran (``score.victim_cost``), weighted by its band.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from federation.domain.plans import RunningJob
+from federation.placement.cpsat.classes import JobClass
+from federation.placement.cpsat.variables import Vars, Window
+from federation.placement.packing import Vector
+from federation.placement.rounds import Round
+
+EPS = 1e-9
+
+
+def _under(rnd: Round, queue: str) -> bool:
+    return rnd.ledger.share(queue) < rnd.ledger.fair[queue] - EPS
+
+
+def kind(rnd: Round, classes: list[JobClass], victim: RunningJob) -> str | None:
+    """"preempt", "reclaim" or None: how ``victim`` may be evicted for this window."""
+    if victim.job.name in rnd.preempted or not victim.placement.pods:
+        return None
+    band = rnd.scoring.band(victim.job)
+    vq = rnd.ledger.queues[victim.job.queue]
+    if any(jc.queue == vq.name and jc.band < band for jc in classes):
+        return "preempt"
+    if not vq.reclaimable or rnd.ledger.share(vq.name) <= rnd.ledger.fair[vq.name] + EPS:
+        return None
+    for jc in classes:
+        mine = rnd.ledger.queues[jc.queue]
+        if jc.queue != vq.name and jc.band <= band and mine.priority >= vq.priority and _under(rnd, jc.queue):
+            return "reclaim"
+    return None
+
+
+def candidates(rnd: Round, classes: list[JobClass]) -> list[RunningJob]:
+    """Running gangs that some class of the window may evict, in clusters it may use."""
+    clusters = {name for jc in classes for g in rnd.groups(jc.jobs[0]) for name in g}
+    out = []
+    for name in sorted(clusters):
+        for victim in rnd.running_by_cluster.get(name, ()):
+            if kind(rnd, classes, victim) is not None:
+                out.append(victim)
+    return out
+
+
+def victim_pods(w: Window, victim: RunningJob) -> list[tuple[str, Vector]]:
+    """(node, demand) of the victim's pods on nodes the round tracks."""
+    known = w.rnd.state.node_free.get(victim.placement.cluster, {})
+    return [(n, vec) for n, vec in w.rnd.state.running_pods(victim) if n in known]
+
+
+def add(w: Window, v: Vars) -> None:
+    """Linking constraints and the eviction cost term."""
+    rnd = w.rnd
+    m = v.model
+    if not w.victims:
+        return
+    sc = rnd.scoring
+    placed_in: dict[tuple[str, int], list[Any]] = defaultdict(list)  # (cluster, class) -> x vars
+    for (k, uid), x in v.x.items():
+        placed_in[(rnd.state.domains[uid].cluster.name, k)].append(x)
+    by_cluster: dict[str, list[RunningJob]] = defaultdict(list)
+    for victim in w.victims:
+        by_cluster[victim.placement.cluster].append(victim)
+    for cluster, victims in by_cluster.items():
+        for how in ("preempt", "reclaim"):
+            for queue in sorted({vj.job.queue for vj in victims}):
+                mine = [vj for vj in victims if vj.job.queue == queue and kind(rnd, w.classes, vj) == how]
+                if not mine:
+                    continue
+                lo = max(sc.band(vj.job) for vj in mine)
+                takers = [
+                    jc for jc in w.classes
+                    if (how == "preempt" and jc.queue == queue and jc.band < lo)
+                    or (how == "reclaim" and jc.queue != queue and _under(rnd, jc.queue))
+                ]
+                lhs = cp_model.LinearExpr.weighted_sum(
+                    [v.e[vj.job.name] for vj in mine], [sc.units(vj.job) for vj in mine]
+                )
+                xs = [(jc.units, x) for jc in takers for x in placed_in.get((cluster, jc.uid), [])]
+                rhs = cp_model.LinearExpr.weighted_sum([x for _, x in xs], [u for u, _ in xs]) if xs else 0
+                m.add(lhs <= rhs)
+    for queue in sorted({vj.job.queue for vj in w.victims}):
+        reclaimed = [vj for vj in w.victims if vj.job.queue == queue and kind(rnd, w.classes, vj) == "reclaim"]
+        if reclaimed:
+            excess = int((rnd.ledger.share(queue) - rnd.ledger.fair[queue]) * sc.scale)
+            m.add(sum(sc.units(vj.job) * v.e[vj.job.name] for vj in reclaimed) <= max(0, excess))
+    for victim in w.victims:
+        weight = w.weights.get(sc.band(victim.job), 1)
+        v.objective.append((-weight * sc.victim_cost(victim), v.e[victim.job.name]))
