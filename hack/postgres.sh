@@ -10,7 +10,7 @@
 # Environment:
 #   PGTEST_DIR   where the cluster lives (default ${TMPDIR:-/tmp}/federation-postgres-$UID);
 #                the integration tests pass a fresh temporary directory per session.
-#   PGTEST_PORT  fixed port (default: a free port picked at start).
+#   PGTEST_PORT  fixed port (default: the port used last time in PGTEST_DIR, else a free one).
 #   PG_BIN       directory holding pg_ctl/initdb (default: the newest /usr/lib/postgresql/*/bin).
 #
 # Why like this: tests must run against a real server on a clean CI machine as root, but
@@ -93,9 +93,12 @@ start() {
     as_pg "$bin/initdb" -D "$DATA" -U postgres --auth=trust --encoding=UTF8 --locale=C.UTF-8 \
       --no-sync >"$DIR/initdb.log" 2>&1 || { cat "$DIR/initdb.log" >&2; log "initdb failed"; exit 1; }
   fi
-  local attempt port
+  local attempt port previous=""
+  # A restarted cluster keeps its port (clients hold URLs) unless that port is now taken.
+  [ -z "${PGTEST_PORT:-}" ] && previous=$(cat "$DIR/port" 2>/dev/null || true)
   for attempt in 1 2 3; do
-    port=${PGTEST_PORT:-$(free_port)}
+    port=${PGTEST_PORT:-${previous:-$(free_port)}}
+    previous=""
     if as_pg "$bin/pg_ctl" -D "$DATA" -l "$DIR/server.log" -w -t 60 -s \
         -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$DIR \
             -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" start; then

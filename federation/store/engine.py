@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, make_url, text
+from sqlalchemy import Connection, Engine, create_engine, event, make_url, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
@@ -47,12 +47,16 @@ def make_engine(
     pool_size: int = 10,
     max_overflow: int = 20,
     foreign_keys: bool = True,
+    pre_ping: bool = True,
     echo: bool = False,
 ) -> Engine:
     """An engine configured for the store (see the module docstring for why).
 
     ``foreign_keys=False`` is for SQLite schema migrations only: Alembic's batch mode
     recreates tables, and enforcing foreign keys while it does would cascade deletes.
+    ``pre_ping=False`` saves one round trip per call on PostgreSQL at the price of one
+    failed call (``Unavailable``) after the server drops connections; keep the default
+    unless a benchmark shows the ping matters.
     """
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -75,7 +79,7 @@ def make_engine(
         echo=echo,
         pool_size=pool_size,
         max_overflow=max_overflow,
-        pool_pre_ping=True,
+        pool_pre_ping=pre_ping,
         pool_recycle=1800,
         pool_timeout=10,
         connect_args=connect_args,
@@ -137,11 +141,10 @@ class Database:
         self.clock = clock
         self.settle_seconds = settle_seconds
         self.dialect = engine.dialect.name
-        writer = engine.execution_options(**{_WRITE: True})
+        self._writer = engine.execution_options(**{_WRITE: True})
+        self._autocommit_engine = engine.execution_options(isolation_level="AUTOCOMMIT")
         self._readers = sessionmaker(bind=engine, expire_on_commit=False, autoflush=False)
-        self._writers = sessionmaker(bind=writer, expire_on_commit=False, autoflush=False)
-        self._autocommit = sessionmaker(bind=engine.execution_options(isolation_level="AUTOCOMMIT"),
-                                        expire_on_commit=False, autoflush=False)
+        self._writers = sessionmaker(bind=self._writer, expire_on_commit=False, autoflush=False)
 
     @property
     def postgres(self) -> bool:
@@ -166,13 +169,16 @@ class Database:
             yield session
 
     @contextlib.contextmanager
-    def statement(self) -> Iterator[Session]:
-        """Autocommit: each statement is its own transaction (one round trip on PostgreSQL).
+    def core_write(self) -> Iterator[Connection]:
+        """A Core connection in a write transaction: the hot paths skip the ORM session."""
+        with translated(), self._writer.begin() as conn:
+            yield conn
 
-        Only for operations that are a single statement (the submit fast path).
-        """
-        with translated(), self._autocommit.begin() as session:
-            yield session
+    @contextlib.contextmanager
+    def core_statement(self) -> Iterator[Connection]:
+        """A Core connection in autocommit mode (one statement, one round trip)."""
+        with translated(), self._autocommit_engine.connect() as conn:
+            yield conn
 
     def ping(self) -> None:
         with translated(), self.engine.connect() as conn:

@@ -20,10 +20,17 @@ from federation.store.engine import make_engine, translated
 
 
 def migrations_dir() -> Path:
-    """The directory of the installed ``migrations`` package (env.py, versions/)."""
+    """The directory of the installed ``migrations`` package (env.py, versions/).
+
+    Uses ``__path__`` rather than ``__file__`` so that it also works when an older
+    editable install registered ``migrations`` as a namespace package.
+    """
     import migrations
 
-    return Path(migrations.__file__).resolve().parent
+    for entry in migrations.__path__:
+        if (Path(entry) / "env.py").is_file():
+            return Path(entry).resolve()
+    raise RuntimeError(f"no Alembic env.py in the migrations package ({list(migrations.__path__)})")
 
 
 def config(url: str | None = None, connection: Connection | None = None) -> Config:

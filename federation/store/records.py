@@ -236,8 +236,10 @@ class JobUpdate:
 
 @dataclass(frozen=True)
 class RoundResult:
-    """The recorded round's id and which job updates were applied or skipped as stale."""
+    """The recorded round's id, which job updates were applied or skipped as stale, and
+    the works withdrawn because their jobs were preempted (tell their agents)."""
 
     round_id: int
     applied: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()
+    withdrawn_works: tuple[int, ...] = ()

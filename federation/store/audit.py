@@ -1,0 +1,170 @@
+"""The planning audit: every round, every decision, and the job changes they cause.
+
+``record_round`` writes the round, its decisions and the resulting job state changes in
+ONE transaction. Why: the audit must never disagree with what happened. If the decisions
+were written separately from the job changes, a crash in between would leave either
+placed jobs with no recorded reason or an audit of placements that never took effect,
+and "why is my job there?" would get a wrong answer. With one transaction a failure
+anywhere (a vanished job, an illegal transition, the database going away) leaves nothing
+written, and the round can simply be planned again.
+
+A job that changed after the planner read it (cancelled mid-round, say) is not a
+failure: updates carry the version the planner saw and stale ones are skipped and
+reported, while the round's decisions are still recorded as what the planner decided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import delete, select
+
+from federation.domain.plans import PodAssignment
+from federation.store import paging
+from federation.store.engine import Database
+from federation.store.errors import NotFound
+from federation.store.lifecycle import add_event, lock_jobs, move, touch, withdraw_works
+from federation.store.models import OUTCOMES, DecisionRow, RoundRow
+from federation.store.records import Decision, DecisionRecord, JobUpdate, Page, Round, RoundResult
+from federation.store.states import PENDING
+
+_ROUND_FIELDS = (
+    "started_at", "ended_at", "trigger", "policy", "solver_status", "objective", "bound", "input_digest",
+    "pending_count", "placed_count", "unplaced_count", "preempted_count", "solve_seconds",
+)
+
+
+def round_of(row: RoundRow) -> Round:
+    return Round(id=row.id, **{f: getattr(row, f) for f in _ROUND_FIELDS})
+
+
+def decision_of(row: DecisionRow) -> Decision:
+    return Decision(
+        job=row.job,
+        outcome=row.outcome,
+        cluster=row.cluster,
+        hypernode=row.hypernode,
+        tier=row.tier,
+        pods=tuple(PodAssignment(str(t), int(i), str(n)) for t, i, n in row.pods),
+        score_terms={str(k): float(v) for k, v in row.score_terms.items()},
+        reason=row.reason,
+        constraint=row.constraint,
+        closest_cluster=row.closest_cluster,
+        preemptor=row.preemptor,
+    )
+
+
+def _decision_row(round_id: int, d: Decision) -> DecisionRow:
+    if d.outcome not in OUTCOMES:
+        raise ValueError(f"decision for {d.job!r}: outcome must be one of {', '.join(OUTCOMES)}, got {d.outcome!r}")
+    return DecisionRow(
+        round_id=round_id, job=d.job, outcome=d.outcome, cluster=d.cluster, hypernode=d.hypernode, tier=d.tier,
+        pods=[[p.task, p.index, p.node] for p in d.pods],
+        score_terms={k: float(v) for k, v in d.score_terms.items()},
+        reason=d.reason, constraint=d.constraint, closest_cluster=d.closest_cluster, preemptor=d.preemptor,
+    )
+
+
+class AuditRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def record_round(
+        self,
+        round: Round,
+        decisions: Sequence[Decision],
+        job_updates: Sequence[JobUpdate] = (),
+    ) -> RoundResult:
+        """Write the round, its decisions and its job changes atomically (module doc).
+
+        Raises (and writes nothing) on an unknown job or a transition the state machine
+        refuses for an update without ``expected_version``.
+        """
+        now = self._db.now()
+        applied: list[str] = []
+        skipped: list[str] = []
+        requeued: list[str] = []
+        with self._db.write() as session:
+            round_row = RoundRow(**{f: getattr(round, f) for f in _ROUND_FIELDS})
+            session.add(round_row)
+            session.flush()
+            session.add_all([_decision_row(round_row.id, d) for d in decisions])
+            rows = lock_jobs(session, (u.job for u in job_updates))
+            read_versions = {name: row.version for name, row in rows.items()}  # before this round's own changes
+            for update in job_updates:
+                row = rows.get(update.job)
+                if row is None:
+                    raise NotFound("job", update.job)
+                if update.expected_version is not None and read_versions[update.job] != update.expected_version:
+                    skipped.append(update.job)
+                    continue
+                if update.state is None:
+                    if row.reason != update.reason or row.unschedulable != update.unschedulable:
+                        row.reason, row.unschedulable = update.reason, update.unschedulable
+                        touch(row, now)
+                        add_event(session, row, update.event or "Unschedulable", update.reason, now)
+                else:
+                    move(session, row, update.state, now, reason=update.reason, cluster=update.cluster,
+                         hypernode=update.hypernode, tier=update.tier, event=update.event)
+                    if update.state == PENDING:
+                        requeued.append(update.job)
+                applied.append(update.job)
+            withdrawn = withdraw_works(session, now, jobs=requeued, message="preempted") if requeued else []
+            return RoundResult(round_row.id, tuple(applied), tuple(skipped), tuple(withdrawn))
+
+    def job_audit(self, job: str, *, limit: int = 200) -> list[DecisionRecord]:
+        """The job's decisions, oldest round first (the newest ``limit`` of them)."""
+        stmt = (
+            select(DecisionRow, RoundRow).join(RoundRow, RoundRow.id == DecisionRow.round_id)
+            .where(DecisionRow.job == job).order_by(DecisionRow.id.desc()).limit(limit)
+        )
+        with self._db.read() as session:
+            rows = list(session.execute(stmt).tuples())
+        return [DecisionRecord(d.id, round_of(r), decision_of(d)) for d, r in reversed(rows)]
+
+    def latest_decision(self, job: str) -> DecisionRecord | None:
+        found = self.job_audit(job, limit=1)
+        return found[0] if found else None
+
+    def get_round(self, round_id: int) -> Round:
+        with self._db.read() as session:
+            row = session.get(RoundRow, round_id)
+            if row is None:
+                raise NotFound("round", str(round_id))
+            return round_of(row)
+
+    def decisions(self, round_id: int) -> list[Decision]:
+        stmt = select(DecisionRow).where(DecisionRow.round_id == round_id).order_by(DecisionRow.id)
+        with self._db.read() as session:
+            return [decision_of(r) for r in session.scalars(stmt)]
+
+    def list_rounds(self, *, page_size: int | None = None, page_token: str = "") -> Page[Round]:
+        """Rounds, newest first, one page at a time."""
+        size = paging.page_size(page_size)
+        stmt = select(RoundRow).order_by(RoundRow.id.desc()).limit(size + 1)
+        if page_token:
+            (before,) = paging.decode("rounds", page_token, 1)
+            stmt = stmt.where(RoundRow.id < _int(before))
+        with self._db.read() as session:
+            rows = list(session.scalars(stmt))
+        items = tuple(round_of(r) for r in rows[:size])
+        return Page(items, paging.encode("rounds", items[-1].id) if len(rows) > size else "")
+
+    def prune(self, keep: int) -> int:
+        """Delete all but the newest ``keep`` rounds (their decisions cascade); returns how many."""
+        with self._db.write() as session:
+            ids = session.scalars(select(RoundRow.id).order_by(RoundRow.id.desc()).offset(keep).limit(1)).all()
+            if not ids:
+                return 0
+            result = session.execute(delete(RoundRow).where(RoundRow.id <= ids[0]))
+            return int(getattr(result, "rowcount", 0) or 0)
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        from federation.domain.errors import InvalidInput
+
+        raise InvalidInput("page_token", "malformed page token") from None

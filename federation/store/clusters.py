@@ -1,0 +1,229 @@
+"""Member clusters as their agents report them, with epoch fencing and failover.
+
+Fencing: every agent hello carries an epoch (incremented per agent process / leader
+term). A higher epoch replaces the registration; an equal one is the same agent
+reconnecting; a lower one is a stale leader and gets ``accepted=False`` (fenced). Every
+later write from an agent (heartbeat, snapshot, work status) names its epoch and is
+refused with ``StaleEpoch`` unless it is the current one, in the same transaction as the
+write, so a deposed agent cannot slip a write in between a check and an update.
+
+A lost cluster (silent past its grace period) must register again before its writes are
+accepted: ``mark_lost`` requeues its jobs and withdraws its works atomically, so when the
+agent returns it is told what to remove before it is given anything new.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from federation.domain.clusters import ClusterSnapshot
+from federation.domain.nodes import Taint
+from federation.domain.resources import GPU, Resources
+from federation.store.codec import from_json, snapshot_from_json, snapshot_to_json, to_json
+from federation.store.engine import Database
+from federation.store.errors import Conflict, NotFound, StaleEpoch
+from federation.store.lifecycle import lock_jobs, move, withdraw_works
+from federation.store.models import ClusterRow, JobRow
+from federation.store.records import ClusterLoss, ClusterRecord, Registration, SnapshotSummary
+from federation.store.states import ACTIVE_STATES, PENDING
+
+
+def _summary(row: ClusterRow) -> SnapshotSummary | None:
+    if row.snapshot_at is None:
+        return None
+    return SnapshotSummary(
+        taken_at=row.snapshot_at,
+        nodes=row.nodes,
+        ready_nodes=row.ready_nodes,
+        hypernodes=row.hypernodes,
+        max_tier=row.max_tier,
+        allocatable=Resources({k: int(v) for k, v in row.allocatable.items()}),
+        free=Resources({k: int(v) for k, v in row.free.items()}),
+    )
+
+
+def cluster_record(row: ClusterRow, active_jobs: int = 0) -> ClusterRecord:
+    return ClusterRecord(
+        name=row.name,
+        epoch=row.epoch,
+        agent_id=row.agent_id,
+        labels={str(k): str(v) for k, v in row.labels.items()},
+        taints=tuple(from_json(Taint, t) for t in row.taints),
+        healthy=row.healthy,
+        lost=row.lost,
+        registered_at=row.registered_at,
+        last_heartbeat=row.last_heartbeat,
+        summary=_summary(row),
+        tree_error=row.tree_error,
+        active_jobs=active_jobs,
+    )
+
+
+def _lock(session: Session, name: str) -> ClusterRow:
+    row = session.scalars(select(ClusterRow).where(ClusterRow.name == name).with_for_update()).one_or_none()
+    if row is None:
+        raise NotFound("cluster", name)
+    return row
+
+
+def check_epoch(row: ClusterRow, epoch: int) -> None:
+    """Refuse a write from anything but the current, non-lost registration."""
+    if epoch < row.epoch or row.lost:
+        raise StaleEpoch(row.name, epoch, row.epoch)
+    if epoch > row.epoch:
+        raise Conflict(f"cluster {row.name!r}: epoch {epoch} was never registered (current {row.epoch}); "
+                       "send a hello first")
+
+
+class ClusterRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def register(
+        self,
+        name: str,
+        epoch: int,
+        *,
+        agent_id: str = "",
+        labels: Mapping[str, str] | None = None,
+        taints: tuple[Taint, ...] = (),
+    ) -> Registration:
+        """An agent hello: accept epoch >= current (clearing lost), fence a lower one."""
+        now = self._db.now()
+        with self._db.write() as session:
+            row = session.scalars(select(ClusterRow).where(ClusterRow.name == name).with_for_update()).one_or_none()
+            if row is None:
+                row = ClusterRow(
+                    name=name, epoch=epoch, agent_id=agent_id, labels=dict(labels or {}),
+                    taints=[to_json(t) for t in taints], healthy=True, lost=False, registered_at=now,
+                    last_heartbeat=now, nodes=0, ready_nodes=0, hypernodes=0, max_tier=0, allocatable={}, free={},
+                    gpus_allocatable=0, gpus_free=0,
+                )
+                session.add(row)
+                try:
+                    session.flush()
+                except IntegrityError as exc:
+                    raise Conflict(f"cluster {name!r} registered concurrently; retry", race=True) from exc
+                return Registration(cluster_record(row), accepted=True)
+            if epoch < row.epoch:
+                return Registration(cluster_record(row, _active_jobs(session, name)), accepted=False,
+                                    previous_epoch=row.epoch)
+            previous = row.epoch
+            row.epoch = epoch
+            row.agent_id = agent_id
+            if labels is not None:
+                row.labels = dict(labels)
+            row.taints = [to_json(t) for t in taints]
+            row.healthy, row.lost = True, False
+            row.registered_at = row.last_heartbeat = now
+            return Registration(cluster_record(row, _active_jobs(session, name)), accepted=True,
+                                previous_epoch=previous)
+
+    def heartbeat(self, name: str, epoch: int) -> ClusterRecord:
+        now = self._db.now()
+        with self._db.write() as session:
+            row = _lock(session, name)
+            check_epoch(row, epoch)
+            row.last_heartbeat = now
+            return cluster_record(row)
+
+    def record_snapshot(self, epoch: int, snapshot: ClusterSnapshot) -> ClusterRecord:
+        """Keep the latest valid snapshot (whole, for the planner) and its summary columns."""
+        now = self._db.now()
+        free = snapshot.free
+        allocatable = snapshot.allocatable
+        tree = snapshot.tree
+        with self._db.write() as session:
+            row = _lock(session, snapshot.name)
+            check_epoch(row, epoch)
+            row.last_snapshot = snapshot_to_json(snapshot)
+            row.snapshot_at = now
+            row.last_heartbeat = now
+            row.healthy = snapshot.healthy
+            row.labels = dict(snapshot.labels)
+            row.taints = [to_json(t) for t in snapshot.taints]
+            row.nodes = len(snapshot.nodes)
+            row.ready_nodes = sum(1 for n in snapshot.nodes if n.usable)
+            row.hypernodes = len(snapshot.hypernodes)
+            row.max_tier = tree.max_tier if tree.domains else 0
+            row.allocatable = dict(allocatable.amounts)
+            row.free = dict(free.amounts)
+            row.gpus_allocatable = allocatable.get(GPU)
+            row.gpus_free = free.get(GPU)
+            row.tree_error = None
+            return cluster_record(row, _active_jobs(session, row.name))
+
+    def record_tree_error(self, name: str, epoch: int, error: str) -> ClusterRecord:
+        """A snapshot was refused for its HyperNode tree: keep the previous one, show why."""
+        with self._db.write() as session:
+            row = _lock(session, name)
+            check_epoch(row, epoch)
+            row.tree_error = error
+            row.last_heartbeat = self._db.now()
+            return cluster_record(row, _active_jobs(session, name))
+
+    def get(self, name: str) -> ClusterRecord:
+        with self._db.read() as session:
+            row = session.get(ClusterRow, name)
+            if row is None:
+                raise NotFound("cluster", name)
+            return cluster_record(row, _active_jobs(session, name))
+
+    def list(self) -> builtins.list[ClusterRecord]:
+        with self._db.read() as session:
+            counts = dict(
+                session.execute(
+                    select(JobRow.cluster, func.count()).where(JobRow.state.in_(list(ACTIVE_STATES)))
+                    .group_by(JobRow.cluster)
+                ).tuples()
+            )
+            rows = session.scalars(select(ClusterRow).order_by(ClusterRow.name))
+            return [cluster_record(r, int(counts.get(r.name, 0))) for r in rows]
+
+    def snapshots(self, *, include_lost: bool = False) -> builtins.list[ClusterSnapshot]:
+        """The latest snapshot of every cluster (not lost ones unless asked), by name."""
+        stmt = select(ClusterRow.last_snapshot).where(ClusterRow.last_snapshot.is_not(None)).order_by(ClusterRow.name)
+        if not include_lost:
+            stmt = stmt.where(ClusterRow.lost.is_(False))
+        with self._db.read() as session:
+            payloads = list(session.scalars(stmt))
+        return [snapshot_from_json(p) for p in payloads if p is not None]
+
+    def silent_since(self, cutoff: datetime) -> builtins.list[str]:
+        """Clusters not yet lost whose last heartbeat is older than ``cutoff``."""
+        stmt = select(ClusterRow.name).where(ClusterRow.lost.is_(False), ClusterRow.last_heartbeat < cutoff)
+        with self._db.read() as session:
+            return list(session.scalars(stmt.order_by(ClusterRow.name)))
+
+    def mark_lost(self, name: str, reason: str = "") -> ClusterLoss:
+        """Declare a cluster lost: requeue its placed/dispatched/running jobs and withdraw
+        its works, all in one transaction (nothing is half-failed-over after a crash)."""
+        now = self._db.now()
+        why = reason or f"cluster {name} lost"
+        with self._db.write() as session:
+            row = _lock(session, name)
+            row.lost = True
+            row.healthy = False
+            names = session.scalars(
+                select(JobRow.name).where(JobRow.cluster == name, JobRow.state.in_(list(ACTIVE_STATES)))
+            ).all()
+            requeued: list[str] = []
+            for job_name, job in sorted(lock_jobs(session, names).items()):
+                if job.cluster == name and job.state in ACTIVE_STATES:
+                    move(session, job, PENDING, now, reason=why)
+                    requeued.append(job_name)
+            withdrawn = withdraw_works(session, now, cluster=name, message=why)
+            return ClusterLoss(cluster_record(row), tuple(requeued), tuple(withdrawn))
+
+
+def _active_jobs(session: Session, cluster: str) -> int:
+    stmt = select(func.count()).select_from(JobRow).where(
+        JobRow.cluster == cluster, JobRow.state.in_(list(ACTIVE_STATES))
+    )
+    return int(session.scalar(stmt) or 0)

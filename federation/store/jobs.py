@@ -1,0 +1,342 @@
+"""Jobs: idempotent submission, reads, cancellation, state changes and the event feed.
+
+Idempotency rule: a job name is unique across the federation. Submitting a name that
+exists with the same queue and the same spec digest returns the stored job with
+``created=False`` (a retried RPC, a CI pipeline re-running); a different queue or spec
+is ``AlreadyExists``. The digest covers the canonical spec, so field order or a
+re-serialisation by a client library does not matter.
+
+Submission is the hot path, so it is one statement where the database allows: on
+PostgreSQL a single autocommit ``INSERT ... ON CONFLICT DO NOTHING`` whose CTE also
+appends the Submitted event (one round trip, atomic as one statement); on SQLite an
+``INSERT ... ON CONFLICT DO NOTHING RETURNING`` plus the event in one short write
+transaction. Only a conflicting name costs a second read.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+from collections.abc import Collection
+from typing import Any
+
+from sqlalchemy import Executable, and_, bindparam, func, insert, literal, or_, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from federation.domain.jobs import Job
+from federation.store import paging
+from federation.store.codec import canonical_json, job_to_json
+from federation.store.engine import Database
+from federation.store.errors import AlreadyExists, Conflict, NotFound
+from federation.store.lifecycle import (
+    add_event,
+    event_record,
+    job_record,
+    lock_job,
+    move,
+    touch,
+    withdraw_works,
+)
+from federation.store.models import Base, JobEventRow, JobRow, QueueRow
+from federation.store.records import EventPage, JobRecord, Page, QueueUsage, Submitted
+from federation.store.states import CANCELLED, PENDING, check_transition
+
+_SUBMITTED = "Submitted"
+
+
+def _digest(spec: dict[str, Any]) -> str:
+    import hashlib
+
+    return hashlib.sha256(canonical_json(spec).encode()).hexdigest()
+
+
+def _check_version(row: JobRow, expected: int | None) -> None:
+    if expected is not None and row.version != expected:
+        raise Conflict(f"job {row.name!r} changed (version {row.version}, expected {expected}); re-read and retry",
+                       race=True)
+
+
+class JobRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    # ------------------------------------------------------------------ submit
+
+    def submit(self, job: Job, *, tenant: str = "") -> Submitted:
+        """Store a new pending job, or return the identical existing one (see module doc)."""
+        now = self._db.now()
+        spec = job_to_json(job)
+        values: dict[str, Any] = {
+            "name": job.name, "queue": job.queue, "tenant": tenant, "spec": spec, "spec_digest": _digest(spec),
+            "state": PENDING, "unschedulable": False, "reason": "", "message": "", "cluster": None,
+            "hypernode": None, "tier": None, "restarts": 0, "created_at": now, "updated_at": now, "version": 1,
+        }
+        created = self._insert_postgres(values) if self._db.postgres else self._insert_sqlite(values)
+        if created:
+            return Submitted(JobRecord(job=job, **{k: v for k, v in values.items() if k != "spec"}), created=True)
+        with self._db.read() as session:
+            row = session.get(JobRow, job.name)
+            if row is None:  # pragma: no cover - jobs are deleted only with their queue
+                raise Conflict(f"job {job.name!r} vanished during submission; retry", race=True)
+            existing = job_record(row)
+        if existing.queue != job.queue:
+            raise AlreadyExists("job", job.name, f"it exists in queue {existing.queue!r}")
+        if existing.spec_digest != values["spec_digest"]:
+            raise AlreadyExists("job", job.name, "it exists with a different spec")
+        return Submitted(existing, created=False)
+
+    def _insert_postgres(self, values: dict[str, Any]) -> bool:
+        with self._db.core_statement() as conn:
+            try:
+                return conn.execute(_pg_submit(), values).first() is not None
+            except IntegrityError as exc:
+                raise NotFound("queue", values["queue"]) from exc
+
+    def _insert_sqlite(self, values: dict[str, Any]) -> bool:
+        with self._db.core_write() as conn:
+            try:
+                inserted = conn.execute(_sqlite_submit(), values).first() is not None
+            except IntegrityError as exc:
+                raise NotFound("queue", values["queue"]) from exc
+            if inserted:
+                conn.execute(_submitted_event(), {"job": values["name"], "queue": values["queue"],
+                                                  "time": values["created_at"]})
+            return inserted
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, name: str) -> JobRecord:
+        with self._db.read() as session:
+            row = session.get(JobRow, name)
+            if row is None:
+                raise NotFound("job", name)
+            return job_record(row)
+
+    def list(
+        self,
+        *,
+        queue: str | None = None,
+        states: Collection[str] | None = None,
+        tenant: str | None = None,
+        visible_to: str | None = None,
+        page_size: int | None = None,
+        page_token: str = "",
+    ) -> Page[JobRecord]:
+        """Jobs in submission order, filtered, one page at a time.
+
+        ``tenant`` keeps the jobs that tenant submitted; ``visible_to`` keeps the jobs in
+        queues whose owners include that tenant or are empty (open queues).
+        """
+        size = paging.page_size(page_size)
+        stmt = select(JobRow).order_by(JobRow.created_at, JobRow.name).limit(size + 1)
+        if queue:
+            stmt = stmt.where(JobRow.queue == queue)
+        if states:
+            stmt = stmt.where(JobRow.state.in_(list(states)))
+        if tenant is not None:
+            stmt = stmt.where(JobRow.tenant == tenant)
+        if page_token:
+            created, name = paging.decode("jobs", page_token, 2)
+            after = paging.decode_time(created)
+            stmt = stmt.where(or_(JobRow.created_at > after, and_(JobRow.created_at == after, JobRow.name > name)))
+        with self._db.read() as session:
+            if visible_to is not None:
+                stmt = stmt.where(JobRow.queue.in_(_visible_queues(session, visible_to)))
+            rows = list(session.scalars(stmt))
+            items = tuple(job_record(r) for r in rows[:size])
+        token = paging.encode("jobs", items[-1].created_at, items[-1].name) if len(rows) > size else ""
+        return Page(items, token)
+
+    def in_states(self, states: Collection[str], *, limit: int | None = None) -> builtins.list[JobRecord]:
+        """Every job in ``states`` in submission order (the planner's pending/active view)."""
+        stmt = select(JobRow).where(JobRow.state.in_(list(states))).order_by(JobRow.created_at, JobRow.name)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        with self._db.read() as session:
+            return [job_record(r) for r in session.scalars(stmt)]
+
+    def usage(self) -> builtins.list[QueueUsage]:
+        """Job counts per queue and state (for QueueStatus)."""
+        stmt = select(JobRow.queue, JobRow.state, func.count()).group_by(JobRow.queue, JobRow.state)
+        counts: dict[str, dict[str, int]] = {}
+        with self._db.read() as session:
+            for queue, state, count in session.execute(stmt):
+                counts.setdefault(queue, {})[state] = int(count)
+        return [QueueUsage(q, c) for q, c in sorted(counts.items())]
+
+    # ------------------------------------------------------------------ writes
+
+    def cancel(self, name: str, reason: str = "cancelled") -> JobRecord:
+        """Cancel a job that has not finished, withdrawing its active works in the same transaction.
+
+        Cancelling an already-cancelled job returns it unchanged (a retried cancel is not
+        an error); cancelling a succeeded or failed job is ``IllegalTransition``.
+        """
+        now = self._db.now()
+        with self._db.write() as session:
+            row = lock_job(session, name)
+            if row.state == CANCELLED:
+                return job_record(row)
+            move(session, row, CANCELLED, now, reason=reason)
+            withdraw_works(session, now, jobs=[name], message=reason)
+            return job_record(row)
+
+    def transition(
+        self,
+        name: str,
+        to_state: str,
+        *,
+        reason: str | None = None,
+        message: str | None = None,
+        cluster: str | None = None,
+        hypernode: str | None = None,
+        tier: int | None = None,
+        expected_version: int | None = None,
+        event: str | None = None,
+    ) -> JobRecord:
+        """Move a job along the state machine and record the event, in one transaction.
+
+        ``expected_version`` makes the change conditional on the caller's last read
+        (``Conflict`` with ``race=True`` if the job changed since).
+        """
+        now = self._db.now()
+        with self._db.write() as session:
+            row = lock_job(session, name)
+            _check_version(row, expected_version)
+            move(session, row, to_state, now, reason=reason, message=message, cluster=cluster,
+                 hypernode=hypernode, tier=tier, event=event)
+            return job_record(row)
+
+    def annotate(
+        self,
+        name: str,
+        *,
+        reason: str | None = None,
+        message: str | None = None,
+        restarts: int | None = None,
+        event: str | None = None,
+        expected_version: int | None = None,
+    ) -> JobRecord:
+        """Change a job's reason/message/restart count without changing its state.
+
+        A higher restart count records a Restarted event (unless ``event`` names another);
+        other changes record an event only when ``event`` is given.
+        """
+        now = self._db.now()
+        with self._db.write() as session:
+            row = lock_job(session, name)
+            _check_version(row, expected_version)
+            if event is None and restarts is not None and restarts > row.restarts:
+                event = "Restarted"
+            if restarts is not None:
+                row.restarts = restarts
+            if reason is not None:
+                row.reason = reason
+            if message is not None:
+                row.message = message
+            touch(row, now)
+            if event is not None:
+                add_event(session, row, event, message or reason or "", now)
+            return job_record(row)
+
+    def check(self, name: str, to_state: str) -> None:
+        """Raise ``IllegalTransition`` now if ``name`` could not move to ``to_state`` (a dry run)."""
+        check_transition(self.get(name).state, to_state, name)
+
+    # ------------------------------------------------------------------ events
+
+    def latest_event_id(self) -> int:
+        """The newest event id (where a watcher that wants only new events starts)."""
+        with self._db.read() as session:
+            return int(session.scalar(select(func.coalesce(func.max(JobEventRow.id), 0))) or 0)
+
+    def events_since(
+        self,
+        after_id: int,
+        *,
+        limit: int = 500,
+        job: str | None = None,
+        queues: Collection[str] | None = None,
+    ) -> EventPage:
+        """Events with id > ``after_id`` in id order; resume with the returned cursor.
+
+        Why the gap check: on PostgreSQL ids come from a sequence, so a transaction that
+        took id 11 may commit after one that took 12. Delivering 12 and moving the cursor
+        past 11 would lose 11 forever. So delivery stops before a gap unless the event
+        after it is older than ``settle_seconds`` (the gap is then a rolled-back
+        transaction, not a slow one). SQLite serialises writers and never has gaps.
+        """
+        scan = max(limit, 1) if job is None and queues is None else max(limit * 10, 2000)
+        now = self._db.now()
+        with self._db.read() as session:
+            stmt = select(JobEventRow.id, JobEventRow.time).where(JobEventRow.id > after_id)
+            horizon = after_id
+            for event_id, time in session.execute(stmt.order_by(JobEventRow.id).limit(scan)):
+                gap = event_id != horizon + 1
+                if gap and (now - time).total_seconds() < self._db.settle_seconds:
+                    break
+                horizon = event_id
+            if horizon == after_id:
+                return EventPage((), after_id)
+            query = select(JobEventRow).where(JobEventRow.id > after_id, JobEventRow.id <= horizon)
+            if job is not None:
+                query = query.where(JobEventRow.job == job)
+            if queues is not None:
+                query = query.where(JobEventRow.queue.in_(list(queues)))
+            events = tuple(event_record(r) for r in session.scalars(query.order_by(JobEventRow.id).limit(limit)))
+        cursor = events[-1].id if len(events) == limit else horizon
+        return EventPage(events, cursor)
+
+
+def _visible_queues(session: Session, tenant: str) -> builtins.list[str]:
+    rows = session.execute(select(QueueRow.name, QueueRow.owners))
+    return [name for name, owners in rows if not owners or tenant in owners]
+
+
+# Submission statements are built once and executed with parameters: building a
+# 16-column INSERT per call costs more Python time than the database round trip.
+_JOBS = Base.metadata.tables["jobs"]
+_EVENTS = Base.metadata.tables["job_events"]
+_JOB_COLUMNS = [c.name for c in _JOBS.columns]
+
+
+@functools.cache
+def _pg_submit() -> Executable:
+    """INSERT the job unless the name exists, and in the same statement its Submitted event."""
+    jobs = _JOBS
+    new_job = (
+        pg_insert(jobs).values({c: bindparam(c) for c in _JOB_COLUMNS})
+        .on_conflict_do_nothing(index_elements=[jobs.c.name])
+        .returning(jobs.c.name, jobs.c.queue, jobs.c.created_at).cte("new_job")
+    )
+    events = _EVENTS
+    return (
+        insert(events)
+        .from_select(
+            ["job", "queue", "type", "state", "message", "time"],
+            select(new_job.c.name, new_job.c.queue, literal(_SUBMITTED), literal(PENDING), literal(""),
+                   new_job.c.created_at),
+        )
+        .returning(events.c.id)
+        .add_cte(new_job)
+    )
+
+
+@functools.cache
+def _sqlite_submit() -> Executable:
+    jobs = _JOBS
+    return (
+        sqlite_insert(jobs).values({c: bindparam(c) for c in _JOB_COLUMNS})
+        .on_conflict_do_nothing(index_elements=[jobs.c.name]).returning(jobs.c.name)
+    )
+
+
+@functools.cache
+def _submitted_event() -> Executable:
+    return insert(_EVENTS).values(
+        job=bindparam("job"), queue=bindparam("queue"), type=_SUBMITTED, state=PENDING, message="",
+        time=bindparam("time"),
+    )

@@ -1,0 +1,136 @@
+"""Job row changes shared by every writer (jobs, audit rounds, cluster failover).
+
+Why one place: whoever moves a job (a user cancelling, a planning round placing, the
+agent hub reporting progress, failover requeueing) must check the state machine, bump
+the version, stamp the time and append the WatchJobs event in the same transaction.
+Doing that here means no writer can forget one of the four.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from federation.store.codec import job_from_json
+from federation.store.errors import NotFound
+from federation.store.models import JobEventRow, JobRow, WorkRow
+from federation.store.records import JobEvent, JobRecord
+from federation.store.states import EVENT_FOR_STATE, PENDING, PLACED, check_transition
+
+ACTIVE_WORK_STATES = ("pending", "applied", "running")
+_CHUNK = 500
+
+
+def job_record(row: JobRow) -> JobRecord:
+    return JobRecord(
+        name=row.name,
+        queue=row.queue,
+        tenant=row.tenant,
+        job=job_from_json(row.spec),
+        spec_digest=row.spec_digest,
+        state=row.state,
+        unschedulable=row.unschedulable,
+        reason=row.reason,
+        message=row.message,
+        cluster=row.cluster,
+        hypernode=row.hypernode,
+        tier=row.tier,
+        restarts=row.restarts,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        version=row.version,
+    )
+
+
+def event_record(row: JobEventRow) -> JobEvent:
+    return JobEvent(id=row.id, job=row.job, queue=row.queue, type=row.type, state=row.state,
+                    message=row.message, time=row.time)
+
+
+def lock_job(session: Session, name: str) -> JobRow:
+    """The job row, locked for update (PostgreSQL; SQLite already holds the write lock)."""
+    row = session.scalars(select(JobRow).where(JobRow.name == name).with_for_update()).one_or_none()
+    if row is None:
+        raise NotFound("job", name)
+    return row
+
+
+def lock_jobs(session: Session, names: Iterable[str]) -> dict[str, JobRow]:
+    """Several job rows locked in name order (a fixed order, so two writers cannot deadlock)."""
+    ordered = sorted(set(names))
+    rows: dict[str, JobRow] = {}
+    for start in range(0, len(ordered), _CHUNK):
+        chunk = ordered[start:start + _CHUNK]
+        stmt = select(JobRow).where(JobRow.name.in_(chunk)).order_by(JobRow.name).with_for_update()
+        rows.update((r.name, r) for r in session.scalars(stmt))
+    return rows
+
+
+def add_event(session: Session, row: JobRow, type_: str, message: str, now: datetime) -> None:
+    session.add(JobEventRow(job=row.name, queue=row.queue, type=type_, state=row.state, message=message, time=now))
+
+
+def touch(row: JobRow, now: datetime) -> None:
+    row.updated_at = now
+    row.version += 1
+
+
+def move(
+    session: Session,
+    row: JobRow,
+    to_state: str,
+    now: datetime,
+    *,
+    reason: str | None = None,
+    message: str | None = None,
+    cluster: str | None = None,
+    hypernode: str | None = None,
+    tier: int | None = None,
+    event: str | None = None,
+) -> None:
+    """Apply one state-machine transition to ``row`` and record its event.
+
+    Entering ``placed`` requires the cluster; entering ``pending`` (re-plan) forgets the
+    old placement so the planner sees a clean pending job.
+    """
+    check_transition(row.state, to_state, row.name)
+    if to_state == PLACED and not cluster:
+        raise ValueError(f"job {row.name!r}: placing a job requires its cluster")
+    row.state = to_state
+    if to_state == PENDING:
+        row.cluster = row.hypernode = None
+        row.tier = None
+    else:
+        row.unschedulable = False
+    if cluster is not None:
+        row.cluster = cluster
+    if hypernode is not None:
+        row.hypernode = hypernode
+    if tier is not None:
+        row.tier = tier
+    if reason is not None:
+        row.reason = reason
+    if message is not None:
+        row.message = message
+    touch(row, now)
+    add_event(session, row, event or EVENT_FOR_STATE[to_state], reason or message or "", now)
+
+
+def withdraw_works(session: Session, now: datetime, *, jobs: Sequence[str] = (), cluster: str | None = None,
+                   message: str = "") -> list[int]:
+    """Mark the active works of ``jobs`` (or of ``cluster``) withdrawn; returns their ids."""
+    stmt = select(WorkRow).where(WorkRow.state.in_(ACTIVE_WORK_STATES)).with_for_update()
+    if jobs:
+        stmt = stmt.where(WorkRow.job.in_(list(jobs)))
+    if cluster is not None:
+        stmt = stmt.where(WorkRow.cluster == cluster)
+    ids: list[int] = []
+    for work in session.scalars(stmt.order_by(WorkRow.id)):
+        work.state = "withdrawn"
+        work.message = message
+        work.updated_at = now
+        ids.append(work.id)
+    return ids

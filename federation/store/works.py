@@ -1,0 +1,126 @@
+"""Works: the versioned "run this job here" records propagation sends to agents.
+
+Each new Work for a job gets the next version (unique per job), and by default the
+job's older active works are withdrawn in the same transaction, because a gang runs in
+exactly one cluster: there is never a moment where two versions are both meant to run.
+Agents acknowledge by id; status writes may carry the agent's epoch and are refused with
+``StaleEpoch`` when a newer registration exists (a deposed agent cannot report on work).
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+
+from federation.store.clusters import check_epoch
+from federation.store.engine import Database
+from federation.store.errors import Conflict, NotFound
+from federation.store.lifecycle import ACTIVE_WORK_STATES, lock_job, withdraw_works
+from federation.store.models import ClusterRow, WorkRow
+from federation.store.records import WorkRecord
+
+# pending (created) → applied (agent acked) → running → succeeded | failed; any active → withdrawn.
+WORK_TRANSITIONS: Mapping[str, frozenset[str]] = {
+    "pending": frozenset({"applied", "running", "succeeded", "failed", "withdrawn"}),
+    "applied": frozenset({"running", "succeeded", "failed", "withdrawn"}),
+    "running": frozenset({"succeeded", "failed", "withdrawn"}),
+    "succeeded": frozenset(),
+    "failed": frozenset(),
+    "withdrawn": frozenset(),
+}
+
+
+def work_record(row: WorkRow) -> WorkRecord:
+    return WorkRecord(id=row.id, job=row.job, cluster=row.cluster, version=row.version, state=row.state,
+                      message=row.message, payload=dict(row.payload), created_at=row.created_at,
+                      updated_at=row.updated_at)
+
+
+class WorkRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def create(self, job: str, cluster: str, payload: Mapping[str, Any], *, supersede: bool = True) -> WorkRecord:
+        """The job's next Work version for ``cluster``; older active works are withdrawn first."""
+        now = self._db.now()
+        with self._db.write() as session:
+            lock_job(session, job)  # serialises version numbering per job
+            if session.get(ClusterRow, cluster) is None:
+                raise NotFound("cluster", cluster)
+            if supersede:
+                withdraw_works(session, now, jobs=[job], message="superseded")
+            latest = session.scalar(select(func.max(WorkRow.version)).where(WorkRow.job == job)) or 0
+            row = WorkRow(job=job, cluster=cluster, version=int(latest) + 1, state="pending", message="",
+                          payload=dict(payload), created_at=now, updated_at=now)
+            session.add(row)
+            try:
+                session.flush()
+            except IntegrityError as exc:  # pragma: no cover - the job lock prevents it
+                raise Conflict(f"work version for job {job!r} taken concurrently; retry", race=True) from exc
+            return work_record(row)
+
+    def get(self, work_id: int) -> WorkRecord:
+        with self._db.read() as session:
+            row = session.get(WorkRow, work_id)
+            if row is None:
+                raise NotFound("work", str(work_id))
+            return work_record(row)
+
+    def update_status(self, work_id: int, state: str, *, message: str = "", epoch: int | None = None) -> WorkRecord:
+        """Record what the agent reports; the same state again is a no-op (acks repeat).
+
+        A move the work table does not allow (e.g. running after withdrawn) is a
+        ``Conflict``: the report is stale and the agent should drop that work.
+        """
+        now = self._db.now()
+        with self._db.write() as session:
+            cluster_name = session.scalar(select(WorkRow.cluster).where(WorkRow.id == work_id))
+            if cluster_name is None:
+                raise NotFound("work", str(work_id))
+            if epoch is not None:  # lock order everywhere: cluster, then job, then work
+                cluster = session.scalars(
+                    select(ClusterRow).where(ClusterRow.name == cluster_name).with_for_update(read=True)
+                ).one()
+                check_epoch(cluster, epoch)
+            row = session.scalars(select(WorkRow).where(WorkRow.id == work_id).with_for_update()).one()
+            if state == row.state:
+                if message and message != row.message:
+                    row.message, row.updated_at = message, now
+                return work_record(row)
+            if state not in WORK_TRANSITIONS.get(row.state, frozenset()):
+                raise Conflict(f"work {work_id} (job {row.job!r}) is {row.state}; cannot become {state}")
+            row.state = state
+            row.message = message
+            row.updated_at = now
+            return work_record(row)
+
+    def list(
+        self,
+        *,
+        cluster: str | None = None,
+        job: str | None = None,
+        states: Collection[str] | None = None,
+    ) -> builtins.list[WorkRecord]:
+        stmt = select(WorkRow).order_by(WorkRow.id)
+        if cluster is not None:
+            stmt = stmt.where(WorkRow.cluster == cluster)
+        if job is not None:
+            stmt = stmt.where(WorkRow.job == job)
+        if states is not None:
+            stmt = stmt.where(WorkRow.state.in_(list(states)))
+        with self._db.read() as session:
+            return [work_record(r) for r in session.scalars(stmt)]
+
+    def active(self, cluster: str) -> builtins.list[WorkRecord]:
+        """What ``cluster`` should be running now (sent in full when its agent reconnects)."""
+        return self.list(cluster=cluster, states=ACTIVE_WORK_STATES)
+
+    def latest(self, job: str) -> WorkRecord | None:
+        stmt = select(WorkRow).where(WorkRow.job == job).order_by(WorkRow.version.desc()).limit(1)
+        with self._db.read() as session:
+            row = session.scalars(stmt).one_or_none()
+            return None if row is None else work_record(row)
