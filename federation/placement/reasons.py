@@ -99,8 +99,26 @@ def diagnose(rnd: Round, job: Job) -> Unplaced:
             if above is not None:
                 return Unplaced(job.name, f"room exists in {above[0].cluster.name} only above the hard tier "
                                 "limit", "topology", above[0].cluster.name)
+    excluded = _excluded_with_room(rnd, job, set(names))
+    if excluded is not None:
+        name, why = excluded
+        text = "its cluster affinity excludes" if why == "affinity" else "it does not tolerate the taints of"
+        return Unplaced(job.name, f"no allowed cluster has room now; {text} {name}, which has", why, name)
     return Unplaced(job.name, f"no allowed cluster has room for the whole gang ({size}) right now",
                     "capacity", _freest(rnd, ever))
+
+
+def _excluded_with_room(rnd: Round, job: Job, allowed: set[str]) -> tuple[str, str] | None:
+    """A healthy cluster closed to the job only by affinity or taints that could hold it now."""
+    terms = affinity_terms(job)
+    for cluster in rnd.snapshot.clusters:
+        if cluster.name in allowed or not cluster.healthy:
+            continue
+        blocks = {cluster_block(job, cluster, t) for t in terms}
+        why = "taints" if "taints" in blocks else "affinity"
+        if rnd.find_home(job, (cluster.name,)) is not None:
+            return cluster.name, why
+    return None
 
 
 class Diagnoses:
