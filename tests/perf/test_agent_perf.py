@@ -1,0 +1,207 @@
+"""Agent benchmarks (issue 4), reported in docs/benchmarks.md under
+"Agent on real Kubernetes (issue 4)".
+
+    .venv/bin/python -m pytest tests/perf/test_agent_perf.py -m perf -s
+
+1. Work received -> every pod of a 64-pod gang bound, on a real kube-apiserver (its own
+   control plane: one etcd, one apiserver, kwok, 16 fake 8-GPU nodes), median of
+   several runs; beside it the apiserver's own cost for the same objects: 64 raw pod
+   creates + 64 raw binds, sequential and concurrent, from the same client library.
+2. Snapshot build (pure builder: 1,000 node records, 4,000 pods, a 3-tier HyperNode tree)
+   and encode to proto bytes; baseline: ``json.dumps`` of the same node list.
+
+Figures are printed and written to ``$AGENT_PERF_JSON`` (default
+``.agent-perf.json``); nothing asserts wall-clock limits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+E2E = Path(__file__).resolve().parents[1] / "e2e"
+sys.path.insert(0, str(E2E))
+
+from controlplane import ControlPlane, build_binaries  # noqa: E402
+from fixtures_federation import KWOK_TOLERATION, WorkDriver, backend_for, cleanup, gpu_job, work_for  # noqa: E402
+
+from agents.core.records import LABEL_JOB, NodeRecord, PodRecord  # noqa: E402
+from agents.core.snapshot import build_snapshot  # noqa: E402
+from agents.k8s.api import call  # noqa: E402
+from agents.k8s.convert import binding_body  # noqa: E402
+from federation.domain.nodes import Taint  # noqa: E402
+from federation.domain.resources import Resources  # noqa: E402
+from federation.domain.topology import HyperNodeMember, HyperNodeSpec, MemberSelector  # noqa: E402
+from federation.service.convert_clusters import snapshot_to_proto  # noqa: E402
+
+pytestmark = pytest.mark.perf
+
+NODES, GPUS, GANG, RUNS = 16, 8, 64, 5
+RESULTS: dict[str, Any] = {}
+
+
+def _record(key: str, value: Any) -> None:
+    RESULTS[key] = value
+    path = Path(os.environ.get("AGENT_PERF_JSON", ".agent-perf.json"))
+    path.write_text(json.dumps(RESULTS, indent=2, sort_keys=True))
+    print(f"{key}: {value}")
+
+
+def _ms(samples: list[float]) -> dict[str, float]:
+    return {"median_ms": round(statistics.median(samples) * 1000, 1), "min_ms": round(min(samples) * 1000, 1),
+            "max_ms": round(max(samples) * 1000, 1), "runs": len(samples)}
+
+
+@pytest.fixture(scope="module")
+def perf_plane():  # type: ignore[no-untyped-def]
+    cp = ControlPlane(build_binaries(), ["perf"])
+    try:
+        cp.start()
+        cp.create_gpu_nodes("perf", [f"perf-gpu-{i:02d}" for i in range(NODES)], gpus=GPUS)
+        cp.apply_hypernodes("perf", [{"metadata": {"name": "pod-all"}, "spec": {"tier": 1, "members": [
+            {"type": "Node", "selector": {"regexMatch": {"pattern": "^perf-gpu-.*"}}}]}}])
+        yield cp
+    finally:
+        cp.stop()
+
+
+async def test_work_to_gang_bound_64_pods(perf_plane) -> None:  # type: ignore[no-untyped-def]
+    backend = await backend_for(perf_plane, "perf")
+    samples: list[float] = []
+    passes: list[int] = []
+    try:
+        for _ in range(RUNS):
+            job = gpu_job(f"perf-{uuid.uuid4().hex[:6]}", (("worker", GANG, 2),), plugins=(("env", ()), ("svc", ())))
+            work = work_for(job, "perf", "pod-all")
+            started = time.perf_counter()
+            driver = WorkDriver(backend, work, debounce=0.0).start()  # "Work received"
+            while True:
+                pods = await backend.list_pods({LABEL_JOB: job.name})
+                if len(pods) == GANG and all(p.node for p in pods):
+                    break
+                await asyncio.sleep(0.005)
+            samples.append(time.perf_counter() - started)
+            passes.append(len(driver.reports))
+            await driver.stop()
+            assert not driver.errors, driver.errors
+            await cleanup(backend, job.name, timeout=120)
+    finally:
+        await backend.close()
+    _record("gang64_work_to_bound", {**_ms(samples), "passes": passes})
+
+
+async def test_apiserver_create_and_bind_baseline(perf_plane) -> None:  # type: ignore[no-untyped-def]
+    backend = await backend_for(perf_plane, "perf")
+    core = backend._core
+    results: dict[str, list[float]] = {"sequential_create": [], "sequential_bind": [], "concurrent_create": [],
+                                       "concurrent_bind": []}
+
+    def body(name: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "labels": {"perf": "raw"}}, "spec": {
+            "schedulerName": "federation-scheduler",
+            "tolerations": [{"key": KWOK_TOLERATION.key, "operator": "Exists"}],
+            "containers": [{"name": "c", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "2"},
+                                                                      "limits": {"nvidia.com/gpu": "2"}}}]}}
+
+    async def create(name: str) -> None:
+        await call(core.create_namespaced_pod("default", body(name), _preload_content=False))
+
+    async def bind(name: str, node: str) -> None:
+        await call(core.create_namespaced_pod_binding(name, "default", binding_body(name, node),
+                                                      _preload_content=False))
+
+    try:
+        for _ in range(RUNS):
+            for mode in ("sequential", "concurrent"):
+                tag = uuid.uuid4().hex[:6]
+                names = [f"raw-{tag}-{i}" for i in range(GANG)]
+                nodes = [f"perf-gpu-{i % NODES:02d}" for i in range(GANG)]
+                t0 = time.perf_counter()
+                if mode == "sequential":
+                    for n in names:
+                        await create(n)
+                else:
+                    await asyncio.gather(*(create(n) for n in names))
+                t1 = time.perf_counter()
+                if mode == "sequential":
+                    for n, node in zip(names, nodes, strict=True):
+                        await bind(n, node)
+                else:
+                    await asyncio.gather(*(bind(n, node) for n, node in zip(names, nodes, strict=True)))
+                t2 = time.perf_counter()
+                results[f"{mode}_create"].append(t1 - t0)
+                results[f"{mode}_bind"].append(t2 - t1)
+                await asyncio.gather(*(backend.delete_pod("default", n) for n in names))
+                for _ in range(600):
+                    if not await backend.list_pods({"perf": "raw"}):
+                        break
+                    await asyncio.sleep(0.1)
+    finally:
+        await backend.close()
+    _record("gang64_raw_apiserver", {k: _ms(v) for k, v in results.items()})
+
+
+Cluster = tuple[list[NodeRecord], list[PodRecord], list[HyperNodeSpec]]
+
+
+def _cluster(n_nodes: int = 1000, pods_per_node: int = 4) -> Cluster:
+    nodes = [
+        NodeRecord(
+            name=f"node-{i:04d}",
+            allocatable=Resources.parse({"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": "8", "pods": "110"}),
+            labels={"kubernetes.io/hostname": f"node-{i:04d}", "topology/leaf": f"leaf-{i // 8}",
+                    "topology/spine": f"spine-{i // 64}", "nvidia.com/gpu.product": "H100"},
+            taints=(Taint("nvidia.com/gpu", "present", "NoSchedule"),),
+        )
+        for i in range(n_nodes)
+    ]
+    pods = [
+        PodRecord(name=f"p-{i}-{k}", namespace="default", node=f"node-{i:04d}", phase="Running",
+                  requests=Resources.parse({"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "2"}),
+                  labels={LABEL_JOB: f"job-{i // 4}"})
+        for i in range(n_nodes) for k in range(pods_per_node)
+    ]
+    leaves = [HyperNodeSpec(f"leaf-{j}", 1, tuple(HyperNodeMember("Node", MemberSelector(exact_name=f"node-{i:04d}"))
+                                                  for i in range(j * 8, min(n_nodes, j * 8 + 8))))
+              for j in range((n_nodes + 7) // 8)]
+    spines = [HyperNodeSpec(f"spine-{s}", 2, tuple(HyperNodeMember("HyperNode", MemberSelector(exact_name=f"leaf-{j}"))
+                                                   for j in range(s * 8, min(len(leaves), s * 8 + 8))))
+              for s in range((len(leaves) + 7) // 8)]
+    top = [HyperNodeSpec("fabric", 3, tuple(HyperNodeMember("HyperNode", MemberSelector(exact_name=s.name))
+                                            for s in spines))]
+    return nodes, pods, [*leaves, *spines, *top]
+
+
+def test_snapshot_build_and_encode_1000_nodes() -> None:
+    nodes, pods, hypernodes = _cluster()
+    build: list[float] = []
+    encode: list[float] = []
+    baseline: list[float] = []
+    size = 0
+    for _ in range(7):
+        t0 = time.perf_counter()
+        result = build_snapshot("big", nodes, pods, hypernodes, now=time.time())
+        t1 = time.perf_counter()
+        assert result.snapshot is not None, result.error
+        data = snapshot_to_proto(result.snapshot).SerializeToString()
+        t2 = time.perf_counter()
+        build.append(t1 - t0)
+        encode.append(t2 - t1)
+        size = len(data)
+        t3 = time.perf_counter()
+        json.dumps([{"name": n.name, "allocatable": n.allocatable.to_quantities(), "labels": dict(n.labels),
+                     "taints": [t.__dict__ for t in n.taints], "ready": n.ready} for n in nodes])
+        baseline.append(time.perf_counter() - t3)
+    assert len(result.snapshot.tree.domains) >= 125 + 16 + 1
+    _record("snapshot_1000_nodes", {"build": _ms(build), "encode": _ms(encode), "proto_bytes": size,
+                                    "json_dumps_nodes_baseline": _ms(baseline), "pods": len(pods),
+                                    "hypernodes": len(hypernodes)})
