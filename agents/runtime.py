@@ -1,0 +1,389 @@
+"""The agent process: one ``AgentService.Connect`` stream to central over one ClusterBackend.
+
+The protocol is docs/design/work-protocol.md; this module is its agent side:
+
+- **Hello with an epoch** (the time this process became leader; the start time when no
+  leader election is used). ``Fence`` in reply, or at any time later, means a newer
+  leader exists: the runtime stops acting at once (``run`` raises ``Fenced``) and never
+  touches pods again; re-election is the caller's business.
+- **Sync.** Works received before ``Ack{sync}`` are the whole desired set; every job the
+  agent holds or finds labelled in the cluster that is not in it is withdrawn. This is
+  what fences a cluster that returns after being declared lost.
+- **Reconnect with exponential backoff and jitter** ("equal jitter": a random delay in
+  [d/2, d], d doubling up to a cap) so a central restart is not met by every agent at the
+  same instant; the backoff resets once a hello is accepted.
+- **Liveness**: a heartbeat every ``heartbeat_seconds``; a snapshot on change (watch
+  events, debounced) and at least every ``snapshot_period_seconds``.
+- **Reconcile passes** (agents/runtime_jobs.py) run on watch events, on new Work and
+  periodically (delayed restart actions fall due), whether or not central is reachable:
+  restart policies are local, so a network partition does not stop fine-grained recovery.
+- **Status** is reported whenever a job's phase, message or pods change, with the
+  recovery actions taken; everything is re-reported on each new stream and periodically,
+  so a report lost with a broken stream (or a database blip at central) is repaired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from agents.backend import ClusterBackend
+from agents.core.apply import apply_ops
+from agents.core.controller import JobController, PassReport
+from agents.core.works import Work
+from agents.runtime_jobs import JobSlot, orphan_ops, signature
+from agents.runtime_snapshots import snapshot_message
+from federation.domain.topology import HyperNodeTree
+from federation.service.convert import timestamp_to_proto, work_from_proto
+from federation.v1 import agent_pb2, agent_pb2_grpc, types_pb2
+
+log = logging.getLogger(__name__)
+
+EOF: Any = grpc.aio.EOF  # type: ignore[attr-defined]  # missing from grpc-stubs
+PHASES: dict[str, agent_pb2.WorkPhase.ValueType] = {
+    "Pending": agent_pb2.WORK_PHASE_PENDING, "Bound": agent_pb2.WORK_PHASE_BOUND,
+    "Running": agent_pb2.WORK_PHASE_RUNNING, "Succeeded": agent_pb2.WORK_PHASE_SUCCEEDED,
+    "Failed": agent_pb2.WORK_PHASE_FAILED, "Cancelled": agent_pb2.WORK_PHASE_CANCELLED,
+    "Replan": agent_pb2.WORK_PHASE_REPLAN}
+
+
+class Fenced(Exception):
+    """Central refused this agent's epoch: a newer leader acts for the cluster."""
+
+    def __init__(self, reason: str, current_epoch: int) -> None:
+        self.reason = reason
+        self.current_epoch = current_epoch
+        super().__init__(f"fenced: {reason} (current epoch {current_epoch})")
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    cluster: str
+    server: str
+    agent_id: str = ""
+    token: str | None = None
+    credentials: grpc.ChannelCredentials | None = None
+    heartbeat_seconds: float = 5.0
+    snapshot_debounce_seconds: float = 0.5
+    snapshot_period_seconds: float = 30.0
+    resync_seconds: float = 5.0
+    status_period_seconds: float = 30.0
+    backoff_initial_seconds: float = 0.5
+    backoff_max_seconds: float = 30.0
+    label_keys: tuple[str, ...] = ()
+    cluster_labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def backoff_delay(attempt: int, initial: float, cap: float, rng: random.Random) -> float:
+    """Equal-jitter exponential backoff: uniform in [d/2, d], d = min(cap, initial * 2**attempt)."""
+    d = min(cap, initial * 2 ** min(attempt, 30))
+    return rng.uniform(d / 2, d)
+
+
+def _index(pod_name: str) -> int:
+    tail = pod_name.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else -1
+
+
+class AgentRuntime:
+    """Runs until ``stop()`` (returns) or a Fence (raises ``Fenced``)."""
+
+    def __init__(self, backend: ClusterBackend, config: RuntimeConfig, *, clock: Callable[[], float] = time.time,
+                 epoch: int | None = None, rng: random.Random | None = None) -> None:
+        self.backend = backend
+        self.config = config
+        self.clock = clock
+        self.epoch = epoch if epoch is not None else time.time_ns()
+        self.agent_id = config.agent_id or f"{socket.gethostname()}-{os.getpid()}-{self.epoch}"
+        self.slots: dict[str, JobSlot] = {}
+        self.connected = asyncio.Event()
+        self.syncs = 0
+        self._rng = rng or random.Random()
+        self._lock = asyncio.Lock()
+        self._dirty = asyncio.Event()
+        self._snapshot_dirty = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._out: asyncio.Queue[agent_pb2.AgentMessage] | None = None
+        self._tree: HyperNodeTree | None = None
+        self._synced = False
+        self._last_full_report = 0.0
+        self._wake_at: float | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def run(self) -> None:
+        background = [asyncio.create_task(self._reconciler(), name="agent-reconcile"),
+                      asyncio.create_task(self._watcher(), name="agent-watch")]
+        attempt = 0
+        try:
+            while not self._stopping.is_set():
+                try:
+                    accepted = await self._session()
+                except grpc.aio.AioRpcError as exc:
+                    accepted = False
+                    log.warning("agent %s: stream to %s failed: %s %s", self.config.cluster, self.config.server,
+                                exc.code().name, exc.details())
+                attempt = 0 if accepted else attempt + 1
+                delay = backoff_delay(attempt, self.config.backoff_initial_seconds,
+                                      self.config.backoff_max_seconds, self._rng)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), delay)
+        finally:
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+
+    # ------------------------------------------------------------------ one stream
+    def _channel(self) -> grpc.aio.Channel:
+        if self.config.credentials is not None:
+            return grpc.aio.secure_channel(self.config.server, self.config.credentials)
+        return grpc.aio.insecure_channel(self.config.server)
+
+    async def _session(self) -> bool:
+        """One stream, until it ends; True when the hello was accepted."""
+        metadata = (("authorization", f"Bearer {self.config.token}"),) if self.config.token else None
+        async with self._channel() as channel:
+            call: Any = agent_pb2_grpc.AgentServiceStub(channel).Connect(metadata=metadata)  # type: ignore[call-arg]
+            stop_wait = asyncio.create_task(self._stopping.wait())
+            try:
+                await call.write(agent_pb2.AgentMessage(hello=agent_pb2.Hello(
+                    cluster=self.config.cluster, agent_id=self.agent_id, epoch=self.epoch)))
+                first = await call.read()
+                if first is EOF:
+                    return False
+                self._check_fence(first)
+                if first.WhichOneof("body") != "ack" or first.ack.what != "hello":
+                    log.warning("agent %s: expected the hello ack, got %s", self.config.cluster, first)
+                    return False
+                if not await self._sync(call):
+                    return True
+                tasks = [asyncio.create_task(coro) for coro in
+                         (self._writer(call), self._heartbeats(), self._snapshots())]
+                reader = asyncio.create_task(self._reader(call))
+                try:
+                    await asyncio.wait([reader, stop_wait, *tasks], return_when=asyncio.FIRST_COMPLETED)
+                    if reader.done():
+                        reader.result()  # re-raise Fenced / stream errors
+                    for task in tasks:
+                        if task.done() and not task.cancelled() and task.exception() is not None:
+                            raise task.exception()  # type: ignore[misc]
+                finally:
+                    for task in (reader, *tasks):
+                        task.cancel()
+                    await asyncio.gather(reader, *tasks, return_exceptions=True)
+                return True
+            finally:
+                stop_wait.cancel()
+                self._out = None
+                self.connected.clear()
+                call.cancel()
+
+    def _check_fence(self, msg: agent_pb2.CentralMessage) -> None:
+        if msg.WhichOneof("body") == "fence":
+            self._stopping.set()  # stop acting at once
+            log.error("agent %s fenced: %s", self.config.cluster, msg.fence.reason)
+            raise Fenced(msg.fence.reason, msg.fence.current_epoch)
+
+    async def _sync(self, call: Any) -> bool:
+        """Read the desired set up to ``Ack{sync}`` and withdraw everything else."""
+        works: list[Work] = []
+        while True:
+            msg = await call.read()
+            if msg is EOF:
+                return False
+            self._check_fence(msg)
+            kind = msg.WhichOneof("body")
+            if kind == "work":
+                work = self._to_work(msg.work)
+                if work is not None:
+                    works.append(work)
+            elif kind == "ack" and msg.ack.what == "sync":
+                break
+        async with self._lock:
+            desired = {w.name for w in works}
+            for work in works:
+                self._accept(work)
+            for name, slot in self.slots.items():
+                if name not in desired and not slot.work.cancelled:
+                    slot.accept(replace(slot.work, cancelled=True))
+                slot.reported = None  # re-report everything on the new stream
+            self._synced = True
+            self._out = asyncio.Queue()
+            self.syncs += 1
+        log.info("agent %s synced: %d work(s) desired", self.config.cluster, len(works))
+        self.connected.set()
+        self._dirty.set()
+        self._snapshot_dirty.set()
+        return True
+
+    async def _reader(self, call: Any) -> None:
+        while True:
+            msg = await call.read()
+            if msg is EOF:
+                return
+            self._check_fence(msg)
+            kind = msg.WhichOneof("body")
+            if kind == "work":
+                work = self._to_work(msg.work)
+                if work is not None:
+                    async with self._lock:
+                        self._accept(work)
+                    self._dirty.set()
+            elif kind == "cancel":
+                async with self._lock:
+                    slot = self.slots.get(msg.cancel.job)
+                    if slot is not None and msg.cancel.version >= slot.work.version:
+                        slot.accept(replace(slot.work, version=msg.cancel.version, cancelled=True))
+                self._dirty.set()
+            elif kind == "ack" and msg.ack.what == "snapshot-rejected":
+                log.warning("agent %s: central rejected the snapshot: %s", self.config.cluster, msg.ack.id)
+
+    def _to_work(self, msg: agent_pb2.Work) -> Work | None:
+        try:
+            order = work_from_proto(msg)
+        except ValueError as exc:
+            log.error("agent %s: invalid work %s: %s", self.config.cluster, msg.work_id, exc)
+            return None
+        if order.cluster and order.cluster != self.config.cluster:
+            log.error("agent %s: work %s is for cluster %s; ignored", self.config.cluster, msg.work_id, order.cluster)
+            return None
+        return Work(order.work_id, order.job, order.version, order.placement)
+
+    def _accept(self, work: Work) -> None:
+        slot = self.slots.get(work.name)
+        if slot is None:
+            self.slots[work.name] = JobSlot(JobController(work, label_keys=self.config.label_keys))
+        elif not slot.accept(work):
+            log.debug("agent %s: stale work %s v%d ignored", self.config.cluster, work.name, work.version)
+
+    async def _writer(self, call: Any) -> None:
+        out = self._out
+        assert out is not None
+        while True:
+            await call.write(await out.get())
+
+    def _send(self, msg: agent_pb2.AgentMessage) -> bool:
+        if self._out is None:
+            return False
+        self._out.put_nowait(msg)
+        return True
+
+    async def _heartbeats(self) -> None:
+        while True:
+            self._send(agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat(time=timestamp_to_proto(self.clock()))))
+            await asyncio.sleep(self.config.heartbeat_seconds)
+
+    # ------------------------------------------------------------------ snapshots
+    async def _snapshots(self) -> None:
+        last: bytes | None = None
+        last_at = float("-inf")
+        while True:
+            wait = max(0.0, self.config.snapshot_period_seconds - (time.monotonic() - last_at))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._snapshot_dirty.wait(), wait)
+            await asyncio.sleep(self.config.snapshot_debounce_seconds)
+            self._snapshot_dirty.clear()
+            async with self._lock:  # after any bind this pass reported, never in the middle of one
+                msg, tree = await snapshot_message(self.backend, now=self.clock(), label_keys=self.config.label_keys,
+                                                   labels=self.config.cluster_labels)
+            if tree is not None:
+                self._tree = tree
+            if msg is None:
+                continue
+            stamp = types_pb2.ClusterSnapshot()
+            stamp.CopyFrom(msg)
+            stamp.ClearField("taken_at")
+            key = stamp.SerializeToString(deterministic=True)
+            due = key != last or time.monotonic() - last_at >= self.config.snapshot_period_seconds
+            if due and self._send(agent_pb2.AgentMessage(snapshot=msg)):
+                last, last_at = key, time.monotonic()
+
+    # ------------------------------------------------------------------ reconciling
+    async def _watcher(self) -> None:
+        while True:
+            try:
+                async for _event in self.backend.watch():
+                    self._dirty.set()
+                    self._snapshot_dirty.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a broken watch is re-opened; passes are periodic anyway
+                log.warning("agent %s: watch failed (%s); re-opening", self.config.cluster, exc)
+            await asyncio.sleep(1.0)
+
+    async def _reconciler(self) -> None:
+        while True:
+            timeout = self.config.resync_seconds
+            if self._wake_at is not None:  # a delayed restart action falls due
+                timeout = max(0.0, min(timeout, self._wake_at - self.clock()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._dirty.wait(), timeout)
+            self._dirty.clear()
+            async with self._lock:
+                await self._pass()
+
+    async def _pass(self) -> None:
+        now = self.clock()
+        if time.monotonic() - self._last_full_report >= self.config.status_period_seconds:
+            self._last_full_report = time.monotonic()
+            for slot in self.slots.values():
+                slot.reported = None
+        wake: float | None = None
+        for slot in list(self.slots.values()):
+            if slot.done:
+                continue
+            try:
+                report = await slot.controller.sync(self.backend, now, self._tree)
+            except Exception:
+                log.exception("agent %s: pass for %s failed", self.config.cluster, slot.work.name)
+                continue
+            if report.error:
+                log.warning("agent %s: %s", self.config.cluster, report.error)
+                self._dirty.set()
+            if report.wake_at is not None:
+                wake = report.wake_at if wake is None else min(wake, report.wake_at)
+            self._report(slot, report)
+            if slot.finished(report) and slot.reported is not None:
+                slot.done = True
+        self._wake_at = wake
+        if self._synced:
+            keep = {name for name, slot in self.slots.items() if not slot.done}
+            ops = orphan_ops(await self.backend.list_pods({}), await self.backend.list_services({}),
+                             await self.backend.list_config_maps({}), keep)
+            if ops:
+                log.info("agent %s: withdrawing %d orphaned object(s)", self.config.cluster, len(ops))
+                await apply_ops(self.backend, ops)
+
+    def _report(self, slot: JobSlot, report: PassReport) -> None:
+        work = slot.work
+        slot.unsent.extend(report.actions)
+        phase_name, message = slot.outcome(report)
+        key = (*signature(report), phase_name, message)
+        if not slot.unsent and key == slot.reported:
+            return
+        status = agent_pb2.WorkStatus(
+            work_id=work.work_id, job=work.name, version=work.version,
+            phase=PHASES.get(phase_name, agent_pb2.WORK_PHASE_UNSPECIFIED),
+            message=message, time=timestamp_to_proto(self.clock()),
+            pods=[agent_pb2.PodStatus(task=p.task, index=p.index, node=p.node or "", phase=p.phase,
+                                      restarts=p.restarts, message=p.message or p.reason) for p in report.pods],
+            events=[agent_pb2.WorkEvent(action=a.kind, reason=a.cause, task=a.task,
+                                        index=_index(a.pods[0]) if len(a.pods) == 1 else -1,
+                                        time=timestamp_to_proto(a.record.at)) for a in slot.unsent],
+        )
+        if self._send(agent_pb2.AgentMessage(status=status)):
+            slot.reported = key
+            slot.unsent.clear()
