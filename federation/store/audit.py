@@ -120,7 +120,7 @@ class AuditRepository:
             .where(DecisionRow.job == job).order_by(DecisionRow.id.desc()).limit(limit)
         )
         with self._db.read() as session:
-            rows = list(session.execute(stmt).tuples())
+            rows = [(d, r) for d, r in session.execute(stmt)]
         return [DecisionRecord(d.id, round_of(r), decision_of(d)) for d, r in reversed(rows)]
 
     def latest_decision(self, job: str) -> DecisionRecord | None:

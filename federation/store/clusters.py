@@ -177,14 +177,11 @@ class ClusterRepository:
 
     def list(self) -> builtins.list[ClusterRecord]:
         with self._db.read() as session:
-            counts = dict(
-                session.execute(
-                    select(JobRow.cluster, func.count()).where(JobRow.state.in_(list(ACTIVE_STATES)))
-                    .group_by(JobRow.cluster)
-                ).tuples()
-            )
+            stmt = (select(JobRow.cluster, func.count()).where(JobRow.state.in_(list(ACTIVE_STATES)))
+                    .group_by(JobRow.cluster))
+            counts = {cluster: int(count) for cluster, count in session.execute(stmt)}
             rows = session.scalars(select(ClusterRow).order_by(ClusterRow.name))
-            return [cluster_record(r, int(counts.get(r.name, 0))) for r in rows]
+            return [cluster_record(r, counts.get(r.name, 0)) for r in rows]
 
     def snapshots(self, *, include_lost: bool = False) -> builtins.list[ClusterSnapshot]:
         """The latest snapshot of every cluster (not lost ones unless asked), by name."""

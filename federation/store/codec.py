@@ -161,7 +161,12 @@ def job_from_json(data: Mapping[str, Any]) -> Job:
 
 def spec_digest(job: Job) -> str:
     """sha256 of the canonical spec: equal digests mean an identical resubmission."""
-    return hashlib.sha256(canonical_json(job_to_json(job)).encode()).hexdigest()
+    return digest_of(job_to_json(job))
+
+
+def digest_of(data: Any) -> str:
+    """sha256 hex of the canonical JSON of already-encoded data."""
+    return hashlib.sha256(canonical_json(data).encode()).hexdigest()
 
 
 def snapshot_to_json(snapshot: ClusterSnapshot) -> dict[str, Any]:

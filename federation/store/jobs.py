@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 
 from federation.domain.jobs import Job
 from federation.store import paging
-from federation.store.codec import canonical_json, job_to_json
+from federation.store.codec import digest_of, job_to_json
 from federation.store.engine import Database
 from federation.store.errors import AlreadyExists, Conflict, NotFound
 from federation.store.lifecycle import (
@@ -42,15 +42,9 @@ from federation.store.lifecycle import (
 )
 from federation.store.models import Base, JobEventRow, JobRow, QueueRow
 from federation.store.records import EventPage, JobRecord, Page, QueueUsage, Submitted
-from federation.store.states import CANCELLED, PENDING, check_transition
+from federation.store.states import CANCELLED, PENDING
 
 _SUBMITTED = "Submitted"
-
-
-def _digest(spec: dict[str, Any]) -> str:
-    import hashlib
-
-    return hashlib.sha256(canonical_json(spec).encode()).hexdigest()
 
 
 def _check_version(row: JobRow, expected: int | None) -> None:
@@ -70,7 +64,7 @@ class JobRepository:
         now = self._db.now()
         spec = job_to_json(job)
         values: dict[str, Any] = {
-            "name": job.name, "queue": job.queue, "tenant": tenant, "spec": spec, "spec_digest": _digest(spec),
+            "name": job.name, "queue": job.queue, "tenant": tenant, "spec": spec, "spec_digest": digest_of(spec),
             "state": PENDING, "unschedulable": False, "reason": "", "message": "", "cluster": None,
             "hypernode": None, "tier": None, "restarts": 0, "created_at": now, "updated_at": now, "version": 1,
         }
@@ -241,10 +235,6 @@ class JobRepository:
             if event is not None:
                 add_event(session, row, event, message or reason or "", now)
             return job_record(row)
-
-    def check(self, name: str, to_state: str) -> None:
-        """Raise ``IllegalTransition`` now if ``name`` could not move to ``to_state`` (a dry run)."""
-        check_transition(self.get(name).state, to_state, name)
 
     # ------------------------------------------------------------------ events
 

@@ -4,6 +4,7 @@ Fixtures:
 - ``postgres_server`` (session): a throwaway server started with ``hack/postgres.sh``
   (as the ``postgres`` user when we are root); stopped and deleted at session end.
 - ``pg_url`` (session): its SQLAlchemy URL (``postgresql+psycopg://...``).
+- ``scratch_postgres``: a server of the test's own (for tests that stop it).
 - ``db_url``: parametrised ``sqlite`` / ``postgres``; a fresh EMPTY database per test.
 - ``migrated_url``: like ``db_url`` but already at the head migration (copied from a
   template migrated once per session, so each test pays a file copy / CREATE DATABASE).
@@ -76,6 +77,16 @@ def start_postgres() -> PostgresServer:
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
+    server = start_postgres()
+    try:
+        yield server
+    finally:
+        server.purge()
+
+
+@pytest.fixture
+def scratch_postgres() -> Iterator[PostgresServer]:
+    """A server of the test's own, for tests that stop and restart it."""
     server = start_postgres()
     try:
         yield server

@@ -1,0 +1,189 @@
+"""The planning audit against SQLite and real PostgreSQL: one round, one transaction."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from federation.domain import Job, Placement, Plan, PodAssignment, Preemption, Queue, Resources, Task, Unplaced
+from federation.store import Decision, IllegalTransition, JobUpdate, NotFound, Round, Store
+from federation.store import lifecycle as lifecycle_module
+from federation.store.models import DecisionRow, JobEventRow, RoundRow
+from federation.store.plan_records import decisions_from_plan, round_from_plan, updates_from_plan
+
+T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)
+
+
+def make_job(name: str) -> Job:
+    return Job(name=name, queue="research", tasks=(Task("worker", 2, Resources.of(gpu=4)),))
+
+
+@pytest.fixture
+def pending(store: Store) -> Store:
+    store.queues.create(Queue("research"))
+    for name in ("big", "small", "huge"):
+        store.jobs.submit(make_job(name))
+    return store
+
+
+PLAN = Plan(
+    placements=(Placement("big", "east", "leaf-0", 1, (PodAssignment("worker", 0, "n0"),
+                                                        PodAssignment("worker", 1, "n1"))),
+                Placement("small", "west", "spine", 2)),
+    unplaced=(Unplaced("huge", "needs 64 GPUs in one tier-1 domain", "topology", "east", unschedulable=False),),
+    status="OPTIMAL",
+    objective=42.0,
+    bound=42.0,
+    solve_seconds=0.25,
+    score_terms={"big": {"priority": 10.0, "tier": -1.0}},
+)
+
+
+def _round(plan: Plan = PLAN) -> Round:
+    return round_from_plan(plan, started_at=T0, ended_at=T0, trigger="submit", policy="cpsat",
+                           input_digest="abc", pending_count=3)
+
+
+def _counts(store: Store) -> tuple[int, int, int]:
+    with store.db.read() as session:
+        return (
+            int(session.scalar(select(func.count()).select_from(RoundRow)) or 0),
+            int(session.scalar(select(func.count()).select_from(DecisionRow)) or 0),
+            int(session.scalar(select(func.count()).select_from(JobEventRow)) or 0),
+        )
+
+
+def test_a_round_records_decisions_and_job_changes_together(pending: Store) -> None:
+    versions = {r.name: r.version for r in pending.jobs.in_states(["pending"])}
+    result = pending.audit.record_round(_round(), decisions_from_plan(PLAN), updates_from_plan(PLAN, versions))
+    assert result.applied == ("big", "small", "huge")
+    assert result.skipped == ()
+    big = pending.jobs.get("big")
+    assert (big.state, big.cluster, big.hypernode, big.tier) == ("placed", "east", "leaf-0", 1)
+    huge = pending.jobs.get("huge")
+    assert (huge.state, huge.reason) == ("pending", "needs 64 GPUs in one tier-1 domain")
+    types = [(e.job, e.type) for e in pending.jobs.events_since(0).events][3:]
+    assert types == [("big", "Placed"), ("small", "Placed"), ("huge", "Unschedulable")]
+
+    recorded = pending.audit.get_round(result.round_id)
+    assert (recorded.solver_status, recorded.placed_count, recorded.unplaced_count, recorded.policy) == (
+        "OPTIMAL", 2, 1, "cpsat")
+    latest = pending.audit.latest_decision("big")
+    assert latest is not None
+    assert latest.round.id == result.round_id
+    assert latest.decision.pods == PLAN.placements[0].pods
+    assert latest.decision.score_terms == {"priority": 10.0, "tier": -1.0}
+    explain = pending.audit.latest_decision("huge")
+    assert explain is not None
+    assert (explain.decision.constraint, explain.decision.closest_cluster) == ("topology", "east")
+
+
+def test_an_unchanged_reason_writes_no_new_event(pending: Store) -> None:
+    plan = Plan(unplaced=(Unplaced("huge", "no room", "capacity"),), status="FEASIBLE")
+    for _ in range(3):
+        pending.audit.record_round(_round(plan), decisions_from_plan(plan), updates_from_plan(plan))
+    assert [e.type for e in pending.jobs.events_since(0, job="huge").events] == ["Submitted", "Unschedulable"]
+    assert len(pending.audit.job_audit("huge")) == 3
+
+
+def test_a_job_changed_during_the_round_is_skipped_not_clobbered(pending: Store) -> None:
+    versions = {r.name: r.version for r in pending.jobs.in_states(["pending"])}
+    pending.jobs.cancel("big")  # the user cancels while the solver runs
+    result = pending.audit.record_round(_round(), decisions_from_plan(PLAN), updates_from_plan(PLAN, versions))
+    assert result.skipped == ("big",)
+    assert pending.jobs.get("big").state == "cancelled"
+    assert pending.jobs.get("small").state == "placed"
+    assert pending.audit.latest_decision("big") is not None  # the decision is still on record
+
+
+@pytest.mark.parametrize("failure", ["illegal-transition", "unknown-job", "crash-mid-way"])
+def test_a_failure_mid_round_leaves_nothing_written(pending: Store, failure: str, monkeypatch: Any) -> None:
+    pending.jobs.cancel("huge")
+    before = _counts(pending)
+    updates = [JobUpdate("big", state="placed", cluster="east"), JobUpdate("small", state="placed", cluster="west")]
+    expected: type[Exception]
+    if failure == "illegal-transition":
+        updates.append(JobUpdate("huge", state="placed", cluster="east"))  # cancelled: no version given, refused
+        expected = IllegalTransition
+    elif failure == "unknown-job":
+        updates.append(JobUpdate("ghost", state="placed", cluster="east"))
+        expected = NotFound
+    else:
+        real_move = lifecycle_module.move
+        calls = []
+
+        def exploding_move(*args: Any, **kwargs: Any) -> None:
+            calls.append(1)
+            if len(calls) == 2:
+                raise RuntimeError("simulated crash after the first job was changed")
+            real_move(*args, **kwargs)
+
+        monkeypatch.setattr("federation.store.audit.move", exploding_move)
+        expected = RuntimeError
+    decisions = [Decision("big", "placed", cluster="east"), Decision("small", "placed", cluster="west")]
+    with pytest.raises(expected):
+        pending.audit.record_round(_round(), decisions, updates)
+    assert _counts(pending) == before
+    assert pending.jobs.get("big").state == "pending"
+    assert pending.jobs.get("small").state == "pending"
+    assert pending.audit.list_rounds().items == ()
+
+
+def test_preemption_requeues_the_victim_and_withdraws_its_work(pending: Store) -> None:
+    pending.clusters.register("east", 1)
+    pending.jobs.transition("small", "placed", cluster="east")
+    pending.jobs.transition("small", "dispatched")
+    pending.jobs.transition("small", "running")
+    work = pending.works.create("small", "east", {})
+    plan = Plan(placements=(Placement("big", "east", "leaf-0", 1),),
+                preemptions=(Preemption("small", "room for higher priority big", "big"),), status="OPTIMAL")
+    result = pending.audit.record_round(_round(plan), decisions_from_plan(plan), updates_from_plan(plan))
+    assert result.withdrawn_works == (work.id,)
+    small = pending.jobs.get("small")
+    assert (small.state, small.cluster) == ("pending", None)
+    assert pending.jobs.events_since(0, job="small").events[-1].type == "Preempted"
+    decision = pending.audit.latest_decision("small")
+    assert decision is not None
+    assert (decision.decision.outcome, decision.decision.preemptor) == ("preempted", "big")
+
+
+def test_a_job_preempted_and_replaced_in_one_round(pending: Store) -> None:
+    pending.jobs.transition("small", "placed", cluster="east")
+    version = pending.jobs.get("small").version
+    plan = Plan(placements=(Placement("small", "west", "spine", 2),),
+                preemptions=(Preemption("small", "moved to defragment east"),), status="OPTIMAL")
+    result = pending.audit.record_round(_round(plan), decisions_from_plan(plan),
+                                        updates_from_plan(plan, {"small": version}))
+    assert result.skipped == ()
+    assert pending.jobs.get("small").cluster == "west"
+
+
+def test_job_audit_is_oldest_first_and_rounds_page_newest_first(pending: Store) -> None:
+    ids = []
+    for i in range(5):
+        plan = Plan(unplaced=(Unplaced("huge", f"reason {i}", "capacity"),), status="FEASIBLE")
+        result = pending.audit.record_round(_round(plan), decisions_from_plan(plan), updates_from_plan(plan))
+        ids.append(result.round_id)
+    assert [d.round.id for d in pending.audit.job_audit("huge")] == ids
+    assert [d.decision.reason for d in pending.audit.job_audit("huge", limit=2)] == ["reason 3", "reason 4"]
+    first = pending.audit.list_rounds(page_size=2)
+    second = pending.audit.list_rounds(page_size=2, page_token=first.next_token)
+    third = pending.audit.list_rounds(page_size=2, page_token=second.next_token)
+    assert [r.id for p in (first, second, third) for r in p.items] == ids[::-1]
+    assert third.next_token == ""
+    assert len(pending.audit.decisions(ids[0])) == 1
+    assert pending.audit.job_audit("nobody") == []
+    assert pending.audit.prune(keep=2) == 3
+    assert [r.id for r in pending.audit.list_rounds().items] == ids[:2:-1]
+    assert [d.round.id for d in pending.audit.job_audit("huge")] == ids[3:]
+    with pytest.raises(NotFound):
+        pending.audit.get_round(ids[0])
+
+
+def test_a_bad_outcome_is_refused(pending: Store) -> None:
+    with pytest.raises(ValueError, match="outcome"):
+        pending.audit.record_round(_round(), [Decision("big", "maybe")])
+    assert pending.audit.list_rounds().items == ()
