@@ -83,12 +83,14 @@ class RunningServer:
             return
         self._stopped = True
         stopping = asyncio.create_task(self.server.stop(grace))
-        self.jobs.shutdown()
-        if self.hub is not None:
-            await self.hub.stop()
-        await stopping
-        if self.rounds is not None:
-            await self.rounds.stop()
+        try:
+            self.jobs.shutdown()
+            if self.hub is not None:
+                await self.hub.stop()
+        finally:
+            await stopping
+            if self.rounds is not None:
+                await self.rounds.stop()
 
     async def wait_for_termination(self) -> None:
         await self.server.wait_for_termination()
@@ -188,6 +190,11 @@ def serve_main(args: argparse.Namespace) -> int:
     """``federation serve``: run until SIGTERM/SIGINT, then shut down gracefully (exit 0)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
+    try:
+        _host_port(args.listen)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         auth = Authenticator.from_file(args.tokens) if args.tokens else Authenticator.open_mode()
     except (OSError, ValueError) as exc:

@@ -1,7 +1,8 @@
 """Every bad input of issue 2 is INVALID_ARGUMENT naming the field path, and changes nothing.
 
 Jobs go through JobService.SubmitJob; snapshots through AgentService.Connect (the agent
-hub validates them with ``convert.snapshot_from_proto``). Invalid YAML and unknown kinds
+hub validates them with ``convert.snapshot_from_proto`` and refuses a bad tree on the
+open stream, see the snapshot test's docstring). Invalid YAML and unknown kinds
 cannot reach the server (the wire carries a JobSpec, not YAML): ``fedctl`` refuses them
 while loading the file, tested in ``test_fedctl_bad_input.py`` together with every case
 here.
@@ -15,7 +16,7 @@ from collections.abc import Callable
 import grpc
 import grpc.aio
 import pytest
-from servicekit import EAST, client, counts, queue, running, secured, spec
+from servicekit import ADMIN, EAST, client, counts, queue, running, secured, spec
 
 from federation.client import ServiceError
 from federation.store import Store
@@ -161,18 +162,32 @@ async def _session(port: int, *messages: agent_pb2.AgentMessage) -> list[agent_p
 
 
 @pytest.mark.parametrize(("tree", "path"), BAD_TREES)
-async def test_a_bad_hypernode_tree_is_invalid_argument_and_the_last_good_snapshot_stays(
+async def test_a_bad_hypernode_tree_is_refused_naming_the_field_and_the_last_good_snapshot_stays(
         store: Store, tree: tuple[types_pb2.HyperNode, ...], path: str) -> None:
+    """The hub answers on the open stream (Ack ``snapshot-rejected`` carrying "path: rule")
+    instead of ending it with INVALID_ARGUMENT: ending the stream would also stop the
+    agent's heartbeats and status reports, and the cluster would be declared lost over a
+    topology typo. The refusal is visible in ``fedctl cluster list`` as the tree error."""
     async with running(store, secured(), control_loop=True) as srv:
         hello = agent_pb2.AgentMessage(hello=agent_pb2.Hello(cluster="east", agent_id="agent-1", epoch=1))
-        await asyncio.wait_for(_session(srv.port, hello, agent_pb2.AgentMessage(snapshot=_snapshot(*GOOD_TREE))), 20)
-        good = store.clusters.get("east")
-        assert good.summary is not None and good.summary.hypernodes == 2
+        good, bad = (agent_pb2.AgentMessage(snapshot=_snapshot(*t)) for t in (GOOD_TREE, tree))
+        replies = await asyncio.wait_for(_session(srv.port, hello, good), 20)
+        assert [r.ack.what for r in replies] == ["hello", "sync", "snapshot"]
+        kept = store.clusters.get("east").summary
+        assert kept is not None and kept.hypernodes == 2
         before = counts(store)
-        hello2 = agent_pb2.AgentMessage(hello=agent_pb2.Hello(cluster="east", agent_id="agent-1", epoch=2))
+        replies = await asyncio.wait_for(_session(srv.port, hello, bad), 20)
+        rejected = [r.ack for r in replies if r.ack.what == "snapshot-rejected"]
+        assert len(rejected) == 1 and rejected[0].id.startswith(f"{path}:"), replies
+        assert store.clusters.get("east").summary == kept and counts(store) == before
+        async with client(srv, ADMIN) as admin:
+            (east,) = await admin.list_clusters()
+        assert east.last_snapshot.hypernodes == 2 and east.last_snapshot.tree_error.startswith(f"{path}:")
+
+
+async def test_an_agent_stream_that_does_not_start_with_hello_is_invalid_argument(store: Store) -> None:
+    async with running(store, secured(), control_loop=True) as srv:
         with pytest.raises(grpc.aio.AioRpcError) as err:
-            await asyncio.wait_for(_session(srv.port, hello2, agent_pb2.AgentMessage(snapshot=_snapshot(*tree))), 20)
+            await asyncio.wait_for(_session(srv.port, agent_pb2.AgentMessage(snapshot=_snapshot(*GOOD_TREE))), 20)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert (err.value.details() or "").startswith(f"{path}:"), err.value.details()
-        after = store.clusters.get("east")
-        assert after.summary == good.summary and counts(store) == before
+        assert (err.value.details() or "").startswith("hello:")
