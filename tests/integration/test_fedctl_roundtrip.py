@@ -83,7 +83,7 @@ def test_fedctl_round_trip_against_federation_serve(db_url: str, tmp_path: Path)
         assert state["state"] == "JOB_STATE_CANCELLED" and state["reason"] == "superseded"
 
         audit = fedctl(s, "audit", "llama-pretrain", token=NLP)
-        assert audit.code == 0 and "llama-pretrain" in audit.out or audit.out.startswith("ROUND"), audit
+        assert audit.code == 0 and ("llama-pretrain" in audit.out or audit.out.startswith("ROUND")), audit
         audit_json = fedctl(s, "audit", "llama-pretrain", "-o", "json", token=NLP).json()
         assert audit_json["job"] == "llama-pretrain" and isinstance(audit_json["decisions"], list)
 
