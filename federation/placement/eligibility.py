@@ -14,6 +14,7 @@ scoring, kept in one place so that ``validate()`` and all policies agree on them
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import lru_cache
 
 from federation.domain.clusters import ClusterSnapshot
@@ -110,15 +111,22 @@ def _profile_id(cluster: ClusterSnapshot, tolerations: tuple[Toleration, ...]) -
     Identical clusters (the common case in a fleet) share an id, so the lowest empty tier of
     a gang shape is computed once per fleet rather than once per cluster.
     """
-    alloc = {n.name: n.allocatable for n in _usable_nodes(cluster, tolerations)}
+    nodes = _usable_nodes(cluster, tolerations)
+    keyed: dict[tuple[tuple[str, int], ...], Resources] = {}
+    alloc: dict[str, tuple[tuple[str, int], ...]] = {}
+    for n in nodes:
+        key = tuple(n.allocatable.amounts.items())
+        keyed.setdefault(key, n.allocatable)
+        alloc[n.name] = key
     seen: dict[tuple[tuple[Resources, int], ...], int] = {}
     for domain in cluster.tree.by_tier:
-        counts: dict[Resources, int] = {}
+        counts: dict[tuple[tuple[str, int], ...], int] = {}
         for name in domain.nodes:
-            if name in alloc:
-                counts[alloc[name]] = counts.get(alloc[name], 0) + 1
+            found = alloc.get(name)
+            if found is not None:
+                counts[found] = counts.get(found, 0) + 1
         if counts:
-            items = tuple(sorted(counts.items(), key=lambda kv: (tuple(kv[0].amounts.items()), kv[1])))
+            items = tuple((keyed[k], c) for k, c in sorted(counts.items()))
             seen[items] = min(seen.get(items, domain.tier), domain.tier)
     profile = tuple(sorted((tier, items) for items, tier in seen.items()))
     if profile not in _PROFILE_IDS:
@@ -164,6 +172,18 @@ def can_ever_hold(job: Job, cluster: ClusterSnapshot) -> bool:
         return False
     limit = tier_limit(job, cluster)
     return limit is None or tier <= limit
+
+
+def ever_holding(job: Job, clusters: Iterable[ClusterSnapshot]) -> list[ClusterSnapshot]:
+    """The clusters that, empty, could hold the gang within its hard tier limit."""
+    shape = shape_key(job)
+    out = []
+    for cluster in clusters:
+        tier = _lowest_empty_tier(_profile_id(cluster, shape[1]), shape)
+        limit = tier_limit(job, cluster)
+        if tier is not None and (limit is None or tier <= limit):
+            out.append(cluster)
+    return out
 
 
 def empty_capacity(cluster: ClusterSnapshot, job: Job) -> Resources:

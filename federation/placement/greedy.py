@@ -96,6 +96,6 @@ DEFAULT_LIMITS = PlanLimits()
 def greedy_plan(snapshot: FederationSnapshot, limits: PlanLimits = DEFAULT_LIMITS) -> Plan:
     """Plan a round greedily (bands, DRF order, lowest tier + best fit, then preemption)."""
     started = time.monotonic()
-    rnd = Round(snapshot, deadline=started + max(limits.time_limit_seconds, 0.05) * 4)
+    rnd = Round(snapshot, deadline=started + max(5.0, limits.time_limit_seconds * 10))
     left = run_bands(rnd, snapshot.pending)
     return finish(rnd, left, "GREEDY", started, timed_out=rnd.expired())

@@ -12,6 +12,7 @@ the CP-SAT model, the score and ``validate()`` all use the same numbers:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from federation.domain.jobs import Job
@@ -19,6 +20,24 @@ from federation.domain.plans import FederationSnapshot
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources, total
 from federation.placement.fairshare import dominant_share, fair_shares
+
+
+def _sums(queues: Iterable[str], items: Iterable[tuple[str, Resources]]) -> dict[str, Resources]:
+    """Per-queue sums of resource vectors (plain int accumulation, one Resources per queue)."""
+    acc: dict[str, dict[str, int]] = {q: {} for q in queues}
+    for queue, res in items:
+        bucket = acc[queue]
+        for key, value in res.amounts.items():
+            bucket[key] = bucket.get(key, 0) + value
+    return {q: Resources(v) for q, v in acc.items()}
+
+
+def _job_requests(job: Job) -> Resources:
+    acc: dict[str, int] = {}
+    for task in job.tasks:
+        for key, value in task.resources.amounts.items():
+            acc[key] = acc.get(key, 0) + value * task.replicas
+    return Resources(acc)
 
 
 def queue_of(snapshot: FederationSnapshot, name: str) -> Queue:
@@ -65,24 +84,21 @@ class Ledger:
         names = {q.name for q in snapshot.queues}
         names |= {p.job.queue for p in snapshot.pending} | {r.job.queue for r in snapshot.running}
         self.queues = {n: queue_of(snapshot, n) for n in sorted(names)}
-        usage: dict[str, Resources] = {n: Resources() for n in self.queues}
-        for r in snapshot.running:
-            usage[r.job.queue] = usage[r.job.queue] + r.job.requests
-        demand = dict(usage)
-        for p in snapshot.pending:
-            demand[p.job.queue] = demand[p.job.queue] + p.job.requests
+        self._req: dict[str, Resources] = {}
+        self._size: dict[str, float] = {}
+        usage = _sums(self.queues, ((r.job.queue, self.req(r.job)) for r in snapshot.running))
+        pending = _sums(self.queues, ((p.job.queue, self.req(p.job)) for p in snapshot.pending))
+        demand = {q: usage[q] + pending[q] for q in self.queues}
         self.start_usage = dict(usage)
         self.usage = usage
         self.fair = fair_shares(tuple(self.queues.values()), demand, self.capacity)
         self._guarded = tuple(q for q in self.queues.values() if q.guarantee)
-        self._req: dict[str, Resources] = {}
-        self._size: dict[str, float] = {}
 
     def req(self, job: Job) -> Resources:
         """``job.requests``, memoised (it is recomputed on every property access)."""
         found = self._req.get(job.name)
         if found is None:
-            found = self._req[job.name] = job.requests
+            found = self._req[job.name] = _job_requests(job)
         return found
 
     def share(self, queue: str) -> float:

@@ -16,6 +16,7 @@ keeps the bucket count tiny.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from operator import sub
 
 from federation.domain.nodes import Node
 from federation.domain.plans import PodAssignment
@@ -36,11 +37,8 @@ def resource_keys(requests: Iterable[Resources]) -> tuple[str, ...]:
 
 
 def vector(res: Resources, keys: Sequence[str]) -> Vector:
-    return tuple(res.get(k) for k in keys)
-
-
-def _fits(need: Vector, have: Vector) -> bool:
-    return all(n <= h for n, h in zip(need, have, strict=True))
+    amounts = res.amounts
+    return tuple(amounts.get(k, 0) for k in keys)
 
 
 def pack_vectors(
@@ -59,10 +57,9 @@ def pack_vectors(
         best: Vector | None = None
         best_left: Vector | None = None
         for have in work:
-            if _fits(need, have):
-                left = tuple(h - n for h, n in zip(have, need, strict=True))
-                if best_left is None or left < best_left:
-                    best, best_left = have, left
+            left = tuple(map(sub, have, need))
+            if min(left, default=0) >= 0 and (best_left is None or left < best_left):
+                best, best_left = have, left
         if best is None or best_left is None:
             return None
         names = work[best]

@@ -16,9 +16,9 @@ from federation.domain.plans import Unplaced
 from federation.domain.resources import GPU
 from federation.placement.eligibility import (
     affinity_terms,
-    can_ever_hold,
     cluster_block,
     empty_capacity,
+    ever_holding,
     lowest_feasible_tier,
     shape_key,
     tier_limit,
@@ -74,7 +74,7 @@ def diagnose(rnd: Round, job: Job) -> Unplaced:
     if not names:
         return _no_cluster(rnd, job)
     clusters = [rnd.state.clusters[n] for n in names]
-    ever = [c.name for c in clusters if can_ever_hold(job, c)]
+    ever = [c.name for c in ever_holding(job, clusters)]
     gpus = job.requests.get(GPU)
     size = f"{job.total_replicas} pods, {gpus} GPUs"
     if not ever:

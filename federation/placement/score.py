@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass
 
 from federation.domain.jobs import Job
+from federation.domain.nodes import Node
 from federation.domain.plans import FederationSnapshot, Placement, Plan, RunningJob
 from federation.domain.resources import GPU
 from federation.placement.eligibility import allowed_clusters, lowest_feasible_tier, shape_key
@@ -65,17 +66,30 @@ class Scoring:
         }
         self._lowest: dict[object, int | None] = {}
         self._emptiness: dict[tuple[str, str], int] = {}
+        self._nodes: dict[str, dict[str, Node]] = {}
+        self._units: dict[str, int] = {}
+        self._band: dict[str, int] = {}
+        self._job_lowest: dict[str, int | None] = {}
+        self._rank = {key: i for i, key in enumerate(self.bands.order)}
         self.jobs = {p.job.name: p.job for p in snapshot.pending}
         self.running = {r.job.name: r for r in snapshot.running}
 
     def units(self, job: Job) -> int:
-        return max(1, round(self.ledger.size(job) * self.scale))
+        found = self._units.get(job.name)
+        if found is None:
+            found = self._units[job.name] = max(1, round(self.ledger.size(job) * self.scale))
+        return found
 
     def band(self, job: Job) -> int:
-        return self.bands.rank(band_key(self.snapshot, job))
+        found = self._band.get(job.name)
+        if found is None:
+            found = self._band[job.name] = self._rank[band_key(self.snapshot, job)]
+        return found
 
     def lowest_tier(self, job: Job) -> int | None:
         """Lowest tier at which any allowed cluster, empty, could hold the gang."""
+        if job.name in self._job_lowest:
+            return self._job_lowest[job.name]
         key = (shape_key(job), job.propagation)
         if key not in self._lowest:
             tiers = [
@@ -85,6 +99,7 @@ class Scoring:
                 if (t := lowest_feasible_tier(job, c)) is not None
             ]
             self._lowest[key] = min(tiers) if tiers else None
+        self._job_lowest[job.name] = self._lowest[key]
         return self._lowest[key]
 
     def tier_steps(self, job: Job, tier: int) -> int:
@@ -99,7 +114,10 @@ class Scoring:
             dom = snap.tree.domains.get(hypernode) if snap is not None else None
             value = 0
             if snap is not None and dom is not None:
-                nodes = [n for n in snap.nodes if n.name in dom.nodes and n.usable]
+                if cluster not in self._nodes:
+                    self._nodes[cluster] = {n.name: n for n in snap.nodes if n.usable}
+                index = self._nodes[cluster]
+                nodes = [index[name] for name in dom.nodes if name in index]
                 res = GPU if any(n.allocatable.get(GPU) for n in nodes) else "cpu"
                 alloc = sum(n.allocatable.get(res) for n in nodes)
                 free = sum(max(0, n.free.get(res)) for n in nodes)

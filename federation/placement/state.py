@@ -59,10 +59,10 @@ class RoundState:
         self.domains: list[DomainState] = []
         self.node_domains: dict[tuple[str, str], list[int]] = {}
         top = max((n.allocatable.get(GPU) for c in snapshot.clusters for n in c.nodes), default=0)
-        # Index 0 sorts domains by free GPUs; index s > 0 by "s-slots" = sum over nodes of
+        # Index 0 sorts domains by free GPUs; index s >= 2 by "s-slots" = sum over nodes of
         # free_gpus // s, so a gang of k pods of >= s GPUs bisects straight to domains with
         # k such slots instead of trying every domain with enough GPUs in total.
-        self.slot_sizes = tuple(1 << i for i in range(top.bit_length()) if (1 << i) <= top)
+        self.slot_sizes = tuple(1 << i for i in range(1, top.bit_length()) if (1 << i) <= top)
         self.rows: dict[tuple[int, int], list[Key]] = {}
         self._demand: dict[object, tuple[list[Vector], Vector]] = {}
         self.cluster_domains: dict[str, list[int]] = {}
@@ -135,7 +135,7 @@ class RoundState:
         """(index id, threshold) that best narrows the domains that could hold ``pods``."""
         g = max((p[self.gpu_index] for p in pods), default=0)
         sizes = [s for s in self.slot_sizes if s <= g]
-        if g <= 0 or not sizes:
+        if not sizes:
             return 0, need[self.gpu_index]
         size = sizes[-1]
         return size, sum(1 for p in pods if p[self.gpu_index] >= size)
@@ -154,9 +154,9 @@ class RoundState:
             yield from picked
             return
         row = self.rows.get((ix, tier), [])
-        start = bisect_left(row, (threshold, -1))
-        for _, uid in list(row[start:]):
-            yield self.domains[uid]
+        domains = self.domains
+        for pos in range(bisect_left(row, (threshold, -1)), len(row)):
+            yield domains[row[pos][1]]
 
     def slots_ok(self, dom: DomainState, pods: Sequence[Vector]) -> bool:
         """Cheap necessary condition: enough nodes with room for the largest GPU pods."""
@@ -191,16 +191,17 @@ class RoundState:
     def _apply(self, cluster: str, changes: Sequence[tuple[str, Vector]], sign: int) -> None:
         """Shift node free vectors by ``sign x delta`` and re-index each touched domain once."""
         gi = self.gpu_index
-        touched: dict[int, DomainState] = {}
+        sizes = self.slot_sizes
+        moved: dict[int, list[int]] = {}  # uid -> index deltas, [free GPUs, slots per size...]
         frees = self.node_free[cluster]
         for node, delta in changes:
             old = frees[node]
             new = tuple(o + sign * d for o, d in zip(old, delta, strict=True))
             frees[node] = new
             og, ng = old[gi], new[gi]
+            shift = [ng - og] + [ng // s - og // s for s in sizes]
             for uid in self.node_domains.get((cluster, node), ()):
                 dom = self.domains[uid]
-                touched[uid] = dom
                 free = dom.free
                 for i, d in enumerate(delta):
                     free[i] += sign * d
@@ -210,15 +211,22 @@ class RoundState:
                     if not hist[og]:
                         del hist[og]
                     hist[ng] = hist.get(ng, 0) + 1
-        for uid, dom in touched.items():
-            before = dict(dom.index)
-            self._index_values(dom)
-            for ix, value in before.items():
-                fresh = dom.index[ix]
-                if fresh != value:
+                acc = moved.get(uid)
+                if acc is None:
+                    moved[uid] = list(shift)
+                else:
+                    for i, d in enumerate(shift):
+                        acc[i] += d
+        for uid, acc in moved.items():
+            dom = self.domains[uid]
+            index = dom.index
+            for ix, d in zip((0, *sizes), acc, strict=True):
+                if d:
+                    value = index[ix]
                     row = self.rows[(ix, dom.tier)]
                     del row[bisect_left(row, (value, uid))]
-                    insort(row, (fresh, uid))
+                    insort(row, (value + d, uid))
+                    index[ix] = value + d
 
     def take(self, cluster: str, pods: Sequence[tuple[str, Vector]]) -> None:
         """Consume ``(node, demand)`` pairs (a placement)."""
