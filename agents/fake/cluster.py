@@ -286,9 +286,12 @@ class FakeCluster:
 
     # ------------------------------------------------------------------ internals
     def _live(self, namespace: str, name: str) -> _Pod:
+        """A pod that has run: an unbound pod never reached a kubelet, so it cannot fail or finish."""
         pod = self._pods.get((namespace, name))
         if pod is None:
             raise KeyError(f"pod {namespace}/{name} not found")
+        if pod.record.node is None:
+            raise ValueError(f"pod {namespace}/{name} is not bound: it never ran")
         return pod
 
     def _set_node(self, name: str, **changes: bool) -> None:

@@ -113,6 +113,13 @@ async def test_faults_fail_evict_node_not_ready_and_node_removed() -> None:
     assert [n.name for n in await cluster.list_nodes()] == ["n00"]
 
 
+async def test_an_unbound_pod_cannot_fail_because_it_never_ran() -> None:
+    cluster = fake()
+    await cluster.create_pod(manifest())
+    with pytest.raises(ValueError, match="never ran"):
+        cluster.fail_pod("p")
+
+
 async def test_services_and_config_maps_are_unique_and_deletes_idempotent() -> None:
     cluster = fake()
     svc = ServiceManifest("j", "default", labels={"job": "j"})

@@ -120,8 +120,8 @@ def test_any_mess_converges_without_duplicates_or_half_bound_gangs(
                         cluster.occupy(f"filler-{n}", n, gpu(cluster.free(n).gpus, cpu=0))
             elif kind == "not-ready" and isinstance(arg, str):
                 cluster.set_node_ready(arg, False)
-            elif kind == "fail" and isinstance(arg, int) and arg < len(pods):
-                cluster.fail_pod(pods[arg].name)
+            elif kind == "fail" and isinstance(arg, int) and arg < len(pods) and pods[arg].node is not None:
+                cluster.fail_pod(pods[arg].name)  # only a pod that ran can fail
             elif kind == "delete" and isinstance(arg, int) and arg < len(pods):
                 await cluster.delete_pod("default", pods[arg].name)
             elif kind == "new-version" and isinstance(arg, str):
