@@ -1,0 +1,226 @@
+"""What every baseline shares: a round ledger, greedy pod-by-pod node choice, reasons.
+
+The baselines differ in *order* (which job next), *cluster choice* and *node scoring*;
+the bookkeeping — tentative free resources per node within one round, queue usage
+against ``capability``, turning pod assignments into a ``Placement`` in the lowest
+domain that holds them, and explaining failures with the planner's vocabulary
+(``BLOCKED_BY``) — is the same and lives here so each baseline module reads as the
+peer's algorithm only. Hard filters (health, affinity, taints, tier limits) come from
+``federation.placement.eligibility`` so baselines and our planner agree on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from federation.domain.clusters import ClusterSnapshot
+from federation.domain.jobs import Job
+from federation.domain.nodes import Node, Toleration
+from federation.domain.plans import FederationSnapshot, PendingJob, Placement, PodAssignment, Unplaced
+from federation.domain.resources import Resources, total
+from federation.placement.eligibility import allowed_clusters, can_ever_hold, tier_limit, usable_nodes
+
+Pod = tuple[str, int, Resources]
+#: Score of putting ``pod`` on ``node`` given the node's current free; higher is better.
+NodeScore = Callable[[Node, Resources, Resources], float]
+
+
+_VERDICTS: dict[tuple[object, ...], Unplaced | None] = {}
+
+
+class Ledger:
+    """Tentative free resources per node and usage per queue during one round."""
+
+    def __init__(self, snapshot: FederationSnapshot) -> None:
+        self.snapshot = snapshot
+        self.free: dict[tuple[str, str], Resources] = {
+            (c.name, n.name): n.free for c in snapshot.clusters for n in c.nodes
+        }
+        by_queue: dict[str, list[Resources]] = {}
+        for run in snapshot.running:  # running jobs hold all their replicas
+            by_queue.setdefault(run.job.queue, []).append(run.job.requests)
+        self.queue_usage: dict[str, Resources] = {q: total(reqs) for q, reqs in by_queue.items()}
+        self.signature = tuple(
+            (c.name, c.healthy, tuple(n.name for n in c.nodes if not n.usable)) for c in snapshot.clusters
+        )
+        self.capacity = total(
+            n.allocatable for c in snapshot.clusters if c.healthy for n in c.nodes if n.usable
+        )
+        # Caches: rounds ask the same questions for many similar pending jobs.
+        self._pods: dict[str, tuple[Pod, ...]] = {}
+        self._gang: dict[str, Resources] = {}
+        self._cluster_free: dict[tuple[str, tuple[Toleration, ...]], Resources] = {}
+        self._shares: dict[str, float] = {}
+
+    def pods(self, job: Job) -> tuple[Pod, ...]:
+        if job.name not in self._pods:
+            self._pods[job.name] = job.pods()
+        return self._pods[job.name]
+
+    def gang_request(self, job: Job) -> Resources:
+        """Volcano ``minResources``: requests of the first ``minAvailable`` pods."""
+        if job.name not in self._gang:
+            self._gang[job.name] = total(r for _, _, r in self.pods(job)[: job.gang_size])
+        return self._gang[job.name]
+
+    def node_free(self, cluster: str, node: Node) -> Resources:
+        return self.free[(cluster, node.name)]
+
+    def cluster_free(self, cluster: ClusterSnapshot, job: Job) -> Resources:
+        key = (cluster.name, job.tolerations)
+        if key not in self._cluster_free:
+            self._cluster_free[key] = total(self.free[(cluster.name, n.name)] for n in usable_nodes(cluster, job))
+        return self._cluster_free[key]
+
+    def usage(self, queue: str) -> Resources:
+        return self.queue_usage.get(queue, Resources())
+
+    def share(self, queue: str) -> float:
+        """The queue's dominant share of the healthy federation (cached until it changes)."""
+        if queue not in self._shares:
+            self._shares[queue] = self.usage(queue).dominant_share(self.capacity)
+        return self._shares[queue]
+
+    def verdict(self, job: Job) -> Unplaced | None:
+        """Unplaced when no allowed cluster could ever hold the job.
+
+        It depends only on the gang's shape and on which clusters and nodes are healthy,
+        so it is remembered across rounds (bounded) rather than re-packed every round.
+        """
+        key = (shape(job), self.signature)
+        if key not in _VERDICTS:
+            if len(_VERDICTS) > 50_000:
+                _VERDICTS.clear()
+            _VERDICTS[key] = _never_fits(job, self.snapshot)
+        found = _VERDICTS[key]
+        return None if found is None else replace(found, job=job.name)
+
+    def within_capability(self, job: Job, request: Resources) -> bool:
+        """Usage after ``request`` stays within ``capability`` in every capped resource it asks for."""
+        queue = self.snapshot.queue(job.queue)
+        if queue is None or queue.capability is None:
+            return True
+        after = self.usage(job.queue) + request
+        return all(after.get(k) <= cap for k, cap in queue.capability if request.get(k) > 0)
+
+    def commit(self, job: Job, placement: Placement) -> None:
+        reqs = {(t, i): r for t, i, r in self.pods(job)}
+        for pod in placement.pods:
+            key = (placement.cluster, pod.node)
+            self.free[key] = self.free[key] - reqs[(pod.task, pod.index)]
+        used = total(reqs[(p.task, p.index)] for p in placement.pods)
+        self.queue_usage[job.queue] = self.usage(job.queue) + used
+        self._shares.pop(job.queue, None)
+        for stale in [k for k in self._cluster_free if k[0] == placement.cluster]:
+            del self._cluster_free[stale]
+
+
+def assign_pods(
+    job: Job, cluster: str, nodes: Sequence[Node], ledger: Ledger, score: NodeScore
+) -> tuple[PodAssignment, ...] | None:
+    """Place pods one by one on the best-scoring node that fits (ties: node order).
+
+    All replicas or none (the federation binds whole jobs; ``validate`` requires every
+    replica once). The ledger is not changed.
+    """
+    free = {n.name: ledger.node_free(cluster, n) for n in nodes}
+    out: list[PodAssignment] = []
+    for task, index, request in ledger.pods(job):
+        best: Node | None = None
+        best_score = 0.0
+        wanted = tuple(request)
+        for node in nodes:
+            have = free[node.name]
+            amounts = have.amounts
+            if any(amounts.get(k, 0) < v for k, v in wanted):
+                continue
+            value = score(node, have, request)
+            if best is None or value > best_score:
+                best, best_score = node, value
+        if best is None:
+            return None
+        free[best.name] = free[best.name] - request
+        out.append(PodAssignment(task, index, best.name))
+    return tuple(out)
+
+
+def placed_request(job: Job, placement: Placement) -> Resources:
+    """Summed requests of the pods a placement binds."""
+    reqs = {(t, i): r for t, i, r in job.pods()}
+    return total(reqs[(p.task, p.index)] for p in placement.pods)
+
+
+def placement_for(job: Job, cluster: ClusterSnapshot, pods: tuple[PodAssignment, ...],
+                  hypernode: str | None = None) -> Placement:
+    """A placement in ``hypernode`` (or the lowest domain holding all the pods)."""
+    if hypernode is not None:
+        domain = cluster.tree.domains[hypernode]
+    else:
+        lowest = cluster.tree.lowest_domain_holding({p.node for p in pods})
+        assert lowest is not None, "every cluster has a domain holding all of its nodes"
+        domain = lowest
+    return Placement(job.name, cluster.name, domain.name, domain.tier, pods)
+
+
+def fraction_used(node: Node, have: Resources, request: Resources, keys: Iterable[str]) -> float:
+    """Mean over ``keys`` of (used + request) / allocatable: the bin-pack ratio."""
+    ratios = [
+        (node.allocatable.get(k) - have.get(k) + request.get(k)) / node.allocatable.get(k)
+        for k in keys
+        if node.allocatable.get(k) > 0
+    ]
+    return sum(ratios) / len(ratios) if ratios else 0.0
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """Outcome of trying one job: a placement, or why not (a ``BLOCKED_BY`` name)."""
+
+    placement: Placement | None = None
+    constraint: str = "capacity"
+    reason: str = ""
+    cluster: str | None = None
+
+
+def unplaced(job: Job, ledger: Ledger, attempt: Attempt) -> Unplaced:
+    """Explain a failed attempt; ``unschedulable`` when no allowed cluster could ever hold it."""
+    verdict = ledger.verdict(job)
+    if verdict is not None:
+        return verdict
+    return Unplaced(job.name, attempt.reason or "no room now", attempt.constraint, attempt.cluster)
+
+
+def _never_fits(job: Job, snapshot: FederationSnapshot) -> Unplaced | None:
+    groups = allowed_clusters(job, snapshot)
+    clusters = [c for group in groups for c in group]
+    if not clusters:
+        every = [c for c in snapshot.clusters if c.healthy]
+        constraint = "affinity" if every else "unschedulable"
+        return Unplaced(job.name, "no healthy cluster matches the job's affinity and tolerations", constraint)
+    if not any(can_ever_hold(job, c) for c in clusters):
+        limited = any(tier_limit(job, c) is not None for c in clusters)
+        why = "within its hard tier limit " if limited else ""
+        return Unplaced(job.name, f"no allowed cluster could hold the gang {why}even when empty", "unschedulable",
+                        unschedulable=True)
+    return None
+
+
+def by_submission(pending: Iterable[PendingJob]) -> list[PendingJob]:
+    """Job priority (higher first), then submit time, then snapshot order."""
+    indexed = list(enumerate(pending))
+    indexed.sort(key=lambda item: (-item[1].job.priority, item[1].submitted_at, item[0]))
+    return [p for _, p in indexed]
+
+
+def shape(job: Job) -> tuple[object, ...]:
+    """Everything that decides whether a job fits: failed shapes are not retried in a round.
+
+    Within one round free capacity only shrinks, so a job identical in pods, gang size,
+    topology, placement policy and queue to one that already failed would fail too; the
+    memo keeps rounds over thousands of similar pending jobs fast.
+    """
+    return (
+        tuple((t.replicas, t.resources) for t in job.tasks), job.gang_size, job.network_topology,
+        job.propagation, job.tolerations, job.queue,
+    )
