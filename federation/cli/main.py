@@ -35,6 +35,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--round-debounce-seconds", type=float, default=0.2,
                        help="coalesce submissions and snapshots for this long before a planning round")
     serve.add_argument("--plan-time-limit", type=float, default=1.0, help="CP-SAT time limit per round")
+    serve.add_argument("--shutdown-grace-seconds", type=float, default=10.0,
+                       help="on SIGTERM/SIGINT, let in-flight requests finish for up to this long")
+    serve.add_argument("--no-control-loop", action="store_true",
+                       help="API only: no planning rounds and no agent service (benchmarks, read replicas)")
 
     db = sub.add_parser("db", help="database schema migrations")
     db_sub = db.add_subparsers(dest="db_command", required=True)

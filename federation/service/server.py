@@ -223,7 +223,7 @@ async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, args: a
         agent_grace_seconds=args.agent_grace_seconds,
         round_debounce_seconds=args.round_debounce_seconds,
         plan_limits=PlanLimits(time_limit_seconds=args.plan_time_limit),
-        watch_poll_seconds=getattr(args, "watch_poll_seconds", 0.2),
+        control_loop=not getattr(args, "no_control_loop", False),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -233,6 +233,6 @@ async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, args: a
     print(f"federation serving on {running.address}", flush=True)
     await stop.wait()
     print("federation: shutting down (in-flight requests finish)", file=sys.stderr, flush=True)
-    await running.stop(grace=getattr(args, "shutdown_grace_seconds", 10.0))
+    await running.stop(grace=args.shutdown_grace_seconds)
     print("federation: stopped", file=sys.stderr, flush=True)
     return 0
