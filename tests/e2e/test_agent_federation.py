@@ -1,0 +1,273 @@
+"""The whole path on real kube-apiservers: ``fedctl submit`` of a Volcano Job YAML to the
+central service (``build_server`` on 127.0.0.1 port 0, SQLite), the planner choosing a
+cluster and HyperNode, and real ``federation-agent`` processes (``--kubeconfig``, Lease
+leader election) binding the gang there, restarting under the job's policies, failing it
+when maxRetry is exhausted, cancelling it, and handing over between two replicas."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from fixtures_federation import Tree, backend_for, eventually, unique
+
+from agents.core.records import LABEL_JOB
+from agents.k8s.backend import KubernetesBackend
+from federation.client import FederationClient
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTERS = ("east", "west")
+LEASE_DURATION = 3.0
+
+
+class Federation:
+    """Central service + one agent process per cluster (more on demand) + one tree per cluster."""
+
+    def __init__(self, control_plane: Any, tmp: Path) -> None:
+        self.control_plane = control_plane
+        self.tmp = tmp
+        self.trees = {c: Tree(control_plane, c) for c in CLUSTERS}
+        self.agents: dict[str, subprocess.Popen[bytes]] = {}
+        self.backends: dict[str, KubernetesBackend] = {}
+        self.leases = {c: unique(f"agent-{c}") for c in CLUSTERS}
+        self.running: Any = None
+        self.client: FederationClient | None = None
+
+    async def start(self) -> Federation:
+        from federation.service.server import build_server, open_store
+
+        for tree in self.trees.values():
+            tree.__enter__()
+        self.store = open_store(f"sqlite:///{self.tmp / 'federation.db'}", migrate=True)
+        self.running = await build_server(self.store, listen="127.0.0.1:0", round_debounce_seconds=0.1,
+                                          agent_grace_seconds=30.0)
+        self.address = self.running.address
+        self.client = FederationClient(self.address)
+        for cluster in CLUSTERS:
+            self.backends[cluster] = await backend_for(self.control_plane, cluster)
+            self.start_agent(cluster, f"{cluster}-a")
+        self.fedctl("queue", "create", "e2e", "--weight", "1")
+        return self
+
+    def start_agent(self, cluster: str, identity: str) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agents.main", "--cluster", cluster, "--server", self.address,
+             "--kubeconfig", str(self.control_plane.kubeconfig(cluster)), "--lease-namespace", "default",
+             "--lease-name", self.leases[cluster], "--lease-duration", str(LEASE_DURATION),
+             "--identity", identity, "--heartbeat-seconds", "1", "--snapshot-period-seconds", "5"],
+            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True,
+            stdout=(self.tmp / f"agent-{identity}.log").open("ab"), stderr=subprocess.STDOUT,
+        )
+        self.agents[identity] = proc
+        return proc
+
+    def kill(self, identity: str, sig: int = signal.SIGKILL) -> None:
+        proc = self.agents[identity]
+        if proc.poll() is None:
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+
+    def fedctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([sys.executable, "-m", "federation.cli.fedctl", "--server", self.address, *args],
+                              cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                              timeout=60, check=False)
+        assert done.returncode == 0, f"fedctl {' '.join(args)}: {done.stdout}{done.stderr}"
+        return done
+
+    def submit(self, name: str, **kw: Any) -> None:
+        path = self.tmp / f"{name}.yaml"
+        path.write_text(volcano_job(name, **kw))
+        self.fedctl("submit", "-f", str(path))
+
+    def job(self, name: str) -> dict[str, Any]:
+        out = json.loads(self.fedctl("get", "job", name, "-o", "json").stdout)
+        return out.get("job", out)
+
+    async def state(self, name: str, *states: str) -> dict[str, Any]:
+        async def check() -> dict[str, Any]:
+            job = self.job(name)
+            return job if job.get("state") in states else {}
+
+        return await eventually(f"job {name} in {states}", check, 90, interval=0.5)
+
+    async def stop(self) -> None:
+        for identity in list(self.agents):
+            self.kill(identity, signal.SIGTERM)
+        for backend in self.backends.values():
+            await backend.close()
+        if self.client is not None:
+            await self.client.close()
+        if self.running is not None:
+            await self.running.stop(grace=1.0)
+        self.store.dispose()
+        for tree in self.trees.values():
+            tree.__exit__()
+        for cluster, lease in self.leases.items():
+            with contextlib.suppress(Exception):
+                self.control_plane.request(cluster, "DELETE",
+                                           f"/apis/coordination.k8s.io/v1/namespaces/default/leases/{lease}")
+
+
+def volcano_job(name: str, *, replicas: int = 3, gpus: int = 4, max_retry: int = 3, tier: int = 1,
+                policies: str = "    - event: PodFailed\n      action: RestartPod\n") -> str:
+    return f"""\
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata:
+  name: {name}
+spec:
+  queue: e2e
+  minAvailable: {replicas}
+  maxRetry: {max_retry}
+  networkTopology:
+    mode: hard
+    highestTierAllowed: {tier}
+  policies:
+{policies}  plugins:
+    env: []
+    svc: []
+  tasks:
+    - name: worker
+      replicas: {replicas}
+      template:
+        spec:
+          tolerations:
+            - key: kwok.x-k8s.io/node
+              operator: Exists
+              effect: NoSchedule
+          containers:
+            - name: trainer
+              image: ghcr.io/example/train:1.0
+              resources:
+                requests:
+                  cpu: "1"
+                  nvidia.com/gpu: {gpus}
+                limits:
+                  nvidia.com/gpu: {gpus}
+"""
+
+
+@pytest_asyncio.fixture
+async def federation(control_plane: Any, tmp_path: Path) -> AsyncIterator[Federation]:
+    fed = Federation(control_plane, tmp_path)
+    try:
+        yield await fed.start()
+    finally:
+        await fed.stop()
+
+
+async def _pods(fed: Federation, cluster: str, job: str) -> list[Any]:
+    return [p for p in await fed.backends[cluster].list_pods({LABEL_JOB: job}) if not p.deleting]
+
+
+def _uids(fed: Federation, cluster: str, job: str) -> dict[str, str]:
+    raw = fed.control_plane.request(cluster, "GET",
+                                    f"/api/v1/namespaces/default/pods?labelSelector={LABEL_JOB}%3D{job}")
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for p in raw["items"]
+            if not p["metadata"].get("deletionTimestamp")}
+
+
+async def _running(fed: Federation, cluster: str, job: str, count: int) -> dict[str, str]:
+    pods = await _pods(fed, cluster, job)
+    if len(pods) == count and all(p.phase == "Running" and p.node for p in pods):
+        return _uids(fed, cluster, job)
+    return {}
+
+
+def _fail_pod(fed: Federation, cluster: str, pod: str) -> None:
+    fed.control_plane.request(cluster, "PATCH", f"/api/v1/namespaces/default/pods/{pod}",
+                              {"metadata": {"labels": {"pod-container-running-failed.stage.kwok.x-k8s.io": "true"}}},
+                              content_type="application/merge-patch+json")
+
+
+async def test_fedctl_job_is_bound_in_its_hypernode_restarts_one_pod_and_fails_after_max_retry(federation) -> None:
+    fed = federation
+    name = unique("e2e-train")
+    fed.submit(name, max_retry=1)
+    job = await fed.state(name, "JOB_STATE_RUNNING")
+    cluster, hypernode = job["cluster"], job["hypernode"]
+    tree = fed.trees[cluster]
+    assert hypernode == tree.leaf_a, job  # 3 x 4 GPUs only fit the two-node leaf at tier 1
+    before = await eventually("pods Running", lambda: _running(fed, cluster, name, 3), 60)
+    pods = await _pods(fed, cluster, name)
+    assert {p.node for p in pods} <= tree.members[hypernode]
+    other = next(c for c in CLUSTERS if c != cluster)
+    assert await _pods(fed, other, name) == []
+
+    victim = f"{name}-worker-1"
+    _fail_pod(fed, cluster, victim)
+
+    async def replaced() -> dict[str, str]:
+        now = await _running(fed, cluster, name, 3)
+        return now if now and now[victim] != before[victim] else {}
+
+    after = await eventually("only the failed pod replaced", replaced, 60)
+    assert {k: v for k, v in after.items() if k != victim} == {k: v for k, v in before.items() if k != victim}
+    assert {p.node for p in await _pods(fed, cluster, name)} <= tree.members[hypernode]
+
+    _fail_pod(fed, cluster, victim)  # the second failure exceeds maxRetry 1
+    failed = await fed.state(name, "JOB_STATE_FAILED")
+    assert "maxRetry" in (failed.get("reason", "") + failed.get("message", "")), failed
+
+
+async def test_fedctl_cancel_leaves_no_pods_services_or_config_maps(federation) -> None:
+    fed = federation
+    name = unique("e2e-cancel")
+    fed.submit(name, replicas=2, gpus=2)
+    job = await fed.state(name, "JOB_STATE_RUNNING")
+    cluster = job["cluster"]
+    await eventually("pods Running", lambda: _running(fed, cluster, name, 2), 60)
+    backend = fed.backends[cluster]
+    assert await backend.list_services({LABEL_JOB: name}) and await backend.list_config_maps({LABEL_JOB: name})
+    fed.fedctl("cancel", name)
+    await fed.state(name, "JOB_STATE_CANCELLED")
+
+    async def empty() -> bool:
+        raw = fed.control_plane.request(cluster, "GET",
+                                        f"/api/v1/namespaces/default/pods?labelSelector={LABEL_JOB}%3D{name}")
+        return not (raw["items"] or await backend.list_services({LABEL_JOB: name})
+                    or await backend.list_config_maps({LABEL_JOB: name}))
+
+    await eventually("nothing left behind", empty, 60)
+
+
+async def test_agent_leader_handover_keeps_the_job_running_without_duplicates(federation) -> None:
+    fed = federation
+    name = unique("e2e-handover")
+    fed.submit(name, replicas=2, gpus=2)
+    job = await fed.state(name, "JOB_STATE_RUNNING")
+    cluster = job["cluster"]
+    before = await eventually("pods Running", lambda: _running(fed, cluster, name, 2), 60)
+    fed.start_agent(cluster, f"{cluster}-b")
+    time.sleep(1.0)
+    lease_path = f"/apis/coordination.k8s.io/v1/namespaces/default/leases/{fed.leases[cluster]}"
+    assert fed.control_plane.request(cluster, "GET", lease_path)["spec"]["holderIdentity"] == f"{cluster}-a"
+    killed = time.monotonic()
+    fed.kill(f"{cluster}-a")  # SIGKILL: the Lease must expire
+
+    async def taken() -> bool:
+        return fed.control_plane.request(cluster, "GET", lease_path)["spec"].get("holderIdentity") == f"{cluster}-b"
+
+    await eventually("the standby holds the Lease", taken, 3 * LEASE_DURATION, interval=0.1)
+    took = time.monotonic() - killed
+    assert took <= LEASE_DURATION + 1.5, f"takeover after {took:.2f}s"
+    time.sleep(2.0)  # the new leader says hello (newer epoch), syncs and reconciles
+    after = await eventually("pods still Running", lambda: _running(fed, cluster, name, 2), 30)
+    assert after == before
+    assert (await fed.state(name, "JOB_STATE_RUNNING"))["cluster"] == cluster

@@ -1,0 +1,109 @@
+"""The deploy/ manifests against a real apiserver: the agent's RBAC (deploy/rbac.yaml) is
+enough for everything the agent does and no more, and the DaemonSet, Deployment,
+Service and Job manifests pass the apiserver's validation (server-side dry run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fixtures_federation import Tree, WorkDriver, cleanup, eventually, gpu_job, unique, work_for
+
+from agents.core.records import LABEL_JOB
+from agents.k8s.api import ApiError, call, client_from_kubeconfig, core_api
+from agents.k8s.backend import KubernetesBackend
+from agents.k8s.lease import KubernetesLeaseStore
+from agents.leader import LeaderElector
+
+pytestmark = pytest.mark.e2e
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+SERVICE_ACCOUNT = "system:serviceaccount:federation-system:federation-agent"
+_PATHS = {
+    "Namespace": "/api/v1/namespaces",
+    "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
+    "ConfigMap": "/api/v1/namespaces/{ns}/configmaps",
+    "Secret": "/api/v1/namespaces/{ns}/secrets",
+    "Service": "/api/v1/namespaces/{ns}/services",
+    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+    "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+    "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+    "DaemonSet": "/apis/apps/v1/namespaces/{ns}/daemonsets",
+    "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
+    "Job": "/apis/batch/v1/namespaces/{ns}/jobs",
+}
+
+
+def _docs(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((DEPLOY / name).read_text()) if d]
+
+
+def _create(control_plane: Any, cluster: str, doc: dict[str, Any], *, dry_run: bool = False) -> int:
+    path = _PATHS[doc["kind"]].format(ns=doc["metadata"].get("namespace", ""))
+    try:
+        control_plane.request(cluster, "POST", path + ("?dryRun=All" if dry_run else ""), doc)
+        return 201
+    except Exception as exc:  # ApiError from the control-plane helper
+        status = getattr(exc, "status", 0)
+        if status != 409:
+            raise
+        return 409
+
+
+async def _impersonating(control_plane: Any, cluster: str) -> Any:
+    api = await client_from_kubeconfig(str(control_plane.kubeconfig(cluster)))
+    api.set_default_header("Impersonate-User", SERVICE_ACCOUNT)
+    return api
+
+
+def test_manifests_pass_server_side_validation(control_plane) -> None:
+    for doc in _docs("rbac.yaml"):
+        _create(control_plane, "west", doc)
+    checked = []
+    for name in ("agent-daemonset.yaml", "central.yaml", "migrate-job.yaml"):
+        for doc in _docs(name):
+            status = _create(control_plane, "west", doc, dry_run=True)
+            assert status in (201, 409), (name, doc["kind"])
+            checked.append(doc["kind"])
+    assert {"DaemonSet", "Deployment", "Service", "Job"} <= set(checked)
+
+
+async def test_agent_service_account_can_do_its_job_and_no_more(control_plane) -> None:
+    for doc in _docs("rbac.yaml"):
+        _create(control_plane, "west", doc)
+    api = await _impersonating(control_plane, "west")
+    backend = KubernetesBackend(api, "west")
+    job = gpu_job(unique("rbac"), (("worker", 2, 2),), plugins=(("svc", ()),))
+    try:
+        await backend.start()  # list + watch nodes, pods, HyperNodes, services, config maps
+        with Tree(control_plane, "west") as tree:
+            driver = WorkDriver(backend, work_for(job, "west", tree.leaf_a)).start()
+            try:
+                async def running() -> bool:
+                    pods = await backend.list_pods({LABEL_JOB: job.name})
+                    return len(pods) == 2 and all(p.phase == "Running" for p in pods)
+
+                await eventually("gang Running as the agent's service account", running, 45)
+                assert not [e for e in driver.errors if "403" in e or "forbidden" in e.lower()], driver.errors
+            finally:
+                await driver.stop()
+            await cleanup(backend, job.name)
+
+        elector = LeaderElector(KubernetesLeaseStore(api, "federation-system", unique("agent")), "sa-replica",
+                                lease_duration=3, renew_deadline=2, retry_period=0.5)
+        term = await elector.try_acquire()
+        assert term is not None and term.epoch > 0
+
+        core = core_api(api)
+        with pytest.raises(ApiError) as denied:
+            await call(core.delete_node("west-gpu-0", _preload_content=False))
+        assert denied.value.status == 403
+        with pytest.raises(ApiError) as denied:
+            await call(core.list_secret_for_all_namespaces(_preload_content=False))
+        assert denied.value.status == 403
+    finally:
+        await cleanup(backend, job.name)
+        await backend.close()
