@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, make_url, text
 from sqlalchemy.engine import Engine
+from sqlalchemy.pool import NullPool
 
 from federation.store import Store
 from federation.store import migrate as migrations
@@ -101,7 +102,9 @@ def pg_url(postgres_server: PostgresServer) -> str:
 
 @pytest.fixture(scope="session")
 def pg_admin(pg_url: str) -> Iterator[Engine]:
-    engine = create_engine(pg_url, isolation_level="AUTOCOMMIT", pool_size=1)
+    # No pooling: tests stop and restart the server, and a pooled admin connection
+    # would then be dead at the next CREATE/DROP DATABASE.
+    engine = create_engine(pg_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
     try:
         yield engine
     finally:
