@@ -8,12 +8,15 @@ Doing that here means no writer can forget one of the four.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from federation.domain.jobs import Job
 from federation.store.codec import job_from_json
 from federation.store.errors import NotFound
 from federation.store.models import JobEventRow, JobRow, WorkRow
@@ -24,12 +27,31 @@ ACTIVE_WORK_STATES = ("pending", "applied", "running")
 _CHUNK = 500
 
 
+# Decoded specs by digest. A spec never changes after submission and ``Job`` is frozen,
+# so one decoded object can be shared; the planner reads every pending job every round
+# and decoding costs far more than the query (~0.1-0.2 ms per job).
+_DECODED: dict[str, Job] = {}
+_DECODED_MAX = 50_000
+_DECODED_LOCK = threading.Lock()
+
+
+def decode_spec(digest: str, spec: dict[str, Any]) -> Job:
+    job = _DECODED.get(digest)
+    if job is None:
+        job = job_from_json(spec)
+        with _DECODED_LOCK:
+            if len(_DECODED) >= _DECODED_MAX:
+                _DECODED.clear()
+            _DECODED[digest] = job
+    return job
+
+
 def job_record(row: JobRow) -> JobRecord:
     return JobRecord(
         name=row.name,
         queue=row.queue,
         tenant=row.tenant,
-        job=job_from_json(row.spec),
+        job=decode_spec(row.spec_digest, row.spec),
         spec_digest=row.spec_digest,
         state=row.state,
         unschedulable=row.unschedulable,
