@@ -59,21 +59,35 @@ class QueueCache:
     def __init__(self, store: Any, ttl: float = QUEUE_CACHE_SECONDS, clock: Callable[[], float] = time.monotonic):
         self._store, self._ttl, self._clock = store, ttl, clock
         self._entries: dict[str, tuple[float, Queue]] = {}
+        self._loading: dict[str, asyncio.Future[Queue]] = {}
 
     async def get(self, name: str) -> Queue:
         hit = self._entries.get(name)
         now = self._clock()
         if hit is not None and now - hit[0] < self._ttl:
             return hit[1]
-        queue: Queue = await asyncio.to_thread(self._store.queues.get, name)
-        self._entries[name] = (now, queue)
-        return queue
+        # Single flight: when an entry expires under load, every in-flight submit would
+        # otherwise read the same queue at once.
+        loading = self._loading.get(name)
+        if loading is None:
+            loading = asyncio.ensure_future(asyncio.to_thread(self._store.queues.get, name))
+            self._loading[name] = loading
+            loading.add_done_callback(lambda f: self._loaded(name, now, f))
+        return await asyncio.shield(loading)
+
+    def _loaded(self, name: str, when: float, future: asyncio.Future[Queue]) -> None:
+        if self._loading.get(name) is future:
+            del self._loading[name]
+            if not future.cancelled() and future.exception() is None:
+                self._entries[name] = (when, future.result())
 
     def invalidate(self, name: str | None = None) -> None:
         if name is None:
             self._entries.clear()
+            self._loading.clear()
         else:
             self._entries.pop(name, None)
+            self._loading.pop(name, None)
 
 
 class JobServicer(jobs_pb2_grpc.JobServiceServicer):

@@ -181,8 +181,8 @@ def _redact(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     if sep and "@" in rest:
         creds, _, host = rest.rpartition("@")
-        user = creds.split(":", 1)[0]
-        return f"{scheme}://{user}:***@{host}"
+        user, has_password, _ = creds.partition(":")
+        return f"{scheme}://{user}{':***' if has_password else ''}@{host}"
     return url
 
 

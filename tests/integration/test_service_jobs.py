@@ -159,3 +159,30 @@ async def test_explain_pending_then_placed_from_the_recorded_rounds(store: Store
         assert audit.decisions[1].score_terms["tier"] == -1.0 and audit.decisions[0].constraint == "topology"
         rounds = await c.list_rounds()
         assert [r.round_id for r in rounds.rounds] == [placed.round_id, unplaced.round_id]
+
+
+async def test_the_queue_cache_reads_an_expired_queue_once_for_a_burst(store: Store) -> None:
+    from federation.domain.queues import Queue
+    from federation.service.jobs import QueueCache
+
+    store.queues.create(Queue("burst", owners=("nlp",)))
+    reads: list[str] = []
+    real_get = store.queues.get
+
+    def counting_get(name: str) -> Queue:
+        reads.append(name)
+        return real_get(name)
+
+    store.queues.get = counting_get  # type: ignore[method-assign]
+    now = [0.0]
+    cache = QueueCache(store, ttl=2.0, clock=lambda: now[0])
+    got = await asyncio.gather(*(cache.get("burst") for _ in range(50)))
+    assert {q.owners for q in got} == {("nlp",)} and reads == ["burst"]
+    now[0] = 1.0
+    await cache.get("burst")
+    assert reads == ["burst"]  # fresh
+    now[0] = 3.0
+    await asyncio.gather(*(cache.get("burst") for _ in range(50)))
+    assert reads == ["burst", "burst"]  # expired: one read for the whole burst
+    with pytest.raises(Exception, match="not found"):
+        await cache.get("absent")

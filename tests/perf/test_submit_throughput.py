@@ -1,0 +1,60 @@
+"""Submission throughput through the client library to ``federation serve`` on PostgreSQL.
+
+A short run (3 s) of ``federation.service.submitbench`` — the full 60 s figure is recorded
+in docs/benchmarks.md with its command. Asserts correctness only (every acknowledged job
+is in the store, no errors, the server drains and exits 0), never a wall-clock rate:
+the machine is shared.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from federation.service.submitbench import run
+from federation.store import migrate as migrations
+
+pytestmark = pytest.mark.perf
+_CONFTEST = Path(__file__).resolve().parents[1] / "integration" / "conftest.py"
+
+
+def _integration_fixtures():  # type: ignore[no-untyped-def]
+    """The integration suite's PostgreSQL helper (start_postgres), loaded by path."""
+    spec = importlib.util.spec_from_file_location("integration_conftest", _CONFTEST)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def bench_db() -> Iterator[str]:
+    server = _integration_fixtures().start_postgres()
+    name = f"bench_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(server.url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f"CREATE DATABASE {name}"))
+        url = server.database_url(name)
+        migrations.upgrade(url)
+        yield url
+    finally:
+        admin.dispose()
+        server.purge()
+
+
+def test_every_acknowledged_submission_is_stored(bench_db: str) -> None:
+    report = run(bench_db, seconds=3, clients=2, concurrency=16, warmup=0.5, baseline_seconds=1)
+    print("\n" + report.text())
+    assert report.acknowledged > 0 and report.errors == {}
+    assert report.missing == 0 and report.found_in_store == report.acknowledged
+    assert report.stored_unacknowledged == 0
+    assert report.server_exit_code == 0
+    assert all(b["jobs"] > 0 for b in report.baseline)
