@@ -90,3 +90,36 @@ def synthetic(
         jobs.append(PendingJob(gang(f"j{j}", f"q{rng.randrange(queues)}", pods, gpus, rng.randrange(priorities), topo),
                                submitted_at=float(j)))
     return FederationSnapshot(tuple(cs), qs, tuple(jobs), now=float(pending))
+
+
+def small(seed: int, clusters: int = 2, nodes: int = 6, pending: int = 8, running: int = 2) -> FederationSnapshot:
+    """A round small enough for CP-SAT to prove optimality (optimality-gap benchmark)."""
+    from federation.domain.plans import Placement, PodAssignment, RunningJob
+
+    rng = random.Random(seed)
+    cs = []
+    runs: list[RunningJob] = []
+    for c in range(clusters):
+        used: dict[int, int] = {}
+        for r in range(running if c == 0 else 0):
+            i = rng.randrange(nodes)
+            if i in used:
+                continue
+            used[i] = 8
+            victim = gang(f"r{c}{r}", rng.choice(("a", "b")), 1, 8, rng.randrange(2))
+            name = f"c{c}"
+            leaf = i // 2
+            runs.append(RunningJob(victim, Placement(victim.name, name, f"{name}-leaf{leaf}", 1,
+                                                (PodAssignment("worker", 0, f"{name}-n{i}"),)), rng.uniform(0, 100)))
+        for i in range(nodes):
+            if i not in used and rng.random() < 0.3:
+                used[i] = rng.choice((2, 4))
+        cs.append(tiered_cluster(f"c{c}", nodes, leaf=2, spine=2, used=used))
+    qs = (Queue("a", weight=1 + rng.randrange(2)), Queue("b", weight=1, priority=rng.randrange(2)))
+    jobs = []
+    for j in range(pending):
+        pods, gpus = rng.choice(((1, 4), (1, 8), (2, 8), (2, 4), (3, 8), (4, 4), (4, 8)))
+        topo = rng.choice(TOPOLOGIES) if pods > 1 else None
+        jobs.append(PendingJob(gang(f"j{j}", rng.choice(("a", "b")), pods, gpus, rng.randrange(2), topo),
+                               submitted_at=float(j)))
+    return FederationSnapshot(tuple(cs), qs, tuple(jobs), tuple(runs), now=200.0)

@@ -1,8 +1,8 @@
-"""``plan()``: the round entry point — greedy first, CP-SAT on top, never worse.
+"""``plan()``: the round entry point — CP-SAT over the greedy plan, never worse.
 
-The greedy plan is always computed first: it is the CP-SAT hint, the fallback when the
-model cannot finish in time, and the yardstick the CP-SAT plan must beat by
-``score_vector`` to be returned.
+The greedy planner always runs first inside ``plan_cpsat`` (for the whole round when it is
+small, band by band when it is large): it is the CP-SAT hint, the fallback when the model
+cannot finish in time, and the yardstick the CP-SAT decisions must beat to be kept.
 """
 
 from __future__ import annotations
@@ -22,5 +22,4 @@ def plan(snapshot: FederationSnapshot, limits: PlanLimits = DEFAULT_LIMITS, prev
     """
     if not snapshot.pending:
         return greedy_plan(snapshot, limits)
-    greedy = greedy_plan(snapshot, limits)
-    return plan_cpsat(snapshot, limits, previous, greedy)
+    return plan_cpsat(snapshot, limits, previous)

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobs import Job
 from federation.domain.nodes import Node
 from federation.domain.plans import FederationSnapshot, Placement, Preemption, RunningJob
 from federation.domain.propagation import PropagationPolicy
+from federation.domain.resources import Resources
 from federation.placement.eligibility import allowed_clusters, tier_limit, usable_nodes
 from federation.placement.ledger import Ledger
 from federation.placement.packing import Vector
@@ -44,6 +46,7 @@ class Round:
         self._tainted = {c.name for c in snapshot.clusters if any(n.taints for n in c.nodes if n.usable)}
         self._allowed_nodes: dict[tuple[str, object], dict[str, Node]] = {}
         self._pods: dict[str, tuple[list[Vector], Vector]] = {}
+        self._failed: set[object] = set()
         self._sets: dict[tuple[str, ...], frozenset[str]] = {}
         self._limits: dict[tuple[object, tuple[str, ...]], tuple[dict[str, int | None], int | None]] = {}
 
@@ -120,8 +123,16 @@ class Round:
         return self.ledger.capability_ok(job) and self.ledger.guarantee_ok(job)
 
     def place(self, job: Job) -> Placement | None:
-        """Place ``job`` in the first affinity group that can hold it now, or return None."""
+        """Place ``job`` in the first affinity group that can hold it now, or return None.
+
+        A gang that found no room stays unplaceable until room is given back (placements
+        only take room), so identical gangs after it are refused without searching.
+        """
         if not self.admissible(job):
+            return None
+        key = (tuple((t.replicas, t.resources) for t in job.tasks), job.tolerations, job.network_topology,
+               job.propagation)
+        if key in self._failed:
             return None
         for names in self.groups(job):
             if not names:
@@ -129,6 +140,7 @@ class Round:
             found = self.find_home(job, names)
             if found is not None:
                 return self.commit(job, *found)
+        self._failed.add(key)
         return None
 
     # -- recording ---------------------------------------------------------------------
@@ -141,12 +153,14 @@ class Round:
         return placement
 
     def undo(self, job: Job) -> None:
+        self._failed.clear()
         placement = self.placements.pop(job.name)
         pods, _ = self.demand(job)
         self.state.give(placement.cluster, [(a.node, v) for a, v in zip(placement.pods, pods, strict=True)])
         self.ledger.add(job, -1)
 
     def evict(self, running: RunningJob, reason: str, preemptor: str | None) -> None:
+        self._failed.clear()
         self.state.give(running.placement.cluster, self.state.running_pods(running))
         self.ledger.add(running.job, -1)
         self.preempted[running.job.name] = Preemption(running.job.name, reason, preemptor)
@@ -164,3 +178,41 @@ class Round:
         return all(
             node in frees and all(f >= d for f, d in zip(frees[node], need, strict=True)) for node, need in merged
         )
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def checkpoint(self) -> Checkpoint:
+        """A copy of everything a round mutates (cheap: flat dicts and small lists)."""
+        st = self.state
+        return Checkpoint(
+            {c: dict(d) for c, d in st.node_free.items()},
+            [(list(d.free), dict(d.gpu_hist), dict(d.index)) for d in st.domains],
+            {k: list(v) for k, v in st.rows.items()},
+            dict(self.ledger.usage),
+            self.ledger.free_total,
+            dict(self.placements),
+            dict(self.preempted),
+        )
+
+    def restore(self, cp: Checkpoint) -> None:
+        """Return to ``cp`` (which stays reusable)."""
+        self._failed.clear()
+        st = self.state
+        st.node_free = {c: dict(d) for c, d in cp.node_free.items()}
+        for dom, (free, hist, index) in zip(st.domains, cp.domains, strict=True):
+            dom.free, dom.gpu_hist, dom.index = list(free), dict(hist), dict(index)
+        st.rows = {k: list(v) for k, v in cp.rows.items()}
+        self.ledger.usage = dict(cp.usage)
+        self.ledger.free_total = cp.free_total
+        self.placements = dict(cp.placements)
+        self.preempted = dict(cp.preempted)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    node_free: dict[str, dict[str, Vector]]
+    domains: list[tuple[list[int], dict[int, int], dict[int, int]]]
+    rows: dict[tuple[int, int], list[tuple[int, int]]]
+    usage: dict[str, Resources]
+    free_total: Resources
+    placements: dict[str, Placement]
+    preempted: dict[str, Preemption]

@@ -159,12 +159,13 @@ def attach_candidates(
     ranked = sorted(scored, key=lambda u: (scored[u], u))
     cut = min(CANDIDATES_MAX, CANDIDATES_BASE + 2 * len(jc.jobs)) if prune else len(ranked)
     chosen = ranked[:cut]
+    kept: dict[int, int] = {}
     for uid in keep:
+        kept[uid] = kept.get(uid, 0) + 1
         if uid not in chosen:
             chosen.append(uid)
-            jc.cap[uid] = max(jc.cap.get(uid, 0), 1)
     jc.candidates = chosen
-    jc.cap = {u: max(1, min(jc.cap[u], len(jc.jobs))) for u in chosen}
+    jc.cap = {u: max(kept.get(u, 0), 1, min(jc.cap.get(u, 0), len(jc.jobs))) for u in chosen}
 
 
 def hint_domains(rnd: Round, jc: JobClass, hint: Mapping[str, Placement]) -> list[int]:

@@ -28,6 +28,6 @@ def add(w: Window, v: Vars) -> None:
         terms = placed.get((queue, band), [])
         m.add(r <= sum(u * x for u, x in terms))
         per_queue[queue].append(r)
-        v.objective.append((FAIR_BONUS * w.weights.get(band, 1), r))
+        v.objective.append((FAIR_BONUS, r, band))
     for queue, rs in per_queue.items():
         m.add(sum(rs) <= w.fair_left.get(queue, 0))

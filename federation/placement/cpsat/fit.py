@@ -18,4 +18,4 @@ def add(w: Window, v: Vars) -> None:
         dom = w.rnd.state.domains[uid]
         empty = sc.emptiness(dom.cluster.name, dom.domain.name)
         if empty:
-            v.objective.append((-empty * jc.units * w.weights.get(jc.band, 1), x))
+            v.objective.append((-empty * jc.units, x, jc.band))

@@ -107,5 +107,4 @@ def add(w: Window, v: Vars) -> None:
             excess = int((rnd.ledger.share(queue) - rnd.ledger.fair[queue]) * sc.scale)
             m.add(sum(sc.units(vj.job) * v.e[vj.job.name] for vj in reclaimed) <= max(0, excess))
     for victim in w.victims:
-        weight = w.weights.get(sc.band(victim.job), 1)
-        v.objective.append((-weight * sc.victim_cost(victim), v.e[victim.job.name]))
+        v.objective.append((-sc.victim_cost(victim), v.e[victim.job.name], sc.band(victim.job)))

@@ -18,4 +18,4 @@ def add(w: Window, v: Vars) -> None:
     by_uid = {jc.uid: jc for jc in w.classes}
     for (k, _uid), x in v.x.items():
         jc = by_uid[k]
-        v.objective.append((VALUE * jc.units * w.weights.get(jc.band, 1), x))
+        v.objective.append((VALUE * jc.units, x, jc.band))

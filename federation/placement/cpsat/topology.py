@@ -22,4 +22,4 @@ def add(w: Window, v: Vars) -> None:
         jc = by_uid[k]
         steps = sc.tier_steps(jc.jobs[0], w.rnd.state.domains[uid].tier)
         if steps:
-            v.objective.append((-TIER_PENALTY * steps * jc.units * w.weights.get(jc.band, 1), x))
+            v.objective.append((-TIER_PENALTY * steps * jc.units, x, jc.band))

@@ -21,7 +21,7 @@ from federation.domain.plans import RunningJob
 from federation.placement.cpsat.classes import JobClass
 from federation.placement.rounds import Round
 
-Term = tuple[int, Any]  # (coefficient, variable)
+Term = tuple[int, Any, int]  # (coefficient, variable, priority band the term belongs to)
 
 
 @dataclass

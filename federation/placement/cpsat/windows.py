@@ -20,27 +20,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-
-from ortools.sat.python import cp_model
 
 from federation.domain.jobs import Job
-from federation.domain.plans import FederationSnapshot, PendingJob, Placement, Plan, PlanLimits, Preemption
-from federation.placement.cpsat import (
-    assignment,
-    capacity,
-    decode,
-    fairness,
-    fit,
-    hint,
-    objective,
-    preemption,
-    priority,
-    quota,
-    topology,
-    variables,
-)
+from federation.domain.plans import FederationSnapshot, PendingJob, Placement, Plan, PlanLimits
+from federation.placement.cpsat import decode, preemption, solve
 from federation.placement.cpsat.classes import attach_candidates, group_jobs, hint_domains, victim_room
+from federation.placement.cpsat.solve import Outcome
 from federation.placement.cpsat.variables import Window
 from federation.placement.greedy import finish, run_bands
 from federation.placement.rounds import Round
@@ -50,13 +35,9 @@ EXACT_MAX_VARS = 1_500
 JOINT_MAX_JOBS = 300
 MAX_COEFFICIENT = 1 << 50
 RESERVE = 0.15  # fraction of the budget kept for decoding and reasons
-
-
-@dataclass
-class Outcome:
-    solved: bool = False
-    optimal: bool = True
-    gap: float = 0.0
+MIN_WINDOW_SECONDS = 0.1
+MIN_BAND_SECONDS = 0.25  # below this a band keeps its greedy decisions without building a model
+DECODE_SECONDS_PER_VAR = 40e-6  # measured: building, decoding and repairing cost per x variable
 
 
 def fair_left(rnd: Round, before_band: int) -> dict[str, int]:
@@ -83,34 +64,10 @@ def build(rnd: Round, jobs: Sequence[Job], weights: dict[int, int], keep: Mappin
     classes = [jc for jc in classes if jc.candidates]
     pod_vars = sum(len(rnd.state.domains[u].nodes) * len(jc.tasks) for jc in classes for u in jc.candidates)
     exact = small and pod_vars <= EXACT_MAX_VARS
+    if len(weights) == 1:  # one band: its terms outweigh every lower-band victim's cost
+        (band,) = weights
+        weights = {band: 1 + sum(rnd.scoring.victim_cost(r) for r in victims if rnd.scoring.band(r.job) != band)}
     return Window(rnd, classes, victims, weights, exact, fair_left(rnd, before_band))
-
-
-def solve(w: Window, keep: Mapping[str, Placement], evicted: set[str], seconds: float,
-          limits: PlanLimits) -> tuple[object, cp_model.CpSolver, variables.Vars]:
-    v = variables.create(w)
-    for module in (assignment, capacity, quota, fairness, priority, topology, fit, preemption):
-        module.add(w, v)
-    objective.add(v)
-    hint.add(w, v, keep, evicted)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.01, seconds)
-    solver.parameters.num_workers = max(1, limits.workers)
-    solver.parameters.random_seed = limits.seed
-    status = solver.solve(v.model)
-    return status, solver, v
-
-
-def _record(out: Outcome, status: object, solver: cp_model.CpSolver) -> bool:
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        out.optimal = False
-        return False
-    out.solved = True
-    if status != cp_model.OPTIMAL:
-        out.optimal = False
-        obj, bound = solver.objective_value, solver.best_objective_bound
-        out.gap = max(out.gap, (bound - obj) / max(1.0, abs(bound)))
-    return True
 
 
 def joint_weights(rnd: Round) -> dict[int, int] | None:
@@ -135,22 +92,6 @@ def _band_value(rnd: Round, band: int) -> int:
     return rnd.scoring.vector(partial)[band]
 
 
-def _replay(rnd: Round, jobs: Mapping[str, Job], placed: Mapping[str, Placement],
-            evicted: Mapping[str, Preemption]) -> None:
-    for name, pre in evicted.items():
-        rnd.evict(rnd.running[name], pre.reason, pre.preemptor)
-    for name, p in placed.items():
-        dom = rnd.state.domains[rnd.state.uid_of[(p.cluster, p.hypernode)]]
-        rnd.commit(jobs[name], dom, [a.node for a in p.pods])
-
-
-def _rollback(rnd: Round, jobs: Mapping[str, Job], placed: set[str], evicted: set[str]) -> None:
-    for name in [n for n in rnd.placements if n not in placed]:
-        rnd.undo(jobs[name])
-    for name in [n for n in rnd.preempted if n not in evicted]:
-        rnd.unevict(rnd.running[name])
-
-
 def per_band(
     rnd: Round, limits: PlanLimits, deadline: float, previous: Plan | None
 ) -> tuple[list[PendingJob], Outcome]:
@@ -160,68 +101,79 @@ def per_band(
     for p in rnd.snapshot.pending:
         bands.setdefault(rnd.scoring.band(p.job), []).append(p)
     left: list[PendingJob] = []
-    prev = {p.job: p for p in previous.placements} if previous is not None else {}
-    for index, band in enumerate(sorted(bands)):
+    prev = {p.job: p for p in previous.placements if p.job in jobs} if previous is not None else {}
+    order = sorted(bands)
+    for index, band in enumerate(order):
         members = bands[band]
-        placed0, evicted0 = set(rnd.placements), set(rnd.preempted)
+        before = rnd.checkpoint()
         greedy_left = run_bands(rnd, tuple(members))
-        g_placed = {n: p for n, p in rnd.placements.items() if n not in placed0}
-        g_evicted = {n: p for n, p in rnd.preempted.items() if n not in evicted0}
-        remaining = deadline - time.monotonic()
-        share = sum(len(bands[b]) for b in sorted(bands)[index:])
-        seconds = remaining * len(members) / max(1, share)
+        g_placed = {n: p for n, p in rnd.placements.items() if n not in before.placements}
+        g_evicted = {n for n in rnd.preempted if n not in before.preempted}
+        seconds = (deadline - time.monotonic()) * len(members) / max(1, sum(len(bands[b]) for b in order[index:]))
         perfect = not greedy_left and not any(rnd.scoring.tier_steps(jobs[n], p.tier) for n, p in g_placed.items())
-        if perfect or seconds < 0.02:
+        if perfect or seconds < MIN_BAND_SECONDS:
             left.extend(greedy_left)
             continue
         g_value = _band_value(rnd, band)
-        _rollback(rnd, jobs, placed0, evicted0)
-        keep = {**{n: p for n, p in prev.items() if n in jobs}, **g_placed}
-        w = build(rnd, [p.job for p in members], {band: 1}, keep, small=False, before_band=band)
+        after_greedy = rnd.checkpoint()
+        rnd.restore(before)
         started = time.monotonic()
-        status, solver, v = solve(w, g_placed, set(g_evicted), seconds - (time.monotonic() - started), limits)
-        if _record(out, status, solver):
+        w = build(rnd, [p.job for p in members], {band: 1}, {**prev, **g_placed}, small=False, before_band=band)
+        size = sum(len(jc.candidates) for jc in w.classes)
+        solve_seconds = seconds - (time.monotonic() - started) - size * DECODE_SECONDS_PER_VAR
+        if solve_seconds < MIN_WINDOW_SECONDS:  # the model would not get to improve on its hint
+            rnd.restore(after_greedy)
+            left.extend(greedy_left)
+            continue
+        v = solve.model(w, g_placed, g_evicted)
+        solver = solve.weighted(w, v, solve_seconds, limits, out)
+        if solver is not None:
             decode.apply(w, v, solver)
         band_left = run_bands(rnd, tuple(p for p in members if p.job.name not in rnd.placements))
         if _band_value(rnd, band) <= g_value:
-            _rollback(rnd, jobs, placed0, evicted0)
-            _replay(rnd, jobs, g_placed, g_evicted)
+            rnd.restore(after_greedy)
             band_left = greedy_left
         left.extend(band_left)
     return left, out
 
 
-def joint(rnd: Round, greedy: Plan, weights: dict[int, int], limits: PlanLimits, deadline: float,
-          previous: Plan | None) -> tuple[list[PendingJob], Outcome]:
+def joint(rnd: Round, weights: dict[int, int] | None, limits: PlanLimits, deadline: float,
+          previous: Plan | None, greedy: Plan) -> tuple[list[PendingJob], Outcome]:
+    """One model over the whole round: weighted when the weights fit, else band stages."""
     out = Outcome()
-    keep = {p.job: p for p in greedy.placements}
-    if previous is not None:
-        keep = {**{p.job: p for p in previous.placements if p.job in keep}, **keep}
-    pending = [p.job for p in rnd.snapshot.pending]
-    w = build(rnd, pending, weights, keep, small=True, before_band=0)
+    hinted = {p.job: p for p in greedy.placements}
+    keep = {**({p.job: p for p in previous.placements} if previous is not None else {}), **hinted}
+    w = build(rnd, [p.job for p in rnd.snapshot.pending], weights or {}, keep, small=True, before_band=0)
+    v = solve.model(w, hinted, {p.job for p in greedy.preemptions})
     seconds = deadline - time.monotonic()
-    status, solver, v = solve(w, {p.job: p for p in greedy.placements}, {p.job for p in greedy.preemptions},
-                              seconds, limits)
-    if _record(out, status, solver):
+    if weights is not None:
+        solver = solve.weighted(w, v, seconds, limits, out)
+    else:
+        solver = solve.lexicographic(v, seconds, limits, out)
+    if solver is not None:
         decode.apply(w, v, solver)
     return run_bands(rnd, tuple(p for p in rnd.snapshot.pending if p.job.name not in rnd.placements)), out
 
 
-def plan_cpsat(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan | None, greedy: Plan) -> Plan:
-    """The CP-SAT plan of a round (never worse than ``greedy`` by ``score_vector``)."""
+def plan_cpsat(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan | None = None) -> Plan:
+    """The CP-SAT plan of a round; never worse than the greedy plan by ``score_vector``."""
     started = time.monotonic()
     budget = max(0.05, limits.time_limit_seconds)
-    deadline = started + budget * (1 - RESERVE) - greedy.solve_seconds
+    deadline = started + budget * (1 - RESERVE)
     rnd = Round(snapshot)
     weights = joint_weights(rnd) if len(snapshot.pending) <= JOINT_MAX_JOBS else None
+    greedy: Plan | None = None
     if weights is not None:
-        left, out = joint(rnd, greedy, weights, limits, deadline, previous)
+        fresh = rnd.checkpoint()
+        greedy = finish(rnd, run_bands(rnd, snapshot.pending), "GREEDY", started)
+        rnd.restore(fresh)
+        left, out = joint(rnd, weights, limits, deadline, previous, greedy)
     else:
         left, out = per_band(rnd, limits, deadline, previous)
     status = "OPTIMAL" if out.solved and out.optimal else "FEASIBLE" if out.solved else "GREEDY"
     result = finish(rnd, left, status, started)
-    if rnd.scoring.vector(result) < rnd.scoring.vector(greedy):
-        return greedy
+    if greedy is not None and rnd.scoring.vector(result) < rnd.scoring.vector(greedy):
+        result = greedy
     bound = result.objective + out.gap * abs(result.objective)
     return Plan(result.placements, result.unplaced, result.preemptions, result.status, result.objective, bound,
-                time.monotonic() - started + greedy.solve_seconds, result.score_terms)
+                time.monotonic() - started, result.score_terms)
