@@ -1,0 +1,149 @@
+"""Placement benchmarks (issue 3), reported in docs/benchmarks.md under
+"Placement round latency and quality (issue 3)".
+
+    .venv/bin/python -m pytest tests/perf/test_placement_perf.py -m perf -s
+
+1. Round latency: ``plan()`` on 2,000 pending gangs over 100 clusters x 100 eight-GPU
+   nodes with three-tier HyperNode trees (``instances.synthetic``), one instance per
+   seed; p50/p99 of wall and CPU time; baseline: ``greedy_plan`` on the same instances.
+2. Full re-plan: ``plan()`` on 10,000 pending jobs over the same fleet; baseline greedy.
+3. Optimality gap: on rounds small enough for CP-SAT to prove optimality
+   (``instances.small``), the shipped configuration (``plan()``, 1 s) against the exact
+   lexicographic optimum (``cpsat.reference.reference_plan``); baseline: the greedy gap.
+   The gap is ``(score(optimum) - score(plan)) / |score(optimum)|``.
+
+Figures are printed and written to ``$PLACEMENT_PERF_JSON`` (default
+``.placement-perf.json``). Only plan validity and the quality gap are asserted, never
+wall-clock limits (the machine is shared).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from federation.domain import FederationSnapshot, Plan, PlanLimits
+from federation.placement import greedy_plan, plan, validate
+from federation.placement.cpsat.reference import reference_plan
+from federation.placement.instances import small, synthetic
+from federation.placement.score import Scoring
+
+pytestmark = pytest.mark.perf
+RESULTS: dict[str, Any] = {}
+OUT = Path(os.environ.get("PLACEMENT_PERF_JSON", ".placement-perf.json"))
+ROUNDS = int(os.environ.get("PLACEMENT_PERF_ROUNDS", "12"))
+GAP_SEEDS = int(os.environ.get("PLACEMENT_PERF_GAP_SEEDS", "30"))
+
+
+@pytest.fixture(autouse=True)
+def _only_with_perf_marker(request: pytest.FixtureRequest) -> None:
+    expr = request.config.getoption("-m") or ""
+    if "perf" not in expr or "not perf" in expr:
+        pytest.skip("benchmarks run only with -m perf")
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _timed(fn: Callable[[], Plan]) -> tuple[Plan, float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = fn()
+    return result, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def _summary(walls: list[float], cpus: list[float]) -> dict[str, float]:
+    return {
+        "p50_wall_ms": 1000 * statistics.median(walls), "p99_wall_ms": 1000 * _pct(walls, 0.99),
+        "p50_cpu_ms": 1000 * statistics.median(cpus), "p99_cpu_ms": 1000 * _pct(cpus, 0.99),
+    }
+
+
+def _save(key: str, value: Any) -> None:
+    RESULTS[key] = value
+    previous = json.loads(OUT.read_text()) if OUT.exists() else {}
+    previous.update(RESULTS)
+    OUT.write_text(json.dumps(previous, indent=2, sort_keys=True))
+    print(f"\n{key}: {json.dumps(value, sort_keys=True)}")
+
+
+def _load() -> str:
+    return os.getloadavg().__repr__() if hasattr(os, "getloadavg") else "n/a"
+
+
+def test_round_latency_2000_gangs(benchmark: Any) -> None:
+    instances = [synthetic(seed=s, clusters=100, nodes=100, pending=2000) for s in range(ROUNDS)]
+    limits = PlanLimits(time_limit_seconds=1.0, workers=2)
+    walls, cpus, g_walls, g_cpus, statuses, placed = [], [], [], [], [], []
+    for snap in instances:
+        g, gw, gc = _timed(lambda snap=snap: greedy_plan(snap, limits))  # type: ignore[misc]
+        p, w, c = _timed(lambda snap=snap: plan(snap, limits))  # type: ignore[misc]
+        assert validate(snap, p) == []
+        walls.append(w)
+        cpus.append(c)
+        g_walls.append(gw)
+        g_cpus.append(gc)
+        statuses.append(p.status)
+        placed.append((len(p.placements), len(g.placements)))
+    benchmark.pedantic(plan, args=(instances[0], limits), rounds=3, iterations=1)
+    _save("round_2000x100x100", {
+        "rounds": len(instances), "plan": _summary(walls, cpus), "greedy": _summary(g_walls, g_cpus),
+        "statuses": {s: statuses.count(s) for s in set(statuses)},
+        "placed_plan_vs_greedy": placed[:3], "loadavg": _load(),
+    })
+
+
+def test_full_replan_10000_jobs() -> None:
+    snap = synthetic(seed=7, clusters=100, nodes=100, pending=10_000)
+    limits = PlanLimits(time_limit_seconds=5.0, workers=2)
+    g, gw, gc = _timed(lambda: greedy_plan(snap, limits))
+    p, w, c = _timed(lambda: plan(snap, limits))
+    assert validate(snap, p) == []
+    _save("replan_10000", {
+        "plan_wall_ms": 1000 * w, "plan_cpu_ms": 1000 * c, "greedy_wall_ms": 1000 * gw, "greedy_cpu_ms": 1000 * gc,
+        "status": p.status, "placed": len(p.placements), "placed_greedy": len(g.placements), "loadavg": _load(),
+    })
+
+
+def _gap(snap: FederationSnapshot, seconds: float) -> tuple[str, float, float, float]:
+    ref = reference_plan(snap, seconds=30.0)
+    shipped, wall, _ = _timed(lambda: plan(snap, PlanLimits(time_limit_seconds=seconds, workers=2)))
+    g = greedy_plan(snap)
+    assert validate(snap, shipped) == [] and validate(snap, ref) == []
+    sc = Scoring(snap)
+    best = sc.fold(sc.vector(ref))
+    if not best:
+        return ref.status, 0.0, 0.0, wall
+    return (ref.status, (best - sc.fold(sc.vector(shipped))) / abs(best),
+            (best - sc.fold(sc.vector(g))) / abs(best), wall)
+
+
+@pytest.mark.parametrize("shape", [
+    {"clusters": 2, "nodes": 6, "pending": 8, "running": 2},
+    {"clusters": 3, "nodes": 8, "pending": 14, "running": 3},
+], ids=["2x6-nodes-8-jobs", "3x8-nodes-14-jobs"])
+def test_optimality_gap_small_rounds(shape: dict[str, int]) -> None:
+    gaps, greedy_gaps, walls = [], [], []
+    for seed in range(GAP_SEEDS):
+        status, gap, greedy_gap, wall = _gap(small(seed, **shape), 1.0)
+        if status == "OPTIMAL":
+            gaps.append(gap)
+            greedy_gaps.append(greedy_gap)
+            walls.append(wall)
+    key = "gap_" + "x".join(str(shape[k]) for k in ("clusters", "nodes", "pending"))
+    _save(key, {
+        "proven_optimal": len(gaps), "seeds": GAP_SEEDS,
+        "mean_gap": statistics.fmean(gaps), "max_gap": max(gaps),
+        "within_1_5_percent": sum(g <= 0.015 for g in gaps),
+        "greedy_mean_gap": statistics.fmean(greedy_gaps), "greedy_max_gap": max(greedy_gaps),
+        "plan_p50_wall_ms": 1000 * statistics.median(walls),
+    })
+    assert max(gaps) <= 0.015
