@@ -8,10 +8,12 @@ kube-apiserver through ``agents.k8s`` — imported lazily so the fake path needs
 Kubernetes client; ``--fake-nodes N`` runs an in-memory cluster of N eight-GPU nodes
 (smoke tests and trying the protocol without a cluster).
 
-Leader election: with ``--namespace`` (or ``--lease-namespace``) on a Kubernetes backend,
-replicas campaign for a Lease and only the leader runs the runtime, with the Lease's
-acquisition time as its epoch; without it the process start time is the epoch, and a
-``Fence`` ends the process (exit 3) so a supervisor can restart it as a new epoch.
+Leader election (Kubernetes backends, ``agents.k8s.run``): replicas campaign for the
+Lease ``--namespace``/``--lease-name`` and only the leader runs the runtime, with the
+Lease's acquisition time as its epoch; a ``Fence`` ends the term (the Lease is released
+and the replica campaigns again). With ``--no-leader-election`` or ``--fake-nodes`` the
+process start time is the epoch and a ``Fence`` ends the process (exit 3), so a
+supervisor restarts it as a newer epoch.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ import logging
 import os
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import grpc
 
@@ -46,9 +48,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ca", help="CA bundle (PEM) to verify the central service; enables TLS")
     p.add_argument("--cert", help="client certificate (PEM) for mutual TLS")
     p.add_argument("--key", help="client key (PEM) for mutual TLS")
-    p.add_argument("--namespace", help="namespace of the leader-election Lease (enables leader election)")
+    p.add_argument("--namespace", help="namespace of the leader-election Lease (default federation-system)")
     p.add_argument("--lease-namespace", help="alias of --namespace")
-    p.add_argument("--lease-name", default="federation-agent")
+    p.add_argument("--lease-name", help="the Lease's name (default federation-agent-<cluster>)")
+    p.add_argument("--no-leader-election", action="store_true",
+                   help="act without a Lease (a single replica; the epoch is the process start time)")
     p.add_argument("--lease-duration", type=float, default=15.0)
     p.add_argument("--identity", default=os.environ.get("POD_NAME", ""), help="this replica's name")
     p.add_argument("--label-discovery", default="", help="comma-separated node label keys, highest network level "
@@ -116,17 +120,30 @@ async def run(args: argparse.Namespace) -> int:
     if not args.kubeconfig and not os.environ.get("KUBERNETES_SERVICE_HOST"):
         print("error: --kubeconfig is required outside a pod (or use --fake-nodes N)", file=sys.stderr)
         return 2
-    from agents.k8s.backend import KubernetesBackend  # lazy: only this path needs kubernetes_asyncio
+    if args.no_leader_election:
+        from agents.k8s.backend import KubernetesBackend  # lazy: only this path needs kubernetes_asyncio
 
-    backend = await KubernetesBackend.from_kubeconfig(args.kubeconfig, args.cluster, context=args.context)
-    try:
-        await backend.start()
-        namespace = args.namespace or args.lease_namespace
-        if namespace:
-            return await lead_elected(backend, cfg, namespace, args, stop)
-        return await run_runtime(backend, cfg, stop)
-    finally:
-        await backend.close()
+        backend = await KubernetesBackend.from_kubeconfig(args.kubeconfig, args.cluster, context=args.context)
+        try:
+            await backend.start()
+            return await run_runtime(backend, cfg, stop)
+        finally:
+            await backend.close()
+    from agents.k8s.run import DEFAULT_LEASE_NAMESPACE, run_agent_on_kubernetes
+
+    fenced = 0
+
+    async def runtime(backend: ClusterBackend, epoch: int, agent_id: str) -> None:
+        nonlocal fenced
+        code = await run_runtime(backend, replace(cfg, agent_id=agent_id), stop, epoch=epoch)
+        if code == EXIT_FENCED:  # the term ends; the Lease is released and we campaign again
+            fenced += 1
+
+    await run_agent_on_kubernetes(
+        args.cluster, runtime, kubeconfig=args.kubeconfig, context=args.context,
+        lease_namespace=args.namespace or args.lease_namespace or DEFAULT_LEASE_NAMESPACE,
+        lease_name=args.lease_name, lease_duration=args.lease_duration, identity=args.identity or None, stop=stop)
+    return 0
 
 
 async def run_runtime(backend: ClusterBackend, cfg: RuntimeConfig, stop: asyncio.Event,
@@ -143,29 +160,6 @@ async def run_runtime(backend: ClusterBackend, cfg: RuntimeConfig, stop: asyncio
         return EXIT_FENCED
     finally:
         stopping.cancel()
-    return 0
-
-
-async def lead_elected(backend: Any, cfg: RuntimeConfig, namespace: str, args: argparse.Namespace,
-                       stop: asyncio.Event) -> int:
-    """Campaign for the Lease; each term runs the runtime with the term's epoch behind a
-    backend that refuses writes once the term is over. A Fence ends the term (the Lease is
-    released and the replica campaigns again, with a newer epoch if it wins)."""
-    from agents.k8s.lease import KubernetesLeaseStore
-    from agents.leader import GuardedBackend, LeaderElector, Leadership
-
-    identity = cfg.agent_id or f"{os.uname().nodename}-{os.getpid()}"
-    store = KubernetesLeaseStore(backend.api_client, namespace, args.lease_name)
-    duration = args.lease_duration
-    elector = LeaderElector(store, identity, lease_duration=duration, renew_deadline=duration * 2 / 3,
-                            retry_period=duration / 7.5)
-
-    async def lead(term: Leadership) -> None:
-        code = await run_runtime(GuardedBackend(backend, term), cfg, stop, epoch=term.epoch)
-        if code == EXIT_FENCED:
-            logging.getLogger(__name__).warning("term ended by a Fence; campaigning again")
-
-    await elector.run(lead, stop=stop)
     return 0
 
 

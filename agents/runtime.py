@@ -148,9 +148,19 @@ class AgentRuntime:
 
     # ------------------------------------------------------------------ one stream
     def _channel(self) -> grpc.aio.Channel:
+        """A fresh channel per stream with its own subchannel pool: gRPC's global pool would
+        carry a failed connection's internal backoff (up to minutes) over to the new
+        channel, so an agent could not reconnect for long after central came back. Our
+        own backoff (with jitter) is the only one that applies."""
+        cap_ms = int(self.config.backoff_max_seconds * 1000)
+        options = [("grpc.use_local_subchannel_pool", 1),
+                   ("grpc.initial_reconnect_backoff_ms", min(1000, cap_ms)),
+                   ("grpc.max_reconnect_backoff_ms", cap_ms),
+                   ("grpc.keepalive_time_ms", 20_000),
+                   ("grpc.keepalive_timeout_ms", 10_000)]
         if self.config.credentials is not None:
-            return grpc.aio.secure_channel(self.config.server, self.config.credentials)
-        return grpc.aio.insecure_channel(self.config.server)
+            return grpc.aio.secure_channel(self.config.server, self.config.credentials, options=options)
+        return grpc.aio.insecure_channel(self.config.server, options=options)
 
     async def _session(self) -> bool:
         """One stream, until it ends; True when the hello was accepted."""

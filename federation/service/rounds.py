@@ -80,6 +80,7 @@ class RoundScheduler:
         self._previous: Plan | None = None
         self._listeners: list[WorksListener] = []
         self._failures = 0
+        self._retry_soon = False
         self.rounds_run = 0
         self.last_error: str = ""
 
@@ -136,8 +137,8 @@ class RoundScheduler:
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("planning round (%s) failed, will retry: %s", trigger, self.last_error,
                             exc_info=not isinstance(exc, StoreError))
-            else:
-                self._failures = 0
+            else:  # a round that left work undone (a Work not created) retries after the back-off too
+                self._failures, self._retry_soon = (1 if self._retry_soon else 0), False
 
     # ------------------------------------------------------------------ one round
     async def run_once(self, trigger: str) -> int:
@@ -201,7 +202,7 @@ class RoundScheduler:
                                         work_payload(placement))
             except StoreError as exc:
                 log.warning("work for %s not created yet (%s); the next round repairs it", placement.job, exc)
-                self._failures = max(self._failures, 1)
+                self._retry_soon = True
                 continue
             clusters.add(placement.cluster)
         return clusters
@@ -216,11 +217,16 @@ class RoundScheduler:
             decision = await asyncio.to_thread(self._store.audit.latest_decision, rec.name)
             pods = decision.decision.pods if decision is not None and decision.decision.cluster == rec.cluster else ()
             placement = Placement(rec.name, rec.cluster, rec.hypernode or "", rec.tier or 0, tuple(pods))
-            await asyncio.to_thread(self._store.works.create, rec.name, rec.cluster, work_payload(placement))
+            try:
+                await asyncio.to_thread(self._store.works.create, rec.name, rec.cluster, work_payload(placement))
+            except StoreError as exc:
+                log.warning("work of placed job %s still not created (%s); retrying next round", rec.name, exc)
+                self._retry_soon = True
+                continue
             log.info("repaired: created the missing work of placed job %s in %s", rec.name, rec.cluster)
             changed.add(rec.cluster)
         self._notify(changed)
-        return True
+        return bool(changed)
 
     def _notify(self, clusters: Iterable[str]) -> None:
         for cluster in sorted(set(clusters)):

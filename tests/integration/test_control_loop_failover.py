@@ -1,0 +1,203 @@
+"""Failure handling of the control loop over real gRPC: a lost agent's job is re-planned
+elsewhere and the returning agent is fenced by the sync; stale epochs are fenced; a
+central restart mid-round loses nothing; a failed round writes nothing and the next one
+succeeds (planner error, store unavailable, PostgreSQL stopped and started)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import grpc.aio
+import pytest
+from fleetkit import GRACE, eventually, fleet, job_spec, start_server
+from servicekit import EAST
+
+from agents.runtime import AgentRuntime, Fenced
+from federation.placement import plan as real_plan
+from federation.store import NotFound, Unavailable
+from federation.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2
+
+
+async def _job(f, name: str) -> jobs_pb2.Job:  # type: ignore[no-untyped-def]
+    async with f.client() as c:
+        return await c.get_job(name)
+
+
+async def _running_in(f, name: str, cluster: str) -> bool:  # type: ignore[no-untyped-def]
+    job = await _job(f, name)
+    return bool(job.state == jobs_pb2.JOB_STATE_RUNNING and job.cluster == cluster)
+
+
+def _connected(f, *names: str) -> bool:  # type: ignore[no-untyped-def]
+    return set(names) <= set(f.server.hub.connected())
+
+
+async def test_lost_agent_job_is_replanned_elsewhere_and_the_returning_agent_is_fenced(migrated_url: str) -> None:
+    async with fleet(migrated_url) as f:
+        await eventually(lambda: _connected(f, "east", "west"), what="agents connected")
+        async with f.client() as c:
+            await c.submit_job(job_spec("survivor"))
+        await eventually(lambda: _job_running(f, "survivor"), what="survivor running")
+        first = (await _job(f, "survivor")).cluster
+        other = "west" if first == "east" else "east"
+        epoch = f.agents[first].runtime.epoch
+        await f.kill_agent(first)  # stream dropped, heartbeats stop; its pods keep running
+        assert len(f.job_pods(first, "survivor")) == 2
+        await eventually(lambda: _running_in(f, "survivor", other), timeout=GRACE + 20, what="re-planned elsewhere")
+        assert f.store.clusters.get(first).lost
+        events = [e.type for e in f.store.jobs.events_since(0, job="survivor").events]
+        assert "Requeued" in events
+        # The partition heals: the same agent (same epoch) comes back. The sync withdraws
+        # its stale work before anything else, so the job never runs twice.
+        f.start_agent(first, epoch=epoch)
+        await eventually(lambda: not f.job_pods(first, "survivor") and f.leftovers(first, "survivor") == 0,
+                         what="stale work withdrawn on the returning cluster")
+        assert len(f.job_pods(other, "survivor")) == 2
+        assert (await _job(f, "survivor")).cluster == other
+        assert not f.store.clusters.get(first).lost
+        active = [w for w in f.store.works.list(job="survivor") if w.active]
+        assert [w.cluster for w in active] == [other]
+
+
+async def test_stale_epoch_hello_is_fenced_and_a_newer_leader_supersedes(migrated_url: str) -> None:
+    async with fleet(migrated_url, agents=False) as f:
+        current = f.start_agent("east", epoch=2_000)
+        await eventually(lambda: _connected(f, "east"), what="east connected")
+        stale = AgentRuntime(f.clusters["east"], f.config("east"), epoch=1_000)
+        with pytest.raises(Fenced) as fenced:
+            await asyncio.wait_for(stale.run(), 10)
+        assert fenced.value.current_epoch == 2_000
+        assert f.server.hub.connected() == {"east": 2_000}  # type: ignore[union-attr]
+        newer = AgentRuntime(f.clusters["east"], f.config("east"), epoch=3_000)
+        task = asyncio.create_task(newer.run())
+        with pytest.raises(Fenced):  # the old leader is fenced mid-stream
+            await asyncio.wait_for(f.agents.pop("east").task, 10)
+        await eventually(lambda: f.server.hub.connected() == {"east": 3_000}, what="newer leader connected")
+        assert current.epoch == 2_000 and f.store.clusters.get("east").epoch == 3_000
+        newer.stop()
+        await task
+
+
+async def test_agent_token_for_another_cluster_is_refused(migrated_url: str) -> None:
+    async with fleet(migrated_url, agents=False) as f:
+        async with grpc.aio.insecure_channel(f.address) as channel:
+            call = agent_pb2_grpc.AgentServiceStub(channel).Connect(metadata=(("authorization", f"Bearer {EAST}"),))
+            await call.write(agent_pb2.AgentMessage(hello=agent_pb2.Hello(cluster="west", agent_id="rogue", epoch=1)))
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await call.read()
+            assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        with pytest.raises(NotFound):
+            f.store.clusters.get("west")  # nothing was registered for it
+
+
+async def test_central_restart_mid_round_loses_nothing(migrated_url: str) -> None:
+    async with fleet(migrated_url) as f:
+        await eventually(lambda: _connected(f, "east", "west"), what="agents connected")
+        solving = asyncio.Event()
+
+        def slow_plan(*args: object) -> object:
+            solving.set()
+            import time
+
+            time.sleep(1.0)  # the solver is busy in its thread when the service stops
+            return real_plan(*args)  # type: ignore[arg-type]
+
+        assert f.server.rounds is not None
+        f.server.rounds.set_planner(slow_plan)
+        async with f.client() as c:
+            for i in range(3):
+                await c.submit_job(job_spec(f"batch-{i}", pods=1, tier=None))
+        await asyncio.wait_for(solving.wait(), 10)
+        port = f.server.port
+        await f.server.stop(grace=0.5)  # mid-round: the round in flight either commits whole or not at all
+        f.server = await start_server(f.store, listen=f"127.0.0.1:{port}")
+        await eventually(lambda: _connected(f, "east", "west"), what="agents reconnected")
+        for i in range(3):
+            await eventually(lambda i=i: _job_running(f, f"batch-{i}"), what=f"batch-{i} running")
+        for i in range(3):
+            active = [w for w in f.store.works.list(job=f"batch-{i}") if w.active]
+            assert len(active) == 1
+            cluster = active[0].cluster
+            assert len(f.job_pods(cluster, f"batch-{i}")) == 1
+            other = "west" if cluster == "east" else "east"
+            assert not f.job_pods(other, f"batch-{i}")
+
+
+async def test_failed_round_writes_nothing_and_the_next_round_succeeds(migrated_url: str) -> None:
+    async with fleet(migrated_url, agents=False) as f:
+        f.start_agent("east")
+        await eventually(lambda: _connected(f, "east"), what="east connected")
+        rounds = f.server.rounds
+        assert rounds is not None
+        await eventually(lambda: f.store.clusters.get("east").summary is not None, what="snapshot stored")
+
+        def broken(*_args: object) -> object:
+            raise RuntimeError("solver crashed")
+
+        rounds.set_planner(broken)
+        async with f.client() as c:
+            await c.submit_job(job_spec("patient", pods=1))
+        await eventually(lambda: "solver crashed" in rounds.last_error, what="round failed")
+        assert f.store.audit.list_rounds().items == ()
+        assert f.store.jobs.get("patient").state == "pending"
+
+        record_round = f.store.audit.record_round
+        rounds.set_planner(real_plan)
+        f.store.audit.record_round = _unavailable  # type: ignore[method-assign]
+        with pytest.raises(Unavailable):
+            await rounds.run_once("test")
+        assert f.store.audit.list_rounds().items == () and f.store.jobs.get("patient").state == "pending"
+        assert f.store.works.list(job="patient") == []
+
+        # A crash between the audit transaction and the Work: the job is recorded as
+        # placed with no Work behind it. The next round repairs it before planning.
+        create = f.store.works.create
+        f.store.works.create = _unavailable  # type: ignore[method-assign]
+        f.store.audit.record_round = record_round  # type: ignore[method-assign]
+        await eventually(lambda: f.store.jobs.get("patient").state == "placed", what="placed by a retried round")
+        assert f.store.works.list(job="patient") == []
+        f.store.works.create = create  # type: ignore[method-assign]
+        await eventually(lambda: _job_running(f, "patient"), what="repaired work dispatched and running")
+        assert len(f.store.works.list(job="patient")) == 1
+        assert len(f.store.audit.list_rounds().items) == 1  # the repair is not a new placement
+
+
+@pytest.mark.postgres
+async def test_postgres_stopped_mid_flight_round_fails_cleanly_then_recovers(
+        postgres_server, pg_admin, pg_template) -> None:  # type: ignore[no-untyped-def]
+    from conftest import _fresh_pg
+
+    for url in _fresh_pg(postgres_server, pg_admin, pg_template):
+        async with fleet(url, agents=False) as f:
+            f.start_agent("east")
+            await eventually(lambda: _connected(f, "east"), what="east connected")
+            await eventually(lambda: f.store.clusters.get("east").summary is not None, what="snapshot stored")
+            rounds = f.server.rounds
+            assert rounds is not None
+            async with f.client() as c:
+                await c.submit_job(job_spec("durable", pods=1))
+                await eventually(lambda: _job_running(f, "durable"), what="durable running")
+                await c.submit_job(job_spec("late", pods=1))
+                await eventually(lambda: f.store.jobs.get("late").state != "pending", what="late placed")
+            before = len(f.store.audit.list_rounds().items)
+            postgres_server.stop()
+            try:
+                with pytest.raises(Unavailable):
+                    await rounds.run_once("db-down")
+            finally:
+                postgres_server.start()
+            async with f.client() as c:
+                await c.submit_job(job_spec("after", pods=1))
+            await eventually(lambda: f.store.jobs.get("after").state != "pending", timeout=30,
+                             what="round after the outage placed the new job")
+            assert len(f.store.audit.list_rounds().items) > before
+            await eventually(lambda: _job_running(f, "durable"), what="durable still running")
+
+
+def _unavailable(*_args: object, **_kwargs: object) -> object:
+    raise Unavailable("database is gone (test)")
+
+
+async def _job_running(f, name: str) -> bool:  # type: ignore[no-untyped-def]
+    return bool((await _job(f, name)).state == jobs_pb2.JOB_STATE_RUNNING)
