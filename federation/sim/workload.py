@@ -73,6 +73,8 @@ def _task(value: object, path: str) -> Task:
             resources=resources,
         )
     except InvalidInput as exc:
+        if exc.path.startswith(path):
+            raise
         raise exc.under(path) from exc
 
 
@@ -89,6 +91,8 @@ def _topology(value: object, path: str) -> NetworkTopology:
             highest_tier_name=f.optional(data, "highestTierName", None, f.string, path),
         )
     except InvalidInput as exc:
+        if exc.path.startswith(path):
+            raise
         raise exc.under(path) from exc
 
 

@@ -26,20 +26,21 @@ Modelled from the published descriptions (no code copied), armadaproject/armada:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import deque
 
+from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobs import Job
 from federation.domain.nodes import Node
 from federation.domain.plans import FederationSnapshot, PendingJob, Placement, Plan, PlanLimits, Unplaced
 from federation.domain.resources import CPU, GPU, MEMORY, Resources
 from federation.placement.baselines.common import (
     Attempt,
+    Failures,
     Ledger,
     assign_pods,
     by_submission,
     placed_request,
     placement_for,
-    shape,
     unplaced,
 )
 from federation.placement.eligibility import allowed_clusters, candidate_domains, tier_limit, usable_nodes
@@ -51,81 +52,108 @@ def best_fit(node: Node, have: Resources, request: Resources) -> float:
     return -(have.get(GPU) * 1e12 + have.get(CPU) * 1e3 + have.get(MEMORY) / 2**30)
 
 
-def _uniformity_groups(job: Job, snapshot: FederationSnapshot) -> list[tuple[str, str | None, list[str]]]:
-    """(cluster, HyperNode or None, node names) per uniformity-label value, in try order."""
-    groups: list[tuple[str, str | None, list[str]]] = []
+Group = tuple[ClusterSnapshot, str | None, list[Node]]
+
+
+def _uniformity_groups(job: Job, snapshot: FederationSnapshot) -> list[Group]:
+    """(cluster, HyperNode or None, nodes) per uniformity-label value, in try order."""
+    groups: list[Group] = []
     for affinity_group in allowed_clusters(job, snapshot):
         for cluster in sorted(affinity_group, key=lambda c: c.name):
-            usable = {n.name for n in usable_nodes(cluster, job)}
+            usable = usable_nodes(cluster, job)
             if tier_limit(job, cluster) is None:
-                groups.append((cluster.name, None, sorted(usable)))
+                groups.append((cluster, None, sorted(usable, key=lambda n: n.name)))
                 continue
             domains = candidate_domains(job, cluster)
             if not domains:
                 continue
             widest = max(d.tier for d in domains)
             for domain in sorted((d for d in domains if d.tier == widest), key=lambda d: d.name):
-                groups.append((cluster.name, domain.name, sorted(domain.nodes & usable)))
+                members = sorted((n for n in usable if n.name in domain.nodes), key=lambda n: n.name)
+                groups.append((cluster, domain.name, members))
         if groups:
             break  # a later clusterAffinities group only when an earlier one matched nothing
     return groups
 
 
-def _schedule(job: Job, snapshot: FederationSnapshot, ledger: Ledger) -> Attempt:
-    topology = job.network_topology is not None and job.network_topology.hard
-    for cluster_name, hypernode, names in _uniformity_groups(job, snapshot):
-        cluster = snapshot.cluster(cluster_name)
-        assert cluster is not None
-        by_name = {n.name: n for n in cluster.nodes}
-        nodes = [by_name[n] for n in names]
-        pods = assign_pods(job, cluster_name, nodes, ledger, best_fit)
+class _Pool:
+    """The round's node pool split by uniformity label, per kind of job (cached)."""
+
+    def __init__(self, snapshot: FederationSnapshot) -> None:
+        self.snapshot = snapshot
+        self._groups: dict[tuple[object, ...], list[Group]] = {}
+
+    def groups(self, job: Job) -> list[Group]:
+        key = (job.propagation, job.tolerations, job.network_topology)
+        if key not in self._groups:
+            self._groups[key] = _uniformity_groups(job, self.snapshot)
+        return self._groups[key]
+
+
+def _schedule(job: Job, pool: _Pool, ledger: Ledger) -> Attempt:
+    for cluster, hypernode, nodes in pool.groups(job):
+        pods = assign_pods(job, cluster.name, nodes, ledger, best_fit)
         if pods is not None:
             return Attempt(placement_for(job, cluster, pods, hypernode))
-    if topology:
+    if job.network_topology is not None and job.network_topology.hard:
         return Attempt(None, "topology", "no uniformity-label domain within the tier limit holds the gang now")
     return Attempt(None, "capacity", "no cluster of the pool holds the whole gang now")
 
 
-def _cost(usage: Resources, capacity: Resources, weight: int) -> float:
-    return usage.dominant_share(capacity) / max(1, weight)
+def _cost(usage: Resources, request: Resources, capacity: Resources, weight: int) -> float:
+    """Dominant share of usage + request over the pool, divided by the queue weight."""
+    share = 0.0
+    have = usage.amounts
+    for key, cap in capacity:
+        if cap > 0:
+            share = max(share, (have.get(key, 0) + request.get(key)) / cap)
+    return share / max(1, weight)
+
+
+def _try(job: Job, pool: _Pool, ledger: Ledger, failures: Failures) -> Placement | Unplaced:
+    """Schedule one gang; failures are remembered per gang shape (free only shrinks)."""
+    known = failures.get(job)
+    if known is not None:
+        return known
+    if not ledger.within_capability(job, ledger.gang_request(job)):
+        why = Attempt(None, "queue-capability", f"queue {job.queue} capability would be exceeded")
+        return failures.add(job, unplaced(job, ledger, why))
+    attempt = _schedule(job, pool, ledger)
+    if attempt.placement is not None and ledger.within_capability(job, placed_request(job, attempt.placement)):
+        return attempt.placement
+    return failures.add(job, unplaced(job, ledger, attempt))
 
 
 def plan(snapshot: FederationSnapshot, limits: PlanLimits | None = None, previous: Plan | None = None) -> Plan:
     """Progressive filling over all queues until every head job is placed or has failed."""
     del limits, previous
     ledger = Ledger(snapshot)
-    queues: dict[str, list[PendingJob]] = {}
+    queues: dict[str, deque[PendingJob]] = {}
     for pending in by_submission(snapshot.pending):
-        queues.setdefault(pending.job.queue, []).append(pending)
+        queues.setdefault(pending.job.queue, deque()).append(pending)
     weights = {q.name: q.weight for q in snapshot.queues}
     placements: list[Placement] = []
     failed: list[Unplaced] = []
-    memo: set[tuple[object, ...]] = set()
+    failures = Failures()
+    pool = _Pool(snapshot)
     costs: dict[str, tuple[float, str]] = {}  # per queue, valid until its head or usage changes
 
-    def cost(name: str, jobs: Sequence[PendingJob]) -> tuple[float, str]:
+    def cost(name: str) -> tuple[float, str]:
         if name not in costs:
-            after = ledger.usage(name) + ledger.gang_request(jobs[0].job)
-            costs[name] = (_cost(after, ledger.capacity, weights.get(name, 1)), name)
+            head = ledger.gang_request(queues[name][0].job)
+            costs[name] = (_cost(ledger.usage(name), head, ledger.capacity, weights.get(name, 1)), name)
         return costs[name]
 
-    while any(queues.values()):
-        name = min((q for q, jobs in queues.items() if jobs), key=lambda q: cost(q, queues[q]))
-        job = queues[name].pop(0).job
+    while queues:
+        name = min(queues, key=cost)
+        job = queues[name].popleft().job
         costs.pop(name, None)
-        key = shape(job)
-        if key in memo:  # free only shrinks within a round: an identical gang fails again
-            failed.append(unplaced(job, ledger, Attempt(None, "capacity", "an identical gang did not fit")))
-            continue
-        if not ledger.within_capability(job, ledger.gang_request(job)):
-            failed.append(unplaced(job, ledger, Attempt(None, "queue-capability",
-                                                          f"queue {job.queue} capability would be exceeded")))
-            continue
-        attempt = _schedule(job, snapshot, ledger)
-        if attempt.placement is not None and ledger.within_capability(job, placed_request(job, attempt.placement)):
-            ledger.commit(job, attempt.placement)
-            placements.append(attempt.placement)
-            continue
-        memo.add(key)
-        failed.append(unplaced(job, ledger, attempt))
+        if not queues[name]:
+            del queues[name]
+        outcome = _try(job, pool, ledger, failures)
+        if isinstance(outcome, Placement):
+            ledger.commit(job, outcome)
+            placements.append(outcome)
+        else:
+            failed.append(outcome)
     return Plan(tuple(placements), tuple(failed), (), "GREEDY")

@@ -18,7 +18,7 @@ from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobs import Job
 from federation.domain.nodes import Node, Toleration
 from federation.domain.plans import FederationSnapshot, PendingJob, Placement, PodAssignment, Unplaced
-from federation.domain.resources import Resources, total
+from federation.domain.resources import CPU, MEMORY, Resources, total
 from federation.placement.eligibility import allowed_clusters, can_ever_hold, tier_limit, usable_nodes
 
 Pod = tuple[str, int, Resources]
@@ -27,6 +27,43 @@ NodeScore = Callable[[Node, Resources, Resources], float]
 
 
 _VERDICTS: dict[tuple[object, ...], Unplaced | None] = {}
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """Derived, immutable facts about a job that every round asks for again."""
+
+    pods: tuple[Pod, ...]
+    gang_request: Resources
+    largest_pod: Resources
+    shape: tuple[object, ...]
+
+
+_FACTS: dict[int, tuple[Job, JobFacts]] = {}
+
+
+def facts(job: Job) -> JobFacts:
+    """``JobFacts`` of ``job``, remembered by identity across rounds (jobs are immutable).
+
+    The cache holds the job itself, so an ``id`` is never reused while its entry lives.
+    """
+    hit = _FACTS.get(id(job))
+    if hit is not None and hit[0] is job:
+        return hit[1]
+    pods = job.pods()
+    found = JobFacts(
+        pods=pods,
+        gang_request=total(r for _, _, r in pods[: job.gang_size]),
+        largest_pod=max((r for _, _, r in pods), key=lambda r: (r.gpus, r.get(CPU), r.get(MEMORY))),
+        shape=(
+            tuple((t.replicas, t.resources) for t in job.tasks), job.gang_size, job.network_topology,
+            job.propagation, job.tolerations, job.queue,
+        ),
+    )
+    if len(_FACTS) > 200_000:
+        _FACTS.clear()
+    _FACTS[id(job)] = (job, found)
+    return found
 
 
 class Ledger:
@@ -48,21 +85,15 @@ class Ledger:
             n.allocatable for c in snapshot.clusters if c.healthy for n in c.nodes if n.usable
         )
         # Caches: rounds ask the same questions for many similar pending jobs.
-        self._pods: dict[str, tuple[Pod, ...]] = {}
-        self._gang: dict[str, Resources] = {}
         self._cluster_free: dict[tuple[str, tuple[Toleration, ...]], Resources] = {}
         self._shares: dict[str, float] = {}
 
     def pods(self, job: Job) -> tuple[Pod, ...]:
-        if job.name not in self._pods:
-            self._pods[job.name] = job.pods()
-        return self._pods[job.name]
+        return facts(job).pods
 
     def gang_request(self, job: Job) -> Resources:
         """Volcano ``minResources``: requests of the first ``minAvailable`` pods."""
-        if job.name not in self._gang:
-            self._gang[job.name] = total(r for _, _, r in self.pods(job)[: job.gang_size])
-        return self._gang[job.name]
+        return facts(job).gang_request
 
     def node_free(self, cluster: str, node: Node) -> Resources:
         return self.free[(cluster, node.name)]
@@ -220,7 +251,19 @@ def shape(job: Job) -> tuple[object, ...]:
     topology, placement policy and queue to one that already failed would fail too; the
     memo keeps rounds over thousands of similar pending jobs fast.
     """
-    return (
-        tuple((t.replicas, t.resources) for t in job.tasks), job.gang_size, job.network_topology,
-        job.propagation, job.tolerations, job.queue,
-    )
+    return facts(job).shape
+
+
+class Failures:
+    """Failed gang shapes of this round (optionally per cluster) and why they failed."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[object, ...], Unplaced] = {}
+
+    def get(self, job: Job, where: str = "") -> Unplaced | None:
+        found = self._seen.get((shape(job), where))
+        return None if found is None else replace(found, job=job.name)
+
+    def add(self, job: Job, why: Unplaced, where: str = "") -> Unplaced:
+        self._seen[(shape(job), where)] = why
+        return why

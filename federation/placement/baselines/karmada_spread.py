@@ -25,16 +25,16 @@ from __future__ import annotations
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobs import Job
 from federation.domain.nodes import Node
-from federation.domain.plans import FederationSnapshot, Plan, PlanLimits, Unplaced
+from federation.domain.plans import FederationSnapshot, Placement, Plan, PlanLimits, Unplaced
 from federation.domain.resources import CPU, MEMORY, Resources
 from federation.placement.baselines.common import (
     Attempt,
+    Failures,
     Ledger,
     assign_pods,
     by_submission,
     placed_request,
     placement_for,
-    shape,
     unplaced,
 )
 from federation.placement.eligibility import allowed_clusters, candidate_domains, tier_limit, usable_nodes
@@ -89,33 +89,40 @@ def _choose(job: Job, snapshot: FederationSnapshot, ledger: Ledger) -> ClusterSn
     return None
 
 
+def _try(job: Job, snapshot: FederationSnapshot, ledger: Ledger, failures: Failures) -> Placement | Unplaced:
+    """Choose then bind one job; failures are remembered per gang shape (and cluster)
+    because estimates and free capacity only shrink within a round."""
+    known = failures.get(job)
+    if known is not None:
+        return known
+    if not ledger.within_capability(job, ledger.gang_request(job)):
+        why = Attempt(None, "queue-capability", f"queue {job.queue} capability would be exceeded")
+        return failures.add(job, unplaced(job, ledger, why))
+    cluster = _choose(job, snapshot, ledger)
+    if cluster is None:
+        why = Attempt(None, "capacity", "no allowed cluster estimates enough available replicas")
+        return failures.add(job, unplaced(job, ledger, why))
+    known = failures.get(job, cluster.name)
+    if known is not None:
+        return known
+    attempt = _bind(job, cluster, ledger)
+    if attempt.placement is not None and ledger.within_capability(job, placed_request(job, attempt.placement)):
+        return attempt.placement
+    return failures.add(job, unplaced(job, ledger, attempt), cluster.name)
+
+
 def plan(snapshot: FederationSnapshot, limits: PlanLimits | None = None, previous: Plan | None = None) -> Plan:
     """Schedule every pending job in priority/FIFO order (``limits``/``previous`` unused)."""
     del limits, previous
     ledger = Ledger(snapshot)
-    placements = []
+    placements: list[Placement] = []
     failed: list[Unplaced] = []
-    memo: set[tuple[tuple[object, ...], str]] = set()
+    failures = Failures()
     for pending in by_submission(snapshot.pending):
-        job = pending.job
-        if not ledger.within_capability(job, ledger.gang_request(job)):
-            failed.append(unplaced(job, ledger, Attempt(None, "queue-capability",
-                                                          f"queue {job.queue} capability would be exceeded")))
-            continue
-        cluster = None if (shape(job), "") in memo else _choose(job, snapshot, ledger)
-        if cluster is None:
-            memo.add((shape(job), ""))  # estimates only shrink within a round
-            failed.append(unplaced(job, ledger, Attempt(None, "capacity",
-                                                          "no allowed cluster estimates enough available replicas")))
-            continue
-        key = (shape(job), cluster.name)  # free only shrinks within a round
-        attempt = Attempt(None, "capacity", "an identical gang did not fit", cluster.name) if key in memo else \
-            _bind(job, cluster, ledger)
-        placement = attempt.placement
-        if placement is not None and ledger.within_capability(job, placed_request(job, placement)):
-            ledger.commit(job, placement)
-            placements.append(placement)
-            continue
-        memo.add(key)
-        failed.append(unplaced(job, ledger, attempt))
+        outcome = _try(pending.job, snapshot, ledger, failures)
+        if isinstance(outcome, Placement):
+            ledger.commit(pending.job, outcome)
+            placements.append(outcome)
+        else:
+            failed.append(outcome)
     return Plan(tuple(placements), tuple(failed), (), "GREEDY")

@@ -26,21 +26,23 @@ Modelled from the published descriptions (no code copied):
 
 from __future__ import annotations
 
+from collections import deque
+
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobs import Job
 from federation.domain.nodes import Node
-from federation.domain.plans import FederationSnapshot, PendingJob, Plan, PlanLimits, PodAssignment, Unplaced
+from federation.domain.plans import FederationSnapshot, PendingJob, Placement, Plan, PlanLimits, PodAssignment, Unplaced
 from federation.domain.resources import CPU, MEMORY, Resources, total
 from federation.domain.topology import Domain
 from federation.placement.baselines.common import (
     Attempt,
+    Failures,
     Ledger,
     assign_pods,
     by_submission,
     fraction_used,
     placed_request,
     placement_for,
-    shape,
     unplaced,
 )
 from federation.placement.eligibility import allowed_clusters, candidate_domains, usable_nodes
@@ -157,48 +159,53 @@ def _allocate(job: Job, cluster: ClusterSnapshot, ledger: Ledger) -> Attempt:
     return _whole_cluster(job, cluster, ledger)
 
 
+def _try(job: Job, snapshot: FederationSnapshot, ledger: Ledger, failures: Failures) -> Placement | Unplaced:
+    """Dispatch then allocate one job; failures are remembered per gang shape (and cluster)
+    because free capacity only shrinks within a round, so an identical gang fails again."""
+    known = failures.get(job)
+    if known is not None:
+        return known
+    if not ledger.within_capability(job, ledger.gang_request(job)):
+        why = Attempt(None, "queue-capability", f"queue {job.queue} capability would be exceeded")
+        return failures.add(job, unplaced(job, ledger, why))
+    cluster = _dispatch(job, snapshot, ledger)
+    if cluster is None:
+        why = Attempt(None, "capacity", "no allowed cluster has room for the gang")
+        return failures.add(job, unplaced(job, ledger, why))
+    known = failures.get(job, cluster.name)
+    if known is not None:
+        return known
+    attempt = _allocate(job, cluster, ledger)
+    if attempt.placement is not None and ledger.within_capability(job, placed_request(job, attempt.placement)):
+        return attempt.placement
+    return failures.add(job, unplaced(job, ledger, attempt), cluster.name)
+
+
 def plan(snapshot: FederationSnapshot, limits: PlanLimits | None = None, previous: Plan | None = None) -> Plan:
     """One Volcano-style allocate pass over all pending jobs (``limits``/``previous`` unused)."""
     del limits, previous
     ledger = Ledger(snapshot)
-    queues: dict[str, list[PendingJob]] = {}
+    queues: dict[str, deque[PendingJob]] = {}
     for pending in by_submission(snapshot.pending):
-        queues.setdefault(pending.job.queue, []).append(pending)
-    placements = []
+        queues.setdefault(pending.job.queue, deque()).append(pending)
+    placements: list[Placement] = []
     failed: list[Unplaced] = []
-    memo: set[tuple[tuple[object, ...], str]] = set()
-    while any(queues.values()):
-        def order(name: str) -> tuple[int, float, str]:
-            queue = snapshot.queue(name)
-            weight = queue.weight if queue is not None else 1
-            share = ledger.share(name) / weight
-            return (-(queue.priority if queue is not None else 0), share, name)
+    failures = Failures()
 
-        name = min((q for q, jobs in queues.items() if jobs), key=order)
-        job = queues[name].pop(0).job
-        if not ledger.within_capability(job, ledger.gang_request(job)):
-            failed.append(unplaced(job, ledger, Attempt(None, "queue-capability",
-                                                          f"queue {job.queue} capability would be exceeded")))
-            continue
-        cluster = None if (shape(job), "") in memo else _dispatch(job, snapshot, ledger)
-        if cluster is None:
-            memo.add((shape(job), ""))  # room only shrinks within a round
-            failed.append(unplaced(job, ledger, Attempt(None, "capacity",
-                                                          "no allowed cluster has enough free resources in total")))
-            continue
-        # Free capacity only shrinks within a round: a gang shape that failed in this
-        # cluster fails again, so identical pending jobs are not dry-run twice.
-        key = (shape(job), cluster.name)
-        if key in memo:
-            failed.append(unplaced(job, ledger, Attempt(None, "capacity", "an identical gang did not fit",
-                                                          cluster.name)))
-            continue
-        attempt = _allocate(job, cluster, ledger)
-        if attempt.placement is not None and ledger.within_capability(job, placed_request(job, attempt.placement)):
-            ledger.commit(job, attempt.placement)
-            placements.append(attempt.placement)
+    def order(name: str) -> tuple[int, float, str]:
+        queue = snapshot.queue(name)
+        weight = queue.weight if queue is not None else 1
+        return (-(queue.priority if queue is not None else 0), ledger.share(name) / weight, name)
+
+    while queues:
+        name = min(queues, key=order)
+        job = queues[name].popleft().job
+        if not queues[name]:
+            del queues[name]
+        outcome = _try(job, snapshot, ledger, failures)
+        if isinstance(outcome, Placement):
+            ledger.commit(job, outcome)
+            placements.append(outcome)
         else:
-            memo.add(key)
-            failed.append(unplaced(job, ledger, attempt))
+            failed.append(outcome)
     return Plan(tuple(placements), tuple(failed), (), "GREEDY")
-
