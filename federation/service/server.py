@@ -162,17 +162,30 @@ async def build_server(
 # ---------------------------------------------------------------------- the process
 
 
+class StartupError(Exception):
+    """The service cannot start (schema not at head, database unreachable); one line for the user."""
+
+
 def open_store(url: str, *, migrate: bool) -> Any:
-    """Open the store; create an empty SQLite schema unless ``migrate`` is False; refuse a stale schema."""
+    """Open the store; create an empty SQLite schema unless ``migrate`` is False; refuse a stale schema.
+
+    PostgreSQL is never migrated here: production schema changes are a deliberate step
+    (``federation db upgrade``, e.g. a migration Job before the rollout), not a side
+    effect of a replica starting.
+    """
     from federation.store import Store
     from federation.store import migrate as migrations
+    from federation.store.errors import StoreError
 
-    if url.startswith("sqlite") and migrate:
-        migrations.upgrade(url, "head")
-    elif not migrations.is_at_head(url):
-        raise SystemExit(
-            f"error: the database schema at {_redact(url)} is not at the latest revision; "
-            f"run `federation db upgrade --db URL` first")
+    try:
+        if url.startswith("sqlite") and migrate:
+            migrations.upgrade(url, "head")
+        elif not migrations.is_at_head(url):
+            raise StartupError(
+                f"the database schema at {_redact(url)} is not at the latest revision; "
+                f"run `federation db upgrade --db URL` first")
+    except StoreError as exc:
+        raise StartupError(f"{_redact(url)}: {exc}") from None
     return Store(url)
 
 
@@ -190,6 +203,7 @@ def serve_main(args: argparse.Namespace) -> int:
     """``federation serve``: run until SIGTERM/SIGINT, then shut down gracefully (exit 0)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         _host_port(args.listen)
     except ValueError as exc:
@@ -209,7 +223,11 @@ def serve_main(args: argparse.Namespace) -> int:
     elif args.tls_client_ca:
         print("error: --tls-client-ca needs --tls-cert and --tls-key", file=sys.stderr)
         return 2
-    store = open_store(args.db, migrate=not args.no_migrate)
+    try:
+        store = open_store(args.db, migrate=not args.no_migrate)
+    except StartupError as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 1
     try:
         return asyncio.run(_serve(store, auth, tls, args))
     finally:

@@ -164,7 +164,12 @@ async def test_stop_waits_for_an_in_flight_request(store: Store) -> None:
     assert store.jobs.get("in-flight").state == "pending"
 
 
-@pytest.mark.parametrize("bad", ["--listen nonsense", "--tokens /nonexistent.yaml"])
-def test_serve_refuses_bad_options_with_a_message(bad: str, tmp_path: Path) -> None:
-    result = federation("serve", "--db", f"sqlite:///{tmp_path / 'x.db'}", *bad.split())
-    assert result.code != 0 and result.err.strip()
+@pytest.mark.parametrize(("bad", "message"), [
+    ("--listen nonsense", "is not HOST:PORT"),
+    ("--tokens /nonexistent.yaml", "--tokens"),
+    ("--db postgresql+psycopg://postgres@127.0.0.1:1/absent", "database unavailable"),
+])
+def test_serve_refuses_bad_options_with_one_line(bad: str, message: str, tmp_path: Path) -> None:
+    result = federation("serve", "--listen", "127.0.0.1:0", "--db", f"sqlite:///{tmp_path / 'x.db'}", *bad.split())
+    lines = result.err.strip().splitlines()
+    assert result.code != 0 and lines[-1].startswith("error: ") and message in lines[-1], result.err
