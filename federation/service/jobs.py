@@ -102,15 +102,16 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         self._limit = spec_limit_bytes
         self._poll = watch_poll_seconds
         self._closing = asyncio.Event()
-        self._changed = asyncio.Event()
+        self._watchers: set[asyncio.Event] = set()  # one per WatchJobs stream
 
     def shutdown(self) -> None:
         """End every WatchJobs stream (server shutdown: streams would hold the grace period open)."""
         self._closing.set()
-        self._changed.set()
+        self._wake_watchers()
 
     def _wake_watchers(self) -> None:
-        self._changed.set()
+        for changed in self._watchers:
+            changed.set()
 
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await asyncio.to_thread(fn, *args, **kwargs)
@@ -201,22 +202,27 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         cursor = request.from_event_id
         queues = await self._visible_queues(who, request.queue)
         refreshed = time.monotonic()
-        while not self._closing.is_set():
-            self._changed.clear()
-            page = await self._call(self._store.jobs.events_since, cursor, limit=500, queues=queues)
-            records: dict[str, JobRecord | None] = {}
-            for ev in page.events:
-                if ev.job not in records:
-                    records[ev.job] = await self._record_or_none(ev.job)
-                yield event_to_view(ev, records[ev.job])
-            cursor = page.cursor
-            if len(page.events) >= 500:
-                continue
-            if not request.queue and not who.admin and time.monotonic() - refreshed > 5.0:
-                queues, refreshed = await self._visible_queues(who, ""), time.monotonic()
-            # Wake early on a local change, else poll (other writers: rounds, hub, replicas).
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), self._poll)
+        changed = asyncio.Event()
+        self._watchers.add(changed)
+        try:
+            while not self._closing.is_set():
+                changed.clear()
+                page = await self._call(self._store.jobs.events_since, cursor, limit=500, queues=queues)
+                records: dict[str, JobRecord | None] = {}
+                for ev in page.events:
+                    if ev.job not in records:
+                        records[ev.job] = await self._record_or_none(ev.job)
+                    yield event_to_view(ev, records[ev.job])
+                cursor = page.cursor
+                if len(page.events) >= 500:
+                    continue
+                if not request.queue and not who.admin and time.monotonic() - refreshed > 5.0:
+                    queues, refreshed = await self._visible_queues(who, ""), time.monotonic()
+                # Wake early on a local change, else poll (other writers: rounds, hub, replicas).
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), self._poll)
+        finally:
+            self._watchers.discard(changed)
 
     async def _record_or_none(self, name: str) -> JobRecord | None:
         try:
