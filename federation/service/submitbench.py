@@ -89,6 +89,10 @@ def baseline(store: Any, queue: str, prefix: str, seconds: float, threads: int) 
     return Baseline(threads, done[0], time.monotonic() - start)
 
 
+def _merge(a: Baseline, b: Baseline) -> Baseline:
+    return Baseline(a.threads, a.jobs + b.jobs, a.seconds + b.seconds)
+
+
 # ---------------------------------------------------------------------- client processes
 
 
@@ -170,6 +174,7 @@ class Report:
     service_to_store_ratio: float
     server_cpu_ms_per_job: float
     server_exit_code: int
+    load_average: tuple[float, float]  # 1-minute load before and after: how noisy the machine was
 
     def text(self) -> str:
         lines = [
@@ -188,6 +193,8 @@ class Report:
             f"acknowledged        {self.acknowledged:,}   found in store {self.found_in_store:,}   "
             f"missing {self.missing}   stored but unacknowledged {self.stored_unacknowledged}",
             f"errors              {self.errors or 'none'}   server exit code {self.server_exit_code}",
+            f"load average        {self.load_average[0]} before, {self.load_average[1]} after "
+            f"({os.cpu_count()} cores)",
         ]
         return "\n".join(lines)
 
@@ -226,8 +233,11 @@ def run(db: str, *, seconds: float = 60.0, clients: int = 2, concurrency: int = 
     try:
         store.queues.create(Queue(queue))
         store.queues.create(Queue(base_queue))
-        marks = [baseline(store, base_queue, f"b1-{run_id}-", baseline_seconds / 2, 1),
-                 baseline(store, base_queue, f"bn-{run_id}-", baseline_seconds / 2, baseline_threads)]
+        load_before = os.getloadavg()[0]
+        # The baseline runs before and after the service run (a quarter of the time each
+        # way and thread count) and is averaged, so a noisy neighbour cannot favour one side.
+        marks = [baseline(store, base_queue, f"b1-{run_id}-", baseline_seconds / 4, 1),
+                 baseline(store, base_queue, f"bn-{run_id}-", baseline_seconds / 4, baseline_threads)]
         server, address = start_server(db, control_loop, serve_args or [])
         try:
             ctx = mp.get_context("spawn")
@@ -249,6 +259,10 @@ def run(db: str, *, seconds: float = 60.0, clients: int = 2, concurrency: int = 
         finally:
             server.send_signal(signal.SIGTERM)
             exit_code = server.wait(60)
+        marks = [_merge(marks[0], baseline(store, base_queue, f"c1-{run_id}-", baseline_seconds / 4, 1)),
+                 _merge(marks[1], baseline(store, base_queue, f"cn-{run_id}-", baseline_seconds / 4,
+                                           baseline_threads))]
+        load_after = os.getloadavg()[0]
         acked = [n for r in results for n in r.acked]
         window = [(t, lat) for r in results for t, lat in zip(r.done_at, r.latency, strict=True)
                   if t >= start_at + warmup]
@@ -269,6 +283,7 @@ def run(db: str, *, seconds: float = 60.0, clients: int = 2, concurrency: int = 
             baseline=[{"threads": b.threads, "jobs": b.jobs, "seconds": b.seconds, "rate": b.rate} for b in marks],
             service_to_store_ratio=rate / best if best else 0.0, server_exit_code=exit_code,
             server_cpu_ms_per_job=1000 * server_cpu / len(acked) if acked else 0.0,
+            load_average=(round(load_before, 1), round(load_after, 1)),
         )
     finally:
         store.dispose()
