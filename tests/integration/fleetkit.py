@@ -173,3 +173,13 @@ async def eventually(check: Callable[[], Awaitable[bool]] | Callable[[], bool], 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or check}")
         await asyncio.sleep(0.05)
+
+
+def has_snapshot(f: Fleet, cluster: str) -> bool:
+    """True once the store holds a valid snapshot of ``cluster``."""
+    from federation.store import NotFound
+
+    try:
+        return f.store.clusters.get(cluster).summary is not None
+    except NotFound:
+        return False

@@ -10,7 +10,7 @@ import asyncio
 import grpc
 import grpc.aio
 import pytest
-from fleetkit import GRACE, eventually, fleet, job_spec, start_server
+from fleetkit import GRACE, eventually, fleet, has_snapshot, job_spec, start_server
 from servicekit import EAST
 
 from agents.runtime import AgentRuntime, Fenced
@@ -130,7 +130,7 @@ async def test_failed_round_writes_nothing_and_the_next_round_succeeds(migrated_
         await eventually(lambda: _connected(f, "east"), what="east connected")
         rounds = f.server.rounds
         assert rounds is not None
-        await eventually(lambda: f.store.clusters.get("east").summary is not None, what="snapshot stored")
+        await eventually(lambda: has_snapshot(f, "east"), what="snapshot stored")
 
         def broken(*_args: object) -> object:
             raise RuntimeError("solver crashed")
@@ -172,7 +172,7 @@ async def test_postgres_stopped_mid_flight_round_fails_cleanly_then_recovers(
         async with fleet(url, agents=False) as f:
             f.start_agent("east")
             await eventually(lambda: _connected(f, "east"), what="east connected")
-            await eventually(lambda: f.store.clusters.get("east").summary is not None, what="snapshot stored")
+            await eventually(lambda: has_snapshot(f, "east"), what="snapshot stored")
             rounds = f.server.rounds
             assert rounds is not None
             async with f.client() as c:
