@@ -55,6 +55,12 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--db", default=None, help="audit database URL (default: a SQLite file in --out)")
     demo.add_argument("--out", default="demo-output", help="directory for the report, picture and database")
     demo.add_argument("--plain", action="store_true", help="plain line output even on a terminal")
+    demo.add_argument("--hold", action="store_true",
+                      help="keep the service and agents up after the workload, for fedctl, until Ctrl-C")
+    demo.add_argument("--max-wall-seconds", type=float, default=300.0,
+                      help="give up (exit 1) when the workload has not finished after this long")
+    demo.add_argument("--agent-grace-seconds", type=float, default=3.0,
+                      help="an agent silent this long (wall seconds) is declared lost")
 
     bench = sub.add_parser("bench", help="simulate each policy on a scenario and compare")
     bench.add_argument("--scenario", required=True, help="scenario YAML file")
