@@ -81,6 +81,7 @@ class RoundScheduler:
         self._listeners: list[WorksListener] = []
         self._failures = 0
         self._retry_soon = False
+        self._last_digest = ""
         self.rounds_run = 0
         self.last_error: str = ""
 
@@ -147,11 +148,13 @@ class RoundScheduler:
         async with self._lock:
             started = self._clock()
             data: PlanningInput = await asyncio.to_thread(load, self._store, started)
-            if await self._repair(data):  # re-read so the repaired works' pods are reserved
+            if await self._fail_over_stranded(data) | await self._repair(data):  # re-read what changed
                 data = await asyncio.to_thread(load, self._store, started)
             snapshot = data.snapshot
             if not snapshot.pending:
                 return 0
+            if data.digest == self._last_digest and trigger in ("snapshot", "retry"):
+                return 0  # nothing the plan depends on changed since the last round
             plan = await asyncio.to_thread(self._planner, snapshot, self._limits, self._previous)
             ended = self._clock()
             round_ = round_from_plan(
@@ -162,7 +165,7 @@ class RoundScheduler:
                 self._store.audit.record_round, round_, decisions_from_plan(plan),
                 updates_from_plan(plan, data.versions),
             )
-            self._previous = plan
+            self._previous, self._last_digest = plan, data.digest
             self.rounds_run += 1
             if result.skipped:
                 log.info("round %d: %d job(s) changed while planning, skipped: %s", result.round_id,
@@ -206,6 +209,14 @@ class RoundScheduler:
                 continue
             clusters.add(placement.cluster)
         return clusters
+
+    async def _fail_over_stranded(self, data: PlanningInput) -> bool:
+        """Requeue active jobs left on clusters that are lost (placed by a round that read
+        the cluster just before the watchdog declared it lost)."""
+        for cluster in sorted(data.stranded):
+            loss = await asyncio.to_thread(self._store.clusters.mark_lost, cluster, f"cluster {cluster} lost")
+            log.warning("requeued %d job(s) placed on lost cluster %s", len(loss.requeued), cluster)
+        return bool(data.stranded)
 
     async def _repair(self, data: PlanningInput) -> bool:
         """Create the missing Works of jobs a crashed round left placed without one."""

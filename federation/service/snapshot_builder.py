@@ -41,6 +41,9 @@ class PlanningInput:
     digest: str
     placed_without_work: tuple[JobRecord, ...] = ()
     running_clusters: Mapping[str, str] = field(default_factory=dict)  # active job -> its cluster
+    # Lost clusters that still hold active jobs (placed by a round that read the cluster
+    # before it was declared lost): the round fails them over again before planning.
+    stranded: frozenset[str] = frozenset()
 
 
 def load(store: Store, now: float) -> PlanningInput:
@@ -74,8 +77,12 @@ def build(
     running: list[RunningJob] = []
     reserve: dict[str, list[tuple[str, Resources]]] = {}
     without_work: list[JobRecord] = []
+    stranded: set[str] = set()
     for rec in active:
         if rec.cluster is None:
+            continue
+        if rec.cluster in by_name and by_name[rec.cluster].lost:
+            stranded.add(rec.cluster)
             continue
         work = work_of.get(rec.job.name)
         if work is not None and work.cluster == rec.cluster:
@@ -109,7 +116,7 @@ def build(
     )
     versions = {r.name: r.version for r in (*pending, *active)}
     return PlanningInput(snapshot, versions, _digest(snapshot, versions), tuple(without_work),
-                         {r.job.name: r.placement.cluster for r in running})
+                         {r.job.name: r.placement.cluster for r in running}, frozenset(stranded))
 
 
 def _with_reservations(snap: ClusterSnapshot, held: Sequence[tuple[str, Resources]]) -> ClusterSnapshot:
@@ -126,10 +133,17 @@ def _with_reservations(snap: ClusterSnapshot, held: Sequence[tuple[str, Resource
 
 
 def _digest(snapshot: FederationSnapshot, versions: Mapping[str, int]) -> str:
-    """A short fingerprint of the input (jobs and their versions, cluster snapshot times)."""
+    """A fingerprint of everything the plan depends on: jobs and their versions, queues,
+    and each cluster's health, taints, labels and per-node free resources — but not the
+    snapshot times, so a periodic snapshot that changes nothing gives the same digest and
+    the round can be skipped (the plan would be the same)."""
     h = hashlib.sha256()
     for name in sorted(versions):
         h.update(f"{name}@{versions[name]};".encode())
+    for q in snapshot.queues:
+        h.update(repr(q).encode())
     for c in snapshot.clusters:
-        h.update(f"{c.name}@{c.taken_at}:{len(c.nodes)};".encode())
+        h.update(f"{c.name}|{c.healthy}|{sorted(c.labels.items())}|{c.taints}|{len(c.tree.domains)};".encode())
+        for n in c.nodes:
+            h.update(f"{n.name}:{sorted(n.free.amounts.items())}:{n.usable}:{n.taints};".encode())
     return h.hexdigest()[:16]

@@ -141,3 +141,20 @@ def test_placed_job_without_work_is_flagged_for_repair_and_lost_clusters_are_lef
                  [_record("orphan", "placed", "east")], [], now=1.0)
     assert [r.name for r in data.placed_without_work] == ["orphan"]
     assert [c.name for c in data.snapshot.clusters] == ["east"]
+
+
+def test_active_job_on_a_lost_cluster_is_stranded_not_running() -> None:
+    lost = ClusterRecord(**{**_cluster_record("east", T0).__dict__, "lost": True})
+    data = build([], [lost], [Queue("q")], [], [_record("held", "running", "east")], [], now=1.0)
+    assert data.stranded == frozenset({"east"}) and data.snapshot.running == ()
+
+
+def test_digest_ignores_snapshot_times_but_not_free_resources() -> None:
+    def digest(cluster: ClusterSnapshot) -> str:
+        return build([cluster], [_cluster_record("east", T0)], [Queue("q")], [_record("p", "pending")], [], [],
+                     now=1.0).digest
+
+    base = _cluster("east")
+    later = ClusterSnapshot("east", base.nodes, taken_at=99.0)
+    busier = ClusterSnapshot("east", (base.nodes[0], Node("east-n1", Resources.of(gpu=8), Resources.of(gpu=2))))
+    assert digest(base) == digest(later) != digest(busier)
