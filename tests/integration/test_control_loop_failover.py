@@ -180,6 +180,16 @@ async def test_postgres_stopped_mid_flight_round_fails_cleanly_then_recovers(
                 await eventually(lambda: _job_running(f, "durable"), what="durable running")
                 await c.submit_job(job_spec("late", pods=1))
                 await eventually(lambda: f.store.jobs.get("late").state != "pending", what="late placed")
+            # Every connection of the service killed under it: the pool notices and reconnects.
+            from sqlalchemy import make_url, text
+
+            database = make_url(url).database
+            with pg_admin.connect() as conn:
+                conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                  "WHERE datname = :db AND pid <> pg_backend_pid()"), {"db": database})
+            async with f.client() as c:
+                await c.submit_job(job_spec("reconnected", pods=1))
+            await eventually(lambda: f.store.jobs.get("reconnected").state != "pending", what="placed after kill")
             before = len(f.store.audit.list_rounds().items)
             postgres_server.stop()
             try:
