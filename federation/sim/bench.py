@@ -8,12 +8,14 @@ adds cpsat ÷ baseline ratios.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.status import Status
 
 from federation.domain.errors import InvalidInput
 from federation.domain.plans import PlanLimits
@@ -47,10 +49,12 @@ def run_bench(
             raise InvalidInput(f"policy[{i}]", f"unknown policy {name!r} (one of {', '.join(POLICIES)})")
     scenario = load_scenario(scenario_path)
     results: dict[str, Metrics] = {}
-    for name in chosen:
-        hook = None if progress is None else _bind(progress, name)
-        result = simulate(scenario, POLICIES[name], round_interval=round_interval, limits=limits, on_round=hook)
-        results[name] = compute(result, with_gap=name == "cpsat")
+    status = console.status("") if console is not None and progress is None else None
+    with status if status is not None else contextlib.nullcontext():
+        for name in chosen:
+            hook = _bind(progress, name) if progress is not None else _status(status, name, len(scenario.jobs))
+            result = simulate(scenario, POLICIES[name], round_interval=round_interval, limits=limits, on_round=hook)
+            results[name] = compute(result, with_gap=name == "cpsat")
     document: dict[str, object] = {"scenario": scenario.name, "policies": results}
     if console is not None:
         console.print(metrics_table(scenario.name, results))
@@ -60,6 +64,20 @@ def run_bench(
     if json_out is not None:
         Path(json_out).write_text(json.dumps(document, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     return document
+
+
+def _status(status: Status | None, name: str, jobs: int) -> Callable[[RoundRecord], None] | None:
+    """Live one-line progress on a terminal (rich prints nothing when not a TTY)."""
+    if status is None:
+        return None
+    rounds = [0]
+
+    def hook(record: RoundRecord) -> None:
+        rounds[0] += 1
+        status.update(f"{name}: round {rounds[0]}, simulated {record.at:,.0f} s, "
+                      f"{record.pending} of {jobs} jobs pending")
+
+    return hook
 
 
 def _bind(progress: Callable[[str, RoundRecord], None], name: str) -> Callable[[RoundRecord], None]:
