@@ -247,18 +247,20 @@ class Demo:
             timeline.append((event.at, 0, i, event))
         heapq.heapify(timeline)
         self.timeline_left = len(timeline)
+        submissions: set[asyncio.Task[None]] = set()
         while timeline:
             at, order, i, item = heapq.heappop(timeline)
             while self.fleet.now() < at:
                 await asyncio.sleep(min(TICK_SECONDS, max(0.001, (at - self.fleet.now()) / self.speed)))
             if isinstance(item, FaultEvent):
-                retry = await self._fault(item)
+                retry = await self._fault(item, at)
                 if retry:
                     heapq.heappush(timeline, (self.fleet.now() + 15.0, order, i, item))
                     continue
-            else:
-                await self._submit(tenants[item.job.queue], item)
+            else:  # submissions run beside the timeline, so a slow answer never delays a fault
+                submissions.add(asyncio.create_task(self._submit(tenants[item.job.queue], item)))
             self.timeline_left = len(timeline)
+        await asyncio.gather(*submissions)
         self.timeline_left = 0
         await self._settle_agents()
 
@@ -269,8 +271,9 @@ class Demo:
             self.state.add(EventLine(self.fleet.now(), "REFUSED", job.job.name, exc.message))
         self.state.submitted += 1
 
-    async def _fault(self, event: FaultEvent) -> bool:
+    async def _fault(self, event: FaultEvent, at: float) -> bool:
         """Inject one fault; True when it must be retried (podFail of a job not running yet)."""
+        at = max(at, self.fleet.now())
         if event.kind == "nodeFail":
             text = self.fleet.node_fail(event.target)
         elif event.kind == "nodeRecover":
@@ -288,7 +291,7 @@ class Demo:
                 text = f"podFail of {event.target} skipped: the job had already finished"
             else:
                 text = found
-        line = EventLine(self.fleet.now(), "FAULT", event.target, f"{event.kind}: {text}")
+        line = EventLine(at, "FAULT", event.target, f"{event.kind}: {text}")
         self.faults.append(line)
         self.state.add(line)
         return False
@@ -362,7 +365,7 @@ class Demo:
         return Report(scenario=self.scenario, state=self.state, runs=dict(self.fleet.runs), faults=list(self.faults),
                       rounds=rounds, db_url=self.db_url, out=self.out, wall_seconds=time.monotonic() - self.started,
                       speed=self.speed, address=self.state.address, admin_token=ADMIN_TOKEN,
-                      failed_nodes=set(self.fleet.failed_nodes), complete=code == 0)
+                      failed_nodes=set(self.fleet.nodes_failed), complete=code == 0)
 
     async def _hold(self, server: RunningServer) -> None:
         stop = asyncio.Event()

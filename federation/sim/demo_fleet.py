@@ -100,7 +100,8 @@ class SimFleet:
         self.node_cluster = {n.name: c.name for c in self.scenario.clusters for n in c.nodes}
         self.agents: dict[str, _Agent] = {}
         self.down: dict[str, float] = {}  # cluster -> when it went down
-        self.failed_nodes: set[str] = set()
+        self.failed_nodes: set[str] = set()  # NotReady now
+        self.nodes_failed: set[str] = set()  # NotReady at some point of the run
         self.runs: dict[tuple[str, str], JobRun] = {}  # (cluster, work id) -> run
 
     # ------------------------------------------------------------------ time
@@ -132,6 +133,9 @@ class SimFleet:
                     continue
                 run = self._start(name, job, work_id, pods)
             run.abandoned = None
+            moved = {p.node for p in pods if p.node is not None} - set(run.nodes)
+            if moved:  # a replacement pod (RestartPod after a pod or node failure) landed here
+                run.nodes = tuple(sorted({*run.nodes, *moved}))
             if run.finished is None and now >= run.ends:
                 run.finished = now
                 log.info("demo: gang %s finished on %s/%s at t=%.0f", job, name, run.domain, now)
@@ -188,12 +192,15 @@ class SimFleet:
         if agent is None:
             return
         agent.runtime.stop()
+        started = time.monotonic()
         try:
-            await asyncio.wait_for(agent.task, 5.0)
-        except (TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(agent.task), 5.0)
+        except TimeoutError:
+            log.warning("demo: the agent of %s did not stop within 5 s; cancelling it", name)
             agent.task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await agent.task
+        log.info("demo: agent of %s stopped in %.2f s", name, time.monotonic() - started)
 
     async def stop(self) -> None:
         for name in list(self.agents):
@@ -206,6 +213,7 @@ class SimFleet:
                        if p.node == node and not p.terminal} - {""})
         self.clusters[cluster].set_node_ready(node, False)
         self.failed_nodes.add(node)
+        self.nodes_failed.add(node)
         held = f"; its pods of {', '.join(jobs)} must move" if jobs else " (no pods of ours on it)"
         return f"node {node} of {cluster} is NotReady{held}"
 
@@ -229,10 +237,10 @@ class SimFleet:
         return None
 
     async def cluster_down(self, name: str) -> str:
-        await self.stop_agent(name)
         self.down[name] = self.now()
         running = sorted({p.labels.get(LABEL_JOB, "") for p in self.clusters[name].pods()
                           if p.node is not None and not p.terminal} - {""})
+        await self.stop_agent(name)
         return (f"cluster {name} is down: its agent stopped (stream dropped, no heartbeats)"
                 + (f"; it held {', '.join(running)}" if running else ""))
 

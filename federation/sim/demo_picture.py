@@ -174,7 +174,7 @@ def topology_svg(scenario: Scenario, runs: Iterable[JobRun], state: DemoState | 
             stripes.setdefault(node, []).append(color)
     outages = {e.job for e in (state.events if state else []) if e.kind == "FAULT" and "clusterDown" in e.text}
     svg = _Svg(colors, stripes, set(failed_nodes))
-    y = 58.0
+    y = 76.0
     width = 600.0
     for spec in scenario.clusters:
         roots = _boxes(spec.empty.tree, by_cluster.get(spec.name, {}))
@@ -198,10 +198,10 @@ def topology_svg(scenario: Scenario, runs: Iterable[JobRun], state: DemoState | 
         header.append(f"<rect x='{lx:.1f}' y='32' width='12' height='12' rx='3' fill='{color}'/>")
         header.append(f"<text x='{lx + 16:.1f}' y='42' font-size='11' fill='#222' {FONT}>queue {escape(name)}</text>")
         lx += 16 + (len(name) + 6) * CHAR_W + 14
-    header.append(f"<text x='{lx:.1f}' y='42' font-size='11' fill='#555' {FONT}>chip = gang in the lowest domain "
-                  "holding its pods (dashed: run abandoned) · stripes = gangs whose pods used the node · "
-                  "red = failed node</text>")
-    width = max(width, lx + 560)
+    header.append(f"<text x='16' y='60' font-size='11' fill='#555' {FONT}>chip = a gang in the lowest domain "
+                  "holding all its pods (dashed: a run that did not finish there) · stripes = gangs whose pods ran "
+                  "on the node · red ✗ = a node that failed during the run</text>")
+    width = max(width, lx, 760.0)
     return (f"<?xml version='1.0' encoding='UTF-8'?>\n<svg xmlns='http://www.w3.org/2000/svg' "
             f"width='{width:.0f}' height='{y:.0f}' viewBox='0 0 {width:.0f} {y:.0f}'>\n"
             + "\n".join(header + svg.parts) + "\n</svg>\n")

@@ -167,8 +167,8 @@ def fairness(report: Report) -> list[str]:
 
 def recovery(report: Report) -> list[str]:
     lines = ["## Recovery", "", "Faults injected:", ""]
-    lines += [f"- `{clock(f.at)}` {f.text}" for f in report.faults] or ["- none"]
-    events = [e for e in report.state.events if e.kind in RECOVERY_KINDS]
+    lines += [f"- `{clock(f.at)}` {f.text}" for f in sorted(report.faults, key=lambda f: f.at)] or ["- none"]
+    events = sorted((e for e in report.state.events if e.kind in RECOVERY_KINDS), key=lambda e: e.at)
     lines += ["", "What the system did (job events from WatchJobs):", ""]
     lines += [f"- `{clock(e.at)}` **{e.kind.lower()}** {e.job}: {e.text}" for e in events] or ["- none"]
     moved = []
