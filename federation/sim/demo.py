@@ -60,6 +60,10 @@ EXPLAIN_PER_POLL = 8
 RESTART_ON_FAILURE = LifecyclePolicy(action="RestartPod", events=("PodFailed",))
 
 
+class DemoError(Exception):
+    """The demo cannot start as asked (printed as one line, exit 2)."""
+
+
 @dataclass(frozen=True)
 class DemoOptions:
     scenario: str | None = None
@@ -192,6 +196,9 @@ class Demo:
     async def _setup(self, admin: FederationClient, server: RunningServer) -> None:
         (self.out / "tokens.yaml").write_text(yaml.safe_dump(tokens_document(self.scenario), sort_keys=False))
         await admin.wait_ready()
+        if (await admin.list_jobs_page(page_size=1)).jobs:
+            raise DemoError(f"the database {self.db_url} already holds jobs; the demo needs an empty one "
+                            "(leave out --db for a fresh SQLite file in --out)")
         for queue in self.scenario.queues:
             await admin.create_queue(queue_to_proto(replace(queue, owners=(queue.name,))))
         for cluster in self.scenario.clusters:
@@ -415,6 +422,9 @@ def demo_main(args: argparse.Namespace) -> int:
     with _log_to(Path(options.out) / "demo.log"):
         try:
             return asyncio.run(Demo(scenario, options, console).run())
+        except DemoError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         except KeyboardInterrupt:
             print("federation demo: interrupted", file=sys.stderr)
             return 130

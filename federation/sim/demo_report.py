@@ -81,10 +81,18 @@ def summary(report: Report) -> list[str]:
     states = Counter(_state(s.jobs.get(j.job.name)) for j in report.scenario.jobs)
     outcome = ", ".join(f"{n} {k}" for k, n in sorted(states.items()))
     status = "finished" if report.complete else "STOPPED AT THE WALL-TIME CAP"
-    return [f"# federation demo — scenario `{report.scenario.name}`", "",
-            f"{len(report.scenario.jobs)} jobs from {len(report.scenario.queues)} tenants on "
-            f"{len(report.scenario.clusters)} clusters: {outcome}. Workload {status}: {clock(s.sim_now)} simulated "
-            f"in {report.wall_seconds:.0f} s of wall time (x{report.speed:g}).", ""]
+    lines = [f"# federation demo — scenario `{report.scenario.name}`", "",
+             f"{len(report.scenario.jobs)} jobs from {len(report.scenario.queues)} tenants on "
+             f"{len(report.scenario.clusters)} clusters: {outcome}. Workload {status}: {clock(s.sim_now)} simulated "
+             f"in {report.wall_seconds:.0f} s of wall time (x{report.speed:g}).", ""]
+    if not report.complete:
+        open_jobs = [j for j in report.scenario.jobs
+                     if j.job.name not in s.jobs or not s.settled(s.jobs[j.job.name])]
+        lines += ["Not finished when the demo stopped:", ""]
+        lines += [f"- {j.job.name}: {_state(s.jobs.get(j.job.name))}"
+                  + (f" ({s.jobs[j.job.name].reason})" if j.job.name in s.jobs and s.jobs[j.job.name].reason else "")
+                  for j in open_jobs] + [""]
+    return lines
 
 
 def placements(report: Report) -> list[str]:

@@ -91,20 +91,26 @@ def events_table(lines: list[EventLine], title: str) -> Table:
     return table
 
 
-def render(state: DemoState) -> RenderableType:
+def _pair(left: RenderableType, right: RenderableType, wide: bool) -> RenderableType:
+    """Side by side on a wide terminal, one above the other on a narrow one."""
+    if not wide:
+        return Group(left, Text(""), right)
+    grid = Table.grid(expand=True, padding=(0, 2))
+    grid.add_column(ratio=1)
+    grid.add_column(ratio=1)
+    grid.add_row(left, right)
+    return grid
+
+
+def render(state: DemoState, width: int = 200) -> RenderableType:
     header = Text.assemble(("federation demo", "bold"), f" · scenario {state.scenario.name} · simulated ",
                            (clock(state.sim_now), "bold"), f" (x{state.speed:g}) · wall {state.wall:.0f} s · ",
                            ("server ", ""), (state.address, "bold"))
-    top = Table.grid(expand=True, padding=(0, 2))
-    top.add_column(ratio=1)
-    top.add_column(ratio=1)
-    top.add_row(clusters_table(state.clusters), queues_table(state.queues))
-    decisions = [e for e in state.events if e.kind in DECISIONS][-8:]
-    recovery = [e for e in state.events if e.kind in RECOVERY][-8:]
-    middle = Table.grid(expand=True, padding=(0, 2))
-    middle.add_column(ratio=1)
-    middle.add_column(ratio=1)
-    middle.add_row(pending_table(state), events_table(decisions, "recent decisions"))
+    wide = width >= 150
+    top = _pair(clusters_table(state.clusters), queues_table(state.queues), wide)
+    decisions = [e for e in state.events if e.kind in DECISIONS][-8 if wide else -5:]
+    recovery = [e for e in state.events if e.kind in RECOVERY][-8 if wide else -6:]
+    middle = _pair(pending_table(state), events_table(decisions, "recent decisions"), wide)
     progress = Table.grid(padding=(0, 1))
     progress.add_row(Text("workload", style="bold"), ProgressBar(total=max(1, state.total), completed=state.finished,
                                                                  width=40),
@@ -114,11 +120,11 @@ def render(state: DemoState) -> RenderableType:
 
 
 async def live_view(state: DemoState, console: Console) -> None:
-    with Live(render(state), console=console, refresh_per_second=4, transient=False) as live:
+    with Live(render(state, console.size.width), console=console, refresh_per_second=4, transient=False) as live:
         while not state.done:
             await asyncio.sleep(0.25)
-            live.update(render(state))
-        live.update(render(state))
+            live.update(render(state, console.size.width))
+        live.update(render(state, console.size.width))
 
 
 class PlainPrinter:
