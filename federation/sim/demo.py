@@ -44,8 +44,9 @@ from federation.service.convert import queue_to_proto
 from federation.service.convert_jobs import job_to_proto
 from federation.service.server import RunningServer, build_server, open_store
 from federation.sim.demo_fleet import SimFleet
+from federation.sim.demo_observe import Observer
 from federation.sim.demo_report import Report, write_outputs
-from federation.sim.demo_state import TERMINAL, DemoState, EventLine, cluster_view, event_line
+from federation.sim.demo_state import TERMINAL, DemoState, EventLine
 from federation.sim.demo_view import PlainPrinter, live_view
 from federation.sim.scenario import FaultEvent, Scenario, builtin_scenario_path, load_scenario
 from federation.sim.workload import ScenarioJob
@@ -56,7 +57,6 @@ ADMIN_TENANT, ADMIN_TOKEN = "ops", "demo-admin"
 TICK_SECONDS = 0.05
 POLL_SECONDS = 0.5
 TARGET_WALL_SECONDS = 50.0
-EXPLAIN_PER_POLL = 8
 RESTART_ON_FAILURE = LifecyclePolicy(action="RestartPod", events=("PodFailed",))
 
 
@@ -137,28 +137,38 @@ class Demo:
     # ------------------------------------------------------------------ run
     async def run(self) -> int:
         store = open_store(self.db_url, migrate=True)
-        auth = Authenticator.from_mapping(tokens_document(self.scenario))
-        server = await build_server(
-            store, listen=self.options.listen, auth=auth, agent_grace_seconds=self.options.agent_grace_seconds,
-            round_debounce_seconds=0.1, plan_limits=PlanLimits(time_limit_seconds=self.options.plan_time_limit))
+        try:
+            server = await build_server(
+                store, listen=self.options.listen, auth=Authenticator.from_mapping(tokens_document(self.scenario)),
+                agent_grace_seconds=self.options.agent_grace_seconds, round_debounce_seconds=0.1,
+                plan_limits=PlanLimits(time_limit_seconds=self.options.plan_time_limit))
+            try:
+                return await self._run(store, server)
+            finally:
+                await server.stop(grace=1.0)
+        finally:
+            store.dispose()
+            log.info("demo: stopped")
+
+    async def _run(self, store: Any, server: RunningServer) -> int:
         self.state.address = server.address
         self.fleet = SimFleet(self.scenario, server.address, {c.name: agent_token(c.name)
                                                               for c in self.scenario.clusters})
         admin = FederationClient(server.address, token=ADMIN_TOKEN, timeout=30.0)
         tenants = {q.name: FederationClient(server.address, token=tenant_token(q.name), timeout=30.0)
                    for q in self.scenario.queues}
+        observer = Observer(admin, self.state, self.fleet.now, lambda: self.fleet.down)
         tasks: list[asyncio.Task[Any]] = []
-        code = 1
         try:
             self._announce(server)
-            await self._setup(admin, server)
+            await self._setup(admin)
             self.started = time.monotonic()
             tasks = [asyncio.create_task(c, name=n) for n, c in (
                 ("demo-ticker", self._ticker()), ("demo-driver", self._driver(tenants)),
-                ("demo-watch", self._watch(admin)), ("demo-poll", self._poll(admin)))]
+                ("demo-watch", observer.watch()), ("demo-poll", self._poll(observer)))]
             view = asyncio.create_task(self._view())
             code = await self._wait(tasks)
-            await self._poll_once(admin)
+            await observer.poll()
             self.state.done = True
             await view
             log.info("demo: workload %s; writing the report", "finished" if code == 0 else "stopped at the cap")
@@ -169,6 +179,7 @@ class Demo:
                                    f"time with {self.state.finished} of {self.state.total} jobs finished")
             if self.options.hold:
                 await self._hold(server)
+            return code
         finally:
             log.info("demo: shutting down")
             for task in tasks:
@@ -177,10 +188,6 @@ class Demo:
             for c in (admin, *tenants.values()):
                 await c.close()
             await self.fleet.stop()
-            await server.stop(grace=1.0)
-            store.dispose()
-            log.info("demo: stopped")
-        return code
 
     def _plain(self) -> bool:
         return self.options.plain or not self.console.is_terminal
@@ -193,7 +200,7 @@ class Demo:
         self.console.print(f"central service on [bold]{server.address}[/] (audit db {self.db_url}); try:\n"
                            f"  fedctl --server {server.address} --token {ADMIN_TOKEN} list jobs", highlight=False)
 
-    async def _setup(self, admin: FederationClient, server: RunningServer) -> None:
+    async def _setup(self, admin: FederationClient) -> None:
         (self.out / "tokens.yaml").write_text(yaml.safe_dump(tokens_document(self.scenario), sort_keys=False))
         await admin.wait_ready()
         if (await admin.list_jobs_page(page_size=1)).jobs:
@@ -311,43 +318,13 @@ class Demo:
                 return
             await asyncio.sleep(0.1)
 
-    # ------------------------------------------------------------------ observing through the API
-    async def _watch(self, admin: FederationClient) -> None:
-        last = 0
+    async def _poll(self, observer: Observer) -> None:
         while True:
-            try:
-                async for ev in admin.watch_jobs(from_event_id=last):
-                    last = ev.event_id
-                    self.state.add(event_line(self.fleet.now(), ev))
-            except ServiceError as exc:
-                log.warning("watch interrupted (%s); resuming after event %d", exc, last)
-            await asyncio.sleep(0.2)
-
-    async def _poll(self, admin: FederationClient) -> None:
-        while True:
-            await self._poll_once(admin)
+            await observer.poll()
             if self.timeline_left == 0 and self.state.submitted == self.state.total \
                     and self.state.finished == self.state.total:
                 self.finished.set()
             await asyncio.sleep(POLL_SECONDS)
-
-    async def _poll_once(self, admin: FederationClient) -> None:
-        jobs = await admin.list_jobs()
-        clusters = [cluster_view(c, c.name in self.fleet.down) for c in await admin.list_clusters()]
-        self.state.sim_now = self.fleet.now()
-        self.state.update_jobs(jobs, clusters)
-        reasons: dict[str, str] = {}
-        for job in self.state.pending()[:EXPLAIN_PER_POLL]:
-            if job.unschedulable:
-                reasons[job.spec.name] = job.reason
-                continue
-            try:
-                explained = await admin.explain_job(job.spec.name)
-            except ServiceError:
-                continue
-            pending = explained.pending
-            reasons[job.spec.name] = pending.reason or explained.message or "waiting for the next round"
-        self.state.reasons = reasons
 
     async def _view(self) -> None:
         if self._plain():
