@@ -5,9 +5,10 @@ actions, gang-aware as in Volcano's 2026 gang-aware eviction design):
 
 * **preempt** — running gangs of Q itself with a lower job priority;
 * **reclaim** — running gangs of another queue that is ``reclaimable``, has a queue
-  priority not above Q's, and is above its fair share; only while Q is below its own fair
-  share, and never so much that the victim's queue drops below its fair share (capacity
-  lent beyond a fair share is taken back; a fair share itself is never reclaimed).
+  priority not above Q's and is above its fair share, in a band not above P's; only
+  while Q is below its own fair share, and never so much that the victim's queue drops
+  below its fair share (capacity lent beyond a fair share is taken back; a fair share
+  itself is never reclaimed).
 
 Victims are chosen per candidate domain (lowest tier first, at most ``MAX_DOMAINS`` per
 cluster, like Volcano's capped eviction gradients): cheapest first — lowest priority band,
@@ -33,8 +34,8 @@ def _eligible(rnd: Round, job: Job, victim: RunningJob, under: bool) -> bool:
         return False
     if victim.job.queue == job.queue:
         return victim.job.priority < job.priority
-    if not under:
-        return False
+    if not under or rnd.scoring.band(victim.job) < rnd.scoring.band(job):
+        return False  # reclaim never stops a gang of a higher priority band
     vq = rnd.ledger.queues[victim.job.queue]
     mine = rnd.ledger.queues[job.queue]
     over = rnd.ledger.share(vq.name) > rnd.ledger.fair[vq.name] + EPS

@@ -64,6 +64,7 @@ def _summary(walls: list[float], cpus: list[float]) -> dict[str, float]:
     return {
         "p50_wall_ms": 1000 * statistics.median(walls), "p99_wall_ms": 1000 * _pct(walls, 0.99),
         "p50_cpu_ms": 1000 * statistics.median(cpus), "p99_cpu_ms": 1000 * _pct(cpus, 0.99),
+        "min_wall_ms": 1000 * min(walls), "min_cpu_ms": 1000 * min(cpus),
     }
 
 

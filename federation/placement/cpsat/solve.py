@@ -33,6 +33,7 @@ from federation.placement.cpsat import (
 )
 from federation.placement.cpsat.variables import Vars, Window
 
+QUICK_SECONDS = 5.0
 MODULES = (assignment, capacity, quota, fairness, priority, topology, fit, preemption)
 
 
@@ -68,6 +69,11 @@ def _solver(seconds: float, limits: PlanLimits) -> cp_model.CpSolver:
     solver.parameters.max_time_in_seconds = max(0.01, seconds)
     solver.parameters.num_workers = max(1, limits.workers)
     solver.parameters.random_seed = limits.seed
+    if seconds < QUICK_SECONDS:
+        # Probing dominated presolve on round-sized models (0.5 s of a 1 s budget) and
+        # starved the search; without it the shipped configuration stays within 1.1 %
+        # of the proven optimum on the 3x8-node/14-job benchmark (2 of 27 over 1.5 % with it).
+        solver.parameters.cp_model_probing_level = 0
     return solver
 
 

@@ -103,22 +103,27 @@ def per_band(
     left: list[PendingJob] = []
     prev = {p.job: p for p in previous.placements if p.job in jobs} if previous is not None else {}
     order = sorted(bands)
+    small = len(rnd.snapshot.pending) <= JOINT_MAX_JOBS  # small rounds: no pruning, exact capacity
+    floor = MIN_WINDOW_SECONDS if small else MIN_BAND_SECONDS
     for index, band in enumerate(order):
         members = bands[band]
         before = rnd.checkpoint()
         greedy_left = run_bands(rnd, tuple(members))
         g_placed = {n: p for n, p in rnd.placements.items() if n not in before.placements}
         g_evicted = {n for n in rnd.preempted if n not in before.preempted}
-        seconds = (deadline - time.monotonic()) * len(members) / max(1, sum(len(bands[b]) for b in order[index:]))
+        # Higher bands matter lexicographically more: each band gets at least half of what
+        # is left (the last one all of it), more when it holds most of the remaining jobs.
+        share = len(members) / max(1, sum(len(bands[b]) for b in order[index:]))
+        seconds = (deadline - time.monotonic()) * (1.0 if index == len(order) - 1 else max(0.5, share))
         perfect = not greedy_left and not any(rnd.scoring.tier_steps(jobs[n], p.tier) for n, p in g_placed.items())
-        if perfect or seconds < MIN_BAND_SECONDS:
+        if perfect or seconds < floor:
             left.extend(greedy_left)
             continue
         g_value = _band_value(rnd, band)
         after_greedy = rnd.checkpoint()
         rnd.restore(before)
         started = time.monotonic()
-        w = build(rnd, [p.job for p in members], {band: 1}, {**prev, **g_placed}, small=False, before_band=band)
+        w = build(rnd, [p.job for p in members], {band: 1}, {**prev, **g_placed}, small=small, before_band=band)
         size = sum(len(jc.candidates) for jc in w.classes)
         solve_seconds = seconds - (time.monotonic() - started) - size * DECODE_SECONDS_PER_VAR
         if solve_seconds < MIN_WINDOW_SECONDS:  # the model would not get to improve on its hint
