@@ -6,21 +6,24 @@
 #   BIN=$(hack/build-controlplane.sh)     # stdout carries only the bin dir
 #
 # Output (keyed by version, reused when complete):
-#   ${FEDERATION_CACHE:-$HOME/.cache/federation}/controlplane/k8s-v1.34.7_etcd-v3.6.4_kwok-v0.8.0/bin/
+#   ${FEDERATION_CACHE:-$HOME/.cache/federation}/controlplane/k8s-v1.34.9_etcd-v3.6.4_kwok-v0.8.0/bin/
 #     kube-apiserver  etcd  kwok  stages.yaml
 # Go's module and build caches live under ${FEDERATION_CACHE}/go so that a CI
 # cache of that one directory makes rebuilds quick.
 #
 # Why wrapper modules: k8s.io/kubernetes and go.etcd.io/etcd/server/v3 carry
 # replace directives, so `go install ...@version` refuses them. The modules in
-# hack/controlplane/{k8s,etcd} pin the staging modules to real tags instead.
-# See /work/shared/reference/controlplane.md (the recipe) for the background.
+# hack/controlplane/{k8s,etcd} pin the staging modules to real tags instead
+# (kubernetes/kubernetes#79384, etcd-io/etcd#18501). Kubernetes is 1.34.9, not
+# 1.34.7: the module proxy does not serve 15 k8s.io staging modules at v0.34.7
+# (see hack/controlplane/k8s/go.mod). kwok v0.8.0 ships no default stages, so
+# stages.yaml is assembled from the kwok module's kustomize/stage directory.
 #
 # Progress goes to stderr; requires Go >= 1.26 (kwok v0.8.0) and the Go module
 # proxy. Binaries are built one at a time (about 2 GiB RSS per build).
 set -euo pipefail
 
-K8S_VERSION=v1.34.7
+K8S_VERSION=v1.34.9
 ETCD_VERSION=v3.6.4
 KWOK_VERSION=v0.8.0
 
@@ -48,6 +51,12 @@ if [[ -z $GO ]]; then
   fi
 fi
 
+for pin in "hack/controlplane/k8s/go.mod:k8s.io/kubernetes $K8S_VERSION" \
+           "hack/controlplane/etcd/go.mod:go.etcd.io/etcd/server/v3 $ETCD_VERSION"; do
+  grep -q "^require ${pin#*:}\$" "$ROOT/${pin%%:*}" || {
+    log "error: ${pin%%:*} does not require ${pin#*:}; update the versions at the top of $0"; exit 1; }
+done
+
 mkdir -p "$BIN" "$CACHE/go"
 
 # Serialise concurrent builders (parallel CI jobs, pytest sessions, make -j).
@@ -66,7 +75,8 @@ export GOCACHE=$CACHE/go/build
 export GOPATH=$CACHE/go/path
 JOBS=${CONTROLPLANE_BUILD_JOBS:-2}
 
-log "go: $("$GO" version)"
+GO_VERSION=$("$GO" version) || { log "error: '$GO version' failed"; exit 1; }
+log "go: $GO_VERSION"
 log "cache: $CACHE"
 start_all=$SECONDS
 
@@ -88,11 +98,10 @@ build() {
 }
 
 K8S_MINOR=${K8S_VERSION#v1.}; K8S_MINOR=${K8S_MINOR%%.*}
-BUILD_DATE=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 K8S_LDFLAGS="-s -w"
 for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   K8S_LDFLAGS+=" -X '$p.gitVersion=$K8S_VERSION' -X '$p.gitMajor=1' -X '$p.gitMinor=$K8S_MINOR'"
-  K8S_LDFLAGS+=" -X '$p.gitTreeState=clean' -X '$p.buildDate=$BUILD_DATE'"
+  K8S_LDFLAGS+=" -X '$p.gitTreeState=clean'"
 done
 build kube-apiserver "$ROOT/hack/controlplane/k8s" k8s.io/kubernetes/cmd/kube-apiserver "$K8S_LDFLAGS"
 
@@ -104,7 +113,7 @@ if [[ ! -x $BIN/kwok ]]; then
   tmpbin=$(mktemp -d "$BIN/.kwok.XXXXXX")
   log "kwok: go install sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
   (cd "$tmpbin" && GOBIN=$tmpbin "$GO" install -p "$JOBS" -trimpath \
-      -ldflags "-s -w -X 'sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION'" \
+      -ldflags "-s -w -X 'sigs.k8s.io/kwok/pkg/consts.version=$KWOK_VERSION'" \
       "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")
   mv -f "$tmpbin/kwok" "$BIN/kwok"
   rm -rf "$tmpbin"
@@ -120,7 +129,7 @@ if [[ ! -d $STAGE_DIR ]]; then
 fi
 stages=(
   "$STAGE_DIR/node/fast/node-initialize.yaml"
-  "$STAGE_DIR"/node/heartbeat-with-lease/*.yaml
+  "$STAGE_DIR/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml"
   "$STAGE_DIR/pod/fast/pod-ready.yaml"
   "$STAGE_DIR/pod/fast/pod-complete.yaml"
   "$STAGE_DIR/pod/fast/pod-delete.yaml"
@@ -139,6 +148,11 @@ stages=(
     awk 'body || !/^(---[[:space:]]*|[[:space:]]*(#.*)?)$/ { body = 1; print }' "$f"
   done
 } > "$BIN/.stages.yaml.tmp"
+want=${#stages[@]}
+got=$(grep -c '^kind: Stage$' "$BIN/.stages.yaml.tmp" || true)
+if [[ $got != "$want" || $(grep -c '^kind:' "$BIN/.stages.yaml.tmp") != "$want" ]]; then
+  log "error: expected $want kwok Stage documents in stages.yaml, found $got"; exit 1
+fi
 mv -f "$BIN/.stages.yaml.tmp" "$BIN/stages.yaml"
 
 log "kube-apiserver: $("$BIN/kube-apiserver" --version 2>&1)"
