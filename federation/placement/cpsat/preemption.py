@@ -104,7 +104,7 @@ def add(w: Window, v: Vars) -> None:
     for queue in sorted({vj.job.queue for vj in w.victims}):
         reclaimed = [vj for vj in w.victims if vj.job.queue == queue and kind(rnd, w.classes, vj) == "reclaim"]
         if reclaimed:
-            excess = int((rnd.ledger.share(queue) - rnd.ledger.fair[queue]) * sc.scale)
+            excess = round((rnd.ledger.share(queue) - rnd.ledger.fair[queue]) * sc.scale)
             m.add(sum(sc.units(vj.job) * v.e[vj.job.name] for vj in reclaimed) <= max(0, excess))
     for victim in w.victims:
         v.objective.append((-sc.victim_cost(victim), v.e[victim.job.name], sc.band(victim.job)))
