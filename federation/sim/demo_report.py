@@ -187,7 +187,8 @@ def recovery(report: Report) -> list[str]:
             hops = " → ".join(f"{r.cluster}/{r.domain} (tier {r.tier})" for r in runs)
             moved.append(f"- {spec.job.name}: {hops}")
     restarts = sum(1 for e in events if e.kind == "RESTARTED")
-    lines += ["", f"In-place restarts: **{restarts}**. Jobs re-placed on another cluster: **{len(moved)}**.", ""]
+    lines += ["", f"In-place restarts: **{restarts}**. Jobs that ran on more than one cluster (re-placed after the "
+              f"outage, a preemption or a replan): **{len(moved)}**.", ""]
     return [*lines, *moved, ""] if moved else lines
 
 
