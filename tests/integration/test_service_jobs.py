@@ -186,3 +186,25 @@ async def test_the_queue_cache_reads_an_expired_queue_once_for_a_burst(store: St
     assert reads == ["burst", "burst"]  # expired: one read for the whole burst
     with pytest.raises(Exception, match="not found"):
         await cache.get("absent")
+
+
+async def test_shutdown_ends_open_watch_streams_instead_of_waiting_out_the_grace_period(store: Store) -> None:
+    import time
+
+    async with running(store, watch_poll_seconds=0.05) as srv, client(srv) as c:
+        await _setup(c)
+        await c.submit_job(spec("watched"))
+        seen: list[str] = []
+
+        async def follow() -> None:
+            async for ev in c.watch_jobs():
+                seen.append(ev.job.id)
+
+        watcher = asyncio.create_task(follow())
+        while not seen:
+            await asyncio.sleep(0.05)
+        started = time.monotonic()
+        await srv.stop(grace=30)
+        assert time.monotonic() - started < 10  # not the 30 s grace: the stream was ended
+        await asyncio.wait_for(watcher, 10)  # the client sees a clean end of stream
+        assert seen == ["watched"]
