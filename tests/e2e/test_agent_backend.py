@@ -162,31 +162,60 @@ async def test_changes_by_others_arrive_as_events(control_plane, kube_clients) -
         await backend.close()
 
 
-async def test_expired_resource_version_relists_and_reports_the_gap(control_plane, kube_clients) -> None:
-    """A watch from a resourceVersion the apiserver no longer has answers 410; the
-    informer relists, and what changed meanwhile is emitted as events."""
-    from kubernetes_asyncio import client
+async def test_expired_resource_version_relists_and_reports_the_gap(controlplane_bin_dir) -> None:
+    """A watch from a compacted resourceVersion answers 410 Gone; the informer relists,
+    and what changed meanwhile is emitted as events. Its own apiserver serves watches
+    from etcd (``--watch-cache=false``), where compaction makes old versions 410; the watch
+    cache instead replays current state for a version older than its window."""
+    from controlplane import ControlPlane
 
-    core = client.CoreV1Api(kube_clients["east"])
-    seen: list[tuple[str, str]] = []
-    informer = Informer("pods", core.list_pod_for_all_namespaces, pod_record,
-                        lambda kind, key, value: seen.append((kind, key[1])), watch_seconds=30)
-    await informer.relist()
-    before = informer.lists
-    name = unique("gap")
-    await core.create_namespaced_pod("default", {
-        "metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
-    informer.resource_version = "1"  # long compacted / outside the watch cache window
-    task = asyncio.create_task(informer.run())
-    try:
-        await eventually("relist after 410", lambda: _async(informer.relists_after_gone >= 1
-                                                            and informer.lists > before), 20)
-        await eventually("the pod created in the gap", lambda: _async(("ADDED", name) in seen), 20)
-        assert informer.get(("default", name)) is not None
-    finally:
-        task.cancel()
-        await core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+    from agents.k8s.api import call, client_from_kubeconfig, core_api
+
+    with ControlPlane(controlplane_bin_dir, ["gone"], kwok=False,
+                      apiserver_args=["--watch-cache=false"]) as cp:
+        api = await client_from_kubeconfig(str(cp.kubeconfig("gone")))
+        core = core_api(api)
+        seen: list[tuple[str, str]] = []
+        informer = Informer("pods", core.list_pod_for_all_namespaces, pod_record,
+                            lambda kind, key, value: seen.append((kind, key[1])), watch_seconds=30)
+        task: asyncio.Task[None] | None = None
+        try:
+            await informer.relist()
+            old_rv, before = informer.resource_version, informer.lists
+            name = unique("gap")
+            await call(core.create_namespaced_pod("default", {
+                "metadata": {"name": name}, "spec": {"containers": [{"name": "c", "image": "x"}]}},
+                _preload_content=False))
+            await call(core.create_namespaced_config_map("default", {"metadata": {"name": unique("later")}},
+                                                         _preload_content=False))  # a newer revision
+            _compact_etcd(cp)  # as the apiserver's periodic compaction does: the pod's event is gone
+            informer.resource_version = old_rv  # the watch resumes from before the gap: compacted now
+            task = asyncio.create_task(informer.run())
+            await eventually("relist after 410", lambda: _async(informer.relists_after_gone >= 1
+                                                                and informer.lists > before), 20)
+            await eventually("the pod created in the gap", lambda: _async(("ADDED", name) in seen), 20)
+            assert informer.get(("default", name)) is not None
+        finally:
+            if task is not None:
+                task.cancel()
+            await api.close()
 
 
 async def _async(value: bool) -> bool:
     return value
+
+
+def _compact_etcd(control_plane) -> None:  # type: ignore[no-untyped-def]
+    """Compact the shared etcd to its current revision through its HTTP gateway."""
+    import base64
+    import json
+    import urllib.request
+
+    def post(path: str, body: dict[str, object]) -> dict[str, object]:
+        req = urllib.request.Request(control_plane.etcd_url + path, json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read())
+
+    header = post("/v3/kv/range", {"key": base64.b64encode(b"/").decode()})["header"]
+    post("/v3/kv/compaction", {"revision": str(header["revision"]), "physical": True})  # type: ignore[index]
