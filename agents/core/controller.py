@@ -25,8 +25,9 @@ from dataclasses import dataclass, replace
 from agents.backend import ClusterBackend
 from agents.core.apply import Applied, apply_ops, observe_job
 from agents.core.events import job_pods, observe, pod_events
+from agents.core.operations import BindPod, CreatePod, DeletePod
 from agents.core.reconcile import W_REPLAN, Observed, ops_for_actions, reconcile
-from agents.core.records import PodRecord
+from agents.core.records import LABEL_JOB, PodRecord
 from agents.core.recovery import (
     RESTART_POD,
     RESTART_TASK,
@@ -54,7 +55,10 @@ class PassReport:
     version: int
     phase: str  # Pending | Bound | Running | Succeeded | Failed | Cancelled | Replan
     message: str
-    pods: tuple[PodRecord, ...]  # the current version's pods as read at the start of the pass
+    # The current version's pods as the pass leaves them: a pass that bound, created or
+    # deleted pods re-reads them, so a report names the node each pod is actually bound to
+    # (central records it as the job's placement).
+    pods: tuple[PodRecord, ...]
     actions: tuple[Action, ...]  # recovery actions executed this pass
     events: tuple[JobEvent, ...]  # their records
     wake_at: float | None  # when a delayed action falls due (re-run the pass then)
@@ -97,6 +101,8 @@ class JobController:
         result = reconcile(work, observed, job_phase=self.state.phase, hints=self.hints)
         applied = await apply_ops(backend, result.ops)
         error = error or applied.error
+        if executed or any(isinstance(op, _POD_OPS) for op in applied.done):
+            pods = await _pods_now(backend, work)
         phase, message = result.phase, result.message
         replans = [a for a in executed if a.kind == W_REPLAN]
         if replans:
@@ -133,6 +139,13 @@ class JobController:
             if targets:
                 self.hints = targets
         return (ready if applied.ok else []), wake_at, applied
+
+
+_POD_OPS = (BindPod, CreatePod, DeletePod)
+
+
+async def _pods_now(backend: ClusterBackend, work: Work) -> tuple[PodRecord, ...]:
+    return tuple(job_pods(work.job, await backend.list_pods({LABEL_JOB: work.name}), work.version))
 
 
 def _covered(event: PodEvent, covered: set[str]) -> bool:

@@ -7,12 +7,18 @@ and starts between two reports goes straight from nothing to Running), so the jo
 changes are computed as the *path* of legal steps from where the job is to where the
 report says it is. A report that would move a job backwards, or out of a terminal state,
 yields no step: the job state machine, not the order of messages, is the authority.
+
+A report of a bound gang also says where its pods actually are (``actual_pods``): the
+agent may have re-packed the gang inside its HyperNode or replaced a pod, and the Work's
+recorded placement must follow.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from federation.domain.plans import PodAssignment
 from federation.store.states import DISPATCHED, FAILED, PENDING, PLACED, RUNNING, SUCCEEDED, TERMINAL_STATES
 
 # Phase names as in federation.v1.WorkPhase without the prefix.
@@ -62,3 +68,38 @@ def effect(phase: str, job_state: str) -> StatusEffect:
     if phase not in _JOB_TARGET:  # CANCELLED (the agent confirms a withdrawal) or unknown
         return StatusEffect(None, ())
     return StatusEffect(_WORK_STATE.get(phase), job_steps(job_state, _JOB_TARGET[phase]))
+
+
+# Pod phases in which a bound pod holds room on its node (Kubernetes pod phases).
+_HOLDING = frozenset({"Pending", "Running"})
+
+
+@dataclass(frozen=True)
+class ReportedPod:
+    """One pod of a ``WorkStatus`` (federation.v1.PodStatus) as far as placement cares."""
+
+    task: str
+    index: int
+    node: str  # empty while unbound
+    phase: str  # Kubernetes pod phase
+
+
+def actual_pods(phase: str, reported: Iterable[ReportedPod],
+                recorded: Iterable[PodAssignment]) -> tuple[PodAssignment, ...] | None:
+    """The pod → node assignment to record for the Work, or None to keep ``recorded``.
+
+    Central decides the HyperNode; the agent may re-pack the gang inside it or replace a
+    pod on another node (RestartPod, node lost), so after binding the agent's report is
+    the truth about where each pod is. Only reports of a bound gang (BOUND, RUNNING)
+    count: before binding the planned nodes are the promise the next round must reserve,
+    and a report that names no bound pod at all says nothing new. Pods without a node, or
+    no longer holding room (Succeeded, Failed, Unknown on a lost node), are left out: the
+    record says where the job's pods hold room now.
+    """
+    if phase not in ("BOUND", "RUNNING"):
+        return None
+    holding = {(p.task, p.index): p.node for p in reported if p.node and p.phase in _HOLDING}
+    if not holding:
+        return None
+    actual = tuple(PodAssignment(t, i, n) for (t, i), n in sorted(holding.items()))
+    return None if set(actual) == set(recorded) else actual

@@ -12,7 +12,11 @@ meaning itself is the pure ``propagation.status.effect``; this adapter performs 
   illegal step is logged and ignored, never forced;
 - ``Replan`` requeues the job first and withdraws the Work second, so a crash in between
   leaves a pending job whose old Work the next placement supersedes — never a job that
-  looks placed with nothing behind it.
+  looks placed with nothing behind it;
+- a report of a bound gang carries the node of every pod; when that differs from the
+  Work's recorded placement (the agent re-packed the gang inside its HyperNode or
+  replaced a pod), the placement is updated (``WorkRepository.record_pods``), so
+  ``fedctl explain`` and the next planning round see where the pods really are.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from federation.domain.errors import InvalidInput
-from federation.propagation.status import effect
+from federation.domain.plans import PodAssignment
+from federation.propagation.status import ReportedPod, actual_pods, effect
+from federation.propagation.works import placement_from_payload
 from federation.store import Conflict, IllegalTransition, JobRecord, NotFound, Store
 from federation.v1 import agent_pb2
 
@@ -84,8 +90,20 @@ class StatusHandler:
             return []
         if change.work_state is not None and change.work_state != work.state:
             await self._work_state(work_id, change.work_state, msg.message, epoch)
+        await self._record_pods(work_id, phase, msg, placement_from_payload(work.job, work.payload).pods, epoch)
         await self._steps(record, change.job_steps, msg.message)
         return []
+
+    async def _record_pods(self, work_id: int, phase: str, msg: agent_pb2.WorkStatus,
+                           recorded: tuple[PodAssignment, ...], epoch: int) -> None:
+        reported = (ReportedPod(p.task, p.index, p.node, p.phase) for p in msg.pods)
+        pods = actual_pods(phase, reported, recorded)
+        if pods is None:
+            return
+        try:
+            await self._call(self._store.works.record_pods, work_id, pods, epoch=epoch)
+        except Conflict as exc:
+            log.info("work %d: actual pods not recorded: %s", work_id, exc)
 
     async def _work_state(self, work_id: int, state: str, message: str, epoch: int) -> None:
         try:

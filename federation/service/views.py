@@ -12,10 +12,11 @@ from datetime import datetime
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from federation.domain.plans import PodAssignment
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
 from federation.service.convert import job_state_from_name, job_to_proto, queue_to_proto, resources_to_proto
-from federation.store.records import ClusterRecord, DecisionRecord, JobEvent, JobRecord, Round
+from federation.store.records import ClusterRecord, DecisionRecord, JobEvent, JobRecord, Round, WorkRecord
 from federation.store.states import ACTIVE_STATES, PENDING
 from federation.v1 import audit_pb2, clusters_pb2, jobs_pb2, queues_pb2, types_pb2
 
@@ -117,8 +118,15 @@ def decision_to_view(d: DecisionRecord) -> audit_pb2.Decision:
     )
 
 
-def explain(record: JobRecord, latest: DecisionRecord | None) -> jobs_pb2.ExplainJobResponse:
-    """Where the job went (placement of the deciding round) or why it is pending."""
+def explain(record: JobRecord, latest: DecisionRecord | None,
+            work: WorkRecord | None = None) -> jobs_pb2.ExplainJobResponse:
+    """Where the job went (placement of the deciding round) or why it is pending.
+
+    ``work`` is the job's latest Work: when it is the job's Work in its current cluster,
+    its recorded pods (where the agent actually bound them, kept up to date from status
+    reports) are shown instead of the nodes the round planned — the agent may have
+    re-packed the gang inside its HyperNode or replaced a pod since.
+    """
     resp = jobs_pb2.ExplainJobResponse(name=record.name, state=job_state_from_name(record.state))
     decision = latest.decision if latest is not None else None
     if record.state == PENDING:
@@ -138,11 +146,14 @@ def explain(record: JobRecord, latest: DecisionRecord | None) -> jobs_pb2.Explai
         placement = resp.placement
         placement.job, placement.cluster = record.name, record.cluster
         placement.hypernode, placement.tier = record.hypernode or "", record.tier or 0
+        pods: tuple[PodAssignment, ...] = ()
         if latest is not None and decision is not None and decision.outcome == "placed" \
                 and decision.cluster == record.cluster:
             resp.round_id = latest.round.id
-            placement.pods.extend(types_pb2.PodAssignment(task=p.task, index=p.index, node=p.node)
-                                  for p in decision.pods)
+            pods = decision.pods
+        if work is not None and work.cluster == record.cluster and "pods" in work.payload:
+            pods = tuple(PodAssignment(str(t), int(i), str(n)) for t, i, n in work.payload["pods"])
+        placement.pods.extend(types_pb2.PodAssignment(task=p.task, index=p.index, node=p.node) for p in pods)
     if record.state in ("cancelled", "failed", "succeeded"):
         resp.message = f"{record.state}: {record.reason or record.message}".rstrip(": ")
     return resp

@@ -10,12 +10,13 @@ Agents acknowledge by id; status writes may carry the agent's epoch and are refu
 from __future__ import annotations
 
 import builtins
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
+from federation.domain.plans import PodAssignment
 from federation.store.clusters import check_epoch
 from federation.store.engine import Database
 from federation.store.errors import Conflict, NotFound
@@ -95,6 +96,36 @@ class WorkRepository:
                 raise Conflict(f"work {work_id} (job {row.job!r}) is {row.state}; cannot become {state}")
             row.state = state
             row.message = message
+            row.updated_at = now
+            return work_record(row)
+
+    def record_pods(self, work_id: int, pods: Sequence[PodAssignment], *, epoch: int | None = None) -> WorkRecord:
+        """Replace the pod → node assignment the Work records with where the agent actually
+        bound the pods, in one transaction (epoch-checked like ``update_status``).
+
+        Why: the agent may re-pack a gang inside its HyperNode or replace a pod on another
+        node (RestartPod, node lost). The Work's payload is the job's recorded placement —
+        what ``fedctl explain`` shows and what the next planning round reads for the running
+        job — so it must follow the pods, not keep the planned nodes. The version is not
+        bumped: the Work's meaning (cluster, HyperNode) is unchanged and the agent must not
+        see a new Work for it. ``updated_at`` is, so a snapshot received before this report
+        is not taken to reflect the new binding. Only an active Work can change
+        (``Conflict`` otherwise: the report is stale).
+        """
+        now = self._db.now()
+        with self._db.write() as session:
+            cluster_name = session.scalar(select(WorkRow.cluster).where(WorkRow.id == work_id))
+            if cluster_name is None:
+                raise NotFound("work", str(work_id))
+            if epoch is not None:  # lock order everywhere: cluster, then job, then work
+                cluster = session.scalars(
+                    select(ClusterRow).where(ClusterRow.name == cluster_name).with_for_update(read=True)
+                ).one()
+                check_epoch(cluster, epoch)
+            row = session.scalars(select(WorkRow).where(WorkRow.id == work_id).with_for_update()).one()
+            if row.state not in ACTIVE_WORK_STATES:
+                raise Conflict(f"work {work_id} (job {row.job!r}) is {row.state}; its pods are no longer recorded")
+            row.payload = {**row.payload, "pods": [[p.task, p.index, p.node] for p in pods]}
             row.updated_at = now
             return work_record(row)
 

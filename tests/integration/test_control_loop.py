@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from fleetkit import eventually, fleet, job_spec
 
+from federation.service.snapshot_builder import load
 from federation.v1 import jobs_pb2
 
 
@@ -66,6 +67,35 @@ async def test_pod_failure_under_restart_pod_is_replaced_and_reported_as_an_even
             after = f.job_pods("east", "resilient")
             assert after["resilient-worker-0"] == before["resilient-worker-0"]  # only the failed pod was touched
             assert (await c.get_job("resilient")).state == jobs_pb2.JOB_STATE_RUNNING
+
+
+async def test_pod_replaced_on_another_node_after_node_loss_moves_the_recorded_placement(migrated_url: str) -> None:
+    """Central must know where the pods are after the agent replaced one: explain and the
+    next planning round read the recorded placement (the Work's pods), and a planned node
+    that is NotReady must not stay in it."""
+    async with fleet(migrated_url) as f:
+        await eventually(lambda: len(f.server.hub.connected()) == 2, what="both agents connected")  # type: ignore[union-attr]
+        async with f.client() as c:
+            await c.submit_job(job_spec("mover", pods=1, clusters=("east",)))
+            await eventually(lambda: _is(c, "mover", jobs_pb2.JOB_STATE_RUNNING), what="running")
+            job = await c.get_job("mover")
+            [planned] = f.job_pods("east", "mover").values()
+            assert planned is not None and _recorded_nodes(f, "mover") == [planned]
+            spare = {"east-n0": "east-n1", "east-n1": "east-n0", "east-n2": "east-n3", "east-n3": "east-n2"}[planned]
+            f.clusters["east"].set_node_ready(planned, False)  # NodeLost: replaced inside the same leaf
+            await eventually(lambda: f.job_pods("east", "mover").get("mover-worker-0") == spare, what="pod replaced")
+            await eventually(lambda: _recorded_nodes(f, "mover") == [spare], what="placement follows the pod")
+            data = load(f.store, 0.0)
+            [running] = [r for r in data.snapshot.running if r.job.name == "mover"]
+            assert [p.node for p in running.placement.pods] == [spare]  # what the planner is given
+            again = await c.get_job("mover")
+            assert (again.cluster, again.hypernode, again.state) == (job.cluster, job.hypernode,
+                                                                     jobs_pb2.JOB_STATE_RUNNING)
+
+
+def _recorded_nodes(f, job: str) -> list[str]:  # type: ignore[no-untyped-def]
+    [work] = [w for w in f.store.works.list(job=job) if w.active]
+    return [str(n) for _t, _i, n in work.payload["pods"]]
 
 
 async def test_cancel_removes_everything_the_agent_created(migrated_url: str) -> None:

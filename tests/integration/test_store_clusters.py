@@ -19,6 +19,7 @@ from federation.domain import (
     Taint,
     Task,
 )
+from federation.domain.plans import PodAssignment
 from federation.store import Conflict, NotFound, StaleEpoch, Store
 
 
@@ -171,6 +172,28 @@ def test_work_status_follows_its_table_and_is_fenced_by_epoch(store: Store) -> N
     assert [w.state for w in store.works.list(job="llm")] == ["succeeded"]
     with pytest.raises(NotFound):
         store.works.update_status(999, "running")
+
+
+def test_actual_pods_replace_the_planned_ones_in_one_fenced_write_without_a_new_version(store: Store) -> None:
+    store.queues.create(Queue("research"))
+    store.clusters.register("east", 1)
+    store.jobs.submit(make_job("llm"))
+    planned = {"cluster": "east", "hypernode": "leaf-0", "tier": 1, "pods": [["worker", 0, "n0"], ["worker", 1, "n1"]]}
+    work = store.works.create("llm", "east", planned)
+    moved = (PodAssignment("worker", 0, "n0"), PodAssignment("worker", 1, "n2"))
+    after = store.works.record_pods(work.id, moved, epoch=1)
+    assert after.payload == {**planned, "pods": [["worker", 0, "n0"], ["worker", 1, "n2"]]}
+    assert (after.version, after.state) == (work.version, work.state) and after.updated_at > work.updated_at
+    assert store.works.get(work.id).payload == after.payload
+    store.clusters.register("east", 2)
+    with pytest.raises(StaleEpoch):
+        store.works.record_pods(work.id, moved[:1], epoch=1)
+    store.works.update_status(work.id, "succeeded", epoch=2)
+    with pytest.raises(Conflict, match="succeeded"):
+        store.works.record_pods(work.id, moved[:1], epoch=2)
+    assert store.works.get(work.id).payload == after.payload
+    with pytest.raises(NotFound):
+        store.works.record_pods(999, moved)
 
 
 def test_cancel_withdraws_the_jobs_active_work(store: Store) -> None:

@@ -149,3 +149,25 @@ async def test_refused_operation_is_reported_and_retried_next_pass() -> None:
     assert cluster.bind_count == 0  # the first bind was refused, so none followed
     second = await ctl.sync(cluster, clock(), None)
     assert second.error == "" and cluster.bind_count == 2
+
+
+
+async def test_report_of_the_binding_pass_names_the_nodes_the_pods_were_actually_bound_to() -> None:
+    """Central records a job's placement from these reports. A report holding the pods as
+    read before the pass (none yet, or unbound) would tell it nothing, and a gang the agent
+    re-packed would keep its planned nodes in central's record."""
+    clock = ManualClock()
+    cluster = fake(clock=clock)
+    planned_elsewhere = (("worker", 0, "n00"), ("worker", 1, "n01"))  # not in t1-l1: the agent re-packs
+    ctl = JobController(work(job(), "t1-l1", pods=planned_elsewhere), label_keys=LABEL_KEYS)
+    report = await ctl.sync(cluster, clock(), None)
+    assert report.phase == "Bound"
+    assert {(p.task, p.index, p.node) for p in report.pods} == {("worker", 0, "n02"), ("worker", 1, "n03")}
+
+    cluster.fail_pod("train-worker-1", exit_code=1)
+    restart = JobController(work(job(policies=(P("RestartPod", events=("PodFailed",)),)), "t1-l1",
+                                 pods=planned_elsewhere), label_keys=LABEL_KEYS)
+    again = await restart.sync(cluster, clock(), None)
+    assert [a.kind for a in again.actions] == ["RestartPod"]
+    replaced = {p.name: p for p in again.pods}["train-worker-1"]
+    assert replaced.node in {"n02", "n03"} and replaced.phase == "Running"  # the replacement, not the failed pod
