@@ -120,6 +120,7 @@ class LeaderElector:
         self._seen_at = 0.0  # monotonic time from which the seen record may be aged
         self._last_poll: float | None = None
         self._record: LeaseRecord | None = None
+        self._seen_holder = ""
         self.terms = 0  # how many times this replica became leader
 
     # ------------------------------------------------------------------ candidate
@@ -132,6 +133,9 @@ class LeaderElector:
         now_us = int(self._clock() * 1_000_000)
         if current is not None and current.holder and current.holder != self.identity:
             if current.version != self._seen_version:
+                if current.holder != self._seen_holder:
+                    self._seen_holder = current.holder
+                    log.info("%s: lease held by %s; standing by", self.identity, current.holder)
                 # The record was written after our previous poll read the older one, and
                 # before ``read_at``: age it from the later of the two safe bounds.
                 self._seen_version = current.version
@@ -155,7 +159,7 @@ class LeaderElector:
         except LeaseConflict:
             return None
         self._record = stored
-        self._seen_version = ""
+        self._seen_version = self._seen_holder = ""
         self.terms += 1
         return Leadership(self.identity, acquire_us * 1000, started + self.renew_deadline, self._monotonic)
 
