@@ -14,8 +14,9 @@ scoring, kept in one place so that ``validate()`` and all policies agree on them
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
+from typing import TypeVar
 
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobs import Job
@@ -61,9 +62,43 @@ def _taints_key(tolerations: tuple[Toleration, ...]) -> tuple[Toleration, ...]:
     return tolerations
 
 
-@lru_cache(maxsize=8192)
+T = TypeVar("T")
+
+
+class _PerCluster:
+    """A cache keyed by cluster IDENTITY (plus a hashable extra key).
+
+    ``functools.lru_cache`` would key on ``ClusterSnapshot.__hash__``, which is cheap but
+    collides for snapshots of the same cluster at the same ``taken_at``, and then falls
+    back to the dataclass ``__eq__`` — a deep comparison of every node. Snapshots are
+    immutable, so identity is the right key; the entry keeps the object alive so its id
+    cannot be reused while cached.
+    """
+
+    def __init__(self, limit: int = 8192) -> None:
+        self._entries: dict[tuple[int, object], tuple[ClusterSnapshot, object]] = {}
+        self._limit = limit
+
+    def get(self, cluster: ClusterSnapshot, key: object, compute: Callable[[], T]) -> T:
+        slot = (id(cluster), key)
+        entry = self._entries.get(slot)
+        if entry is not None and entry[0] is cluster:
+            return entry[1]  # type: ignore[return-value]
+        value = compute()
+        if len(self._entries) >= self._limit:
+            self._entries.clear()
+        self._entries[slot] = (cluster, value)
+        return value
+
+
+_USABLE = _PerCluster()
+_PROFILE = _PerCluster()
+_EMPTY = _PerCluster()
+
+
 def _usable_nodes(cluster: ClusterSnapshot, tolerations: tuple[Toleration, ...]) -> tuple[Node, ...]:
-    return tuple(n for n in cluster.nodes if n.usable and not untolerated(n.taints, tolerations))
+    return _USABLE.get(cluster, tolerations, lambda: tuple(
+        n for n in cluster.nodes if n.usable and not untolerated(n.taints, tolerations)))
 
 
 def usable_nodes(cluster: ClusterSnapshot, job: Job) -> tuple[Node, ...]:
@@ -104,8 +139,11 @@ Profile = tuple[tuple[int, tuple[tuple[Resources, int], ...]], ...]
 _PROFILE_IDS: dict[Profile, int] = {}
 
 
-@lru_cache(maxsize=8192)
 def _profile_id(cluster: ClusterSnapshot, tolerations: tuple[Toleration, ...]) -> int:
+    return _PROFILE.get(cluster, tolerations, lambda: _compute_profile_id(cluster, tolerations))
+
+
+def _compute_profile_id(cluster: ClusterSnapshot, tolerations: tuple[Toleration, ...]) -> int:
     """An id for the cluster's EMPTY shape: per distinct domain, its tier and node allocatables.
 
     Identical clusters (the common case in a fleet) share an id, so the lowest empty tier of
@@ -191,6 +229,5 @@ def empty_capacity(cluster: ClusterSnapshot, job: Job) -> Resources:
     return _empty_capacity(cluster, job.tolerations)
 
 
-@lru_cache(maxsize=8192)
 def _empty_capacity(cluster: ClusterSnapshot, tolerations: tuple[Toleration, ...]) -> Resources:
-    return total(n.allocatable for n in _usable_nodes(cluster, tolerations))
+    return _EMPTY.get(cluster, tolerations, lambda: total(n.allocatable for n in _usable_nodes(cluster, tolerations)))
