@@ -167,18 +167,21 @@ def plan_cpsat(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan 
     deadline = started + budget * (1 - RESERVE)
     rnd = Round(snapshot)
     weights = joint_weights(rnd) if len(snapshot.pending) <= JOINT_MAX_JOBS else None
-    greedy: Plan | None = None
     if weights is not None:
         fresh = rnd.checkpoint()
-        greedy = finish(rnd, run_bands(rnd, snapshot.pending), "GREEDY", started)
+        greedy_left = run_bands(rnd, snapshot.pending)
+        greedy = Plan(tuple(rnd.placements.values()), (), tuple(rnd.preempted.values()))
+        greedy_state = rnd.checkpoint()
         rnd.restore(fresh)
         left, out = joint(rnd, weights, limits, deadline, previous, greedy)
+        mine = Plan(tuple(rnd.placements.values()), (), tuple(rnd.preempted.values()))
+        if rnd.scoring.vector(mine) < rnd.scoring.vector(greedy):  # never worse than greedy
+            rnd.restore(greedy_state)
+            left, out = greedy_left, Outcome()
     else:
         left, out = per_band(rnd, limits, deadline, previous)
     status = "OPTIMAL" if out.solved and out.optimal else "FEASIBLE" if out.solved else "GREEDY"
     result = finish(rnd, left, status, started)
-    if greedy is not None and rnd.scoring.vector(result) < rnd.scoring.vector(greedy):
-        result = greedy
     bound = result.objective + out.gap * abs(result.objective)
     return Plan(result.placements, result.unplaced, result.preemptions, result.status, result.objective, bound,
                 time.monotonic() - started, result.score_terms)
