@@ -97,3 +97,30 @@ def ratio_table(results: Mapping[str, Metrics], ours: str = "cpsat") -> Table | 
             cells.append(f"{value:.3f}{mark}")
         table.add_row(key, *cells)
     return table
+
+
+def markdown(document: Mapping[str, object], ours: str = "cpsat") -> str:
+    """A bench JSON document as two Markdown tables (metrics; ours ÷ each baseline)."""
+    policies = document.get("policies")
+    assert isinstance(policies, Mapping)
+    results: dict[str, Metrics] = {str(k): dict(v) for k, v in policies.items()}
+    names = list(results)
+    keys = [k for k in _ORDER if any(k in m for m in results.values())]
+    lines = ["| metric | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    lines += [f"| {k} | " + " | ".join(fmt(results[n].get(k)) for n in names) + " |" for k in keys]
+    table_data = ratios(results, ours)
+    if table_data:
+        others = list(table_data)
+        lines += ["", f"| {ours} ÷ baseline | " + " | ".join(others) + " |", "|---|" + "---:|" * len(others)]
+        for key, higher_better in DIRECTION.items():
+            cells = []
+            for other in others:
+                value = table_data[other][key]
+                if value is None:
+                    cells.append("—")
+                    continue
+                better = value > 1.0 if higher_better else value < 1.0
+                mark = "" if abs(value - 1.0) <= 1e-3 else (" ▲" if better else " ▼")
+                cells.append(f"{value:.3f}{mark}")
+            lines.append(f"| {key} ({'higher' if higher_better else 'lower'} is better) | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
