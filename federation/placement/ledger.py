@@ -54,6 +54,22 @@ def federation_free(snapshot: FederationSnapshot) -> Resources:
     return total(n.free for c in snapshot.clusters if c.healthy for n in c.nodes if n.usable)
 
 
+def _capacity_and_free(snapshot: FederationSnapshot) -> tuple[Resources, Resources]:
+    """Both federation totals in one pass over the nodes (10,000 nodes: one loop, not two)."""
+    alloc: dict[str, int] = {}
+    free: dict[str, int] = {}
+    for cluster in snapshot.clusters:
+        if not cluster.healthy:
+            continue
+        for node in cluster.nodes:
+            if node.usable:
+                for key, value in node.allocatable.amounts.items():
+                    alloc[key] = alloc.get(key, 0) + value
+                for key, value in node.free.amounts.items():
+                    free[key] = free.get(key, 0) + value
+    return Resources(alloc), Resources(free)
+
+
 @dataclass(frozen=True)
 class Bands:
     """Priority bands: distinct (queue priority, job priority) pairs, highest first."""
@@ -79,8 +95,7 @@ class Ledger:
 
     def __init__(self, snapshot: FederationSnapshot) -> None:
         self.snapshot = snapshot
-        self.capacity = federation_capacity(snapshot)
-        self.free_total = federation_free(snapshot)
+        self.capacity, self.free_total = _capacity_and_free(snapshot)
         names = {q.name for q in snapshot.queues}
         names |= {p.job.queue for p in snapshot.pending} | {r.job.queue for r in snapshot.running}
         self.queues = {n: queue_of(snapshot, n) for n in sorted(names)}

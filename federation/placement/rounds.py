@@ -17,7 +17,7 @@ from federation.domain.jobs import Job
 from federation.domain.nodes import Node
 from federation.domain.plans import FederationSnapshot, Placement, Preemption, RunningJob
 from federation.domain.propagation import PropagationPolicy
-from federation.domain.resources import Resources
+from federation.domain.resources import GPU, Resources
 from federation.placement.eligibility import allowed_clusters, tier_limit, usable_nodes
 from federation.placement.ledger import Ledger
 from federation.placement.packing import Vector
@@ -36,6 +36,12 @@ class Round:
         self.state = RoundState(snapshot)
         self.ledger = Ledger(snapshot)
         self.scoring = Scoring(snapshot, self.ledger)
+        gi = self.state.gpu_index
+        if self.state.keys[gi] == GPU:  # GPU domains: emptiness straight from the round state
+            self.scoring.prime({
+                (d.cluster.name, d.domain.name): (self.state.start_domain_free[d.uid][gi], d.alloc_gpu)
+                for d in self.state.domains
+            })
         self.placements: dict[str, Placement] = {}
         self.preempted: dict[str, Preemption] = {}
         self.running = {r.job.name: r for r in snapshot.running}

@@ -106,6 +106,12 @@ class Scoring:
         low = self.lowest_tier(job)
         return 0 if low is None else min(MAX_TIER_STEPS, max(0, tier - low))
 
+    def prime(self, known: dict[tuple[str, str], tuple[int, int]]) -> None:
+        """Seed ``emptiness`` from (free GPUs, allocatable GPUs) per domain computed elsewhere."""
+        for key, (free, alloc) in known.items():
+            if alloc > 0:
+                self._emptiness[key] = min(PACK_PENALTY_MAX, (PACK_PENALTY_MAX + 1) * max(0, free) // alloc)
+
     def emptiness(self, cluster: str, hypernode: str) -> int:
         """0 (full) .. PACK_PENALTY_MAX (empty): how empty the domain was at round start."""
         key = (cluster, hypernode)

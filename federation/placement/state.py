@@ -38,6 +38,7 @@ class DomainState:
     free: list[int]
     gpu_hist: dict[int, int] = field(default_factory=dict)
     index: dict[int, int] = field(default_factory=dict)  # index id -> sort key (see RoundState)
+    alloc_gpu: int = 0
 
     @property
     def tier(self) -> int:
@@ -86,14 +87,16 @@ class RoundState:
             uid = len(self.domains)
             free = [0] * len(self.keys)
             hist: dict[int, int] = {}
+            alloc_gpu = 0
             for name in members:
+                alloc_gpu += usable[name].allocatable.get(GPU)
                 vec = self.node_free[cluster.name][name]
                 for i, v in enumerate(vec):
                     free[i] += v
                 g = vec[self.gpu_index]
                 hist[g] = hist.get(g, 0) + 1
                 self.node_domains.setdefault((cluster.name, name), []).append(uid)
-            dom = DomainState(uid, cluster, domain, members, free, hist)
+            dom = DomainState(uid, cluster, domain, members, free, hist, alloc_gpu=alloc_gpu)
             self._index_values(dom)
             for ix, value in dom.index.items():
                 insort(self.rows.setdefault((ix, domain.tier), []), (value, uid))
