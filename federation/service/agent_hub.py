@@ -21,6 +21,13 @@ stream plumbing and the lost-agent watchdog. Why each rule:
 - **Silence, not a dropped stream, loses a cluster.** Streams drop on every blip; only a
   cluster not heard from for ``grace_seconds`` is marked lost (jobs requeued and works
   withdrawn in one transaction) and a round is triggered to re-plan its jobs.
+- **Heard is recorded on receipt, on a monotonic clock.** The reader notes the time a
+  message arrives before anything else and hands the message to the stream's worker
+  (``agent_inbox``), so a slow store call for one message (a big snapshot, a busy
+  database) never delays reading the heartbeats behind it. Wall-clock steps (NTP) cannot
+  age or rejuvenate a cluster. The watchdog re-reads that time for each cluster right
+  before marking it lost (never a ``now`` taken before an earlier await), and the store
+  re-checks the cluster's last recorded heartbeat in the same transaction that marks it.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from typing import Any, TypeVar
 from federation.domain.errors import InvalidInput
 from federation.propagation.failover import loss_reason, lost_clusters
 from federation.propagation.works import placement_from_payload
+from federation.service.agent_inbox import Inbox
 from federation.service.agent_status import StatusHandler
 from federation.service.auth import Authenticator
 from federation.service.convert import snapshot_from_proto, timestamp_from_proto, work_to_proto
@@ -59,6 +67,7 @@ class Session:
     epoch: int
     agent_id: str
     out: asyncio.Queue[agent_pb2.CentralMessage | None] = field(default_factory=asyncio.Queue)
+    inbox: Inbox = field(default_factory=Inbox)  # received, store work not yet done
     sent: dict[str, tuple[int, int]] = field(default_factory=dict)  # job -> (work id, version)
     dirty: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
@@ -96,12 +105,17 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         *,
         grace_seconds: float = 30.0,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``monotonic`` times liveness (when each cluster was last heard from). ``clock``
+        is the wall clock ``build_server`` passes; liveness never uses it, because a wall
+        clock that steps back or forth would age or rejuvenate every cluster at once."""
         self._store = store
         self._rounds = rounds
         self._auth = auth
         self._grace = grace_seconds
         self._clock = clock
+        self._monotonic = monotonic
         self._sessions: dict[str, Session] = {}
         self._last_seen: dict[str, float] = {}
         self._watchdog: asyncio.Task[None] | None = None
@@ -120,7 +134,7 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         except StoreError as exc:
             log.warning("cannot list clusters at start (%s); the watchdog learns them as agents connect", exc)
             clusters = []
-        now = self._clock()
+        now = self._monotonic()
         for c in clusters:
             if not c.lost:
                 self._last_seen.setdefault(c.name, now)
@@ -184,9 +198,10 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
             old.close(fence(f"superseded by agent {hello.agent_id} (epoch {hello.epoch})", hello.epoch)
                       if old.epoch < hello.epoch else None)
         self._sessions[hello.cluster] = session
-        self._last_seen[hello.cluster] = self._clock()
+        self._last_seen[hello.cluster] = self._monotonic()
         log.info("agent %s connected for cluster %s (epoch %d)", hello.agent_id, hello.cluster, hello.epoch)
         reader = asyncio.create_task(self._read(session, messages), name=f"agent-read-{hello.cluster}")
+        worker = asyncio.create_task(self._work(session), name=f"agent-work-{hello.cluster}")
         pusher: asyncio.Task[None] | None = None
         try:
             yield ack("hello", "", hello.epoch)
@@ -203,6 +218,7 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         finally:
             session.close()
             reader.cancel()
+            worker.cancel()
             if pusher is not None:
                 pusher.cancel()
             if self._sessions.get(hello.cluster) is session:
@@ -252,32 +268,49 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
             session.sent[job] = (work.id, work.version)
 
     async def _read(self, session: Session, messages: AsyncIterator[agent_pb2.AgentMessage]) -> None:
+        """Record liveness on receipt, then queue the message for the stream's worker."""
         try:
             async for msg in messages:
-                self._last_seen[session.cluster] = self._clock()
                 if session.closed:
                     break
-                try:
-                    await self._handle(session, msg)
-                except StaleEpoch as exc:
-                    if exc.epoch < exc.current:
-                        session.close(fence(str(exc), exc.current))
-                    else:  # declared lost meanwhile: end the stream; its hello re-registers and syncs
-                        session.close()
-                    return
-                except InvalidInput as exc:
-                    log.warning("cluster %s sent an invalid message: %s", session.cluster, exc)
-                except StoreError as exc:
-                    log.warning("cluster %s: %s message dropped (%s); the agent reports again",
-                                session.cluster, msg.WhichOneof("body"), exc)
+                self._last_seen[session.cluster] = self._monotonic()
+                if msg.WhichOneof("body") == "hello":
+                    log.info("cluster %s repeated hello mid-stream; ignored", session.cluster)
+                    continue
+                while not session.inbox.offer(msg):
+                    await session.inbox.room()
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the stream broke (client gone): end our side too
             log.debug("stream of %s ended: %s", session.cluster, exc)
         finally:
-            session.close()
+            session.inbox.finish()  # the worker applies what was received, then ends the session
 
-    async def _handle(self, session: Session, msg: agent_pb2.AgentMessage) -> None:
+    async def _work(self, session: Session) -> None:
+        """Do the store work of the session's messages, one at a time, in arrival order."""
+        while not session.closed:
+            entry = await session.inbox.get()
+            if entry is None:  # the stream ended and everything received was applied
+                session.close()
+                return
+            msg, kind = entry.message, entry.message.WhichOneof("body")
+            try:
+                await self._handle(session, msg, entry.count)
+            except StaleEpoch as exc:
+                if exc.epoch < exc.current:
+                    session.close(fence(str(exc), exc.current))
+                else:  # declared lost meanwhile: end the stream; its hello re-registers and syncs
+                    session.close()
+                return
+            except InvalidInput as exc:
+                log.warning("cluster %s sent an invalid message: %s", session.cluster, exc)
+            except StoreError as exc:
+                log.warning("cluster %s: %s message dropped (%s); the agent reports again",
+                            session.cluster, kind, exc)
+            except Exception:
+                log.exception("cluster %s: %s message failed", session.cluster, kind)
+
+    async def _handle(self, session: Session, msg: agent_pb2.AgentMessage, count: int = 1) -> None:
         kind = msg.WhichOneof("body")
         if kind == "heartbeat":
             await self._call(self._store.clusters.heartbeat, session.cluster, session.epoch)
@@ -287,9 +320,8 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
             replies = await self._status.handle(session.cluster, session.epoch, msg.status)
             for reply in replies:
                 session.send(reply)
-            session.send(ack("status", f"{msg.status.work_id}@{msg.status.version}", session.epoch))
-        elif kind == "hello":
-            log.info("cluster %s repeated hello mid-stream; ignored", session.cluster)
+            for _ in range(count):  # one ack per report received, coalesced or not
+                session.send(ack("status", f"{msg.status.work_id}@{msg.status.version}", session.epoch))
 
     async def _snapshot(self, session: Session, msg: Any) -> None:
         taken = datetime.fromtimestamp(timestamp_from_proto(msg.taken_at), tz=UTC).isoformat()
@@ -312,24 +344,45 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         tick = min(1.0, max(0.05, self._grace / 4))
         while True:
             await asyncio.sleep(tick)
-            now = self._clock()
-            for cluster in lost_clusters(self._last_seen, now, self._grace):
-                await self._lose(cluster, now - self._last_seen[cluster])
+            await self.sweep()
 
-    async def _lose(self, cluster: str, silent: float) -> None:
+    async def sweep(self) -> list[str]:
+        """One watchdog tick: mark lost every cluster silent past the grace period; returns them.
+
+        Each cluster is re-checked against the time it was last heard from right before it
+        is marked: marking an earlier one awaits the store, and a heartbeat may arrive
+        meanwhile (a ``now`` taken before that await once produced "no heartbeat for -1s").
+        """
+        lost: list[str] = []
+        for cluster in lost_clusters(self._last_seen, self._monotonic(), self._grace):
+            if await self._lose(cluster):
+                lost.append(cluster)
+        return lost
+
+    async def _lose(self, cluster: str) -> bool:
+        seen = self._last_seen.get(cluster)
+        silent = self._monotonic() - seen if seen is not None else 0.0
+        if seen is None or silent <= self._grace:
+            return False  # heard from since the sweep began
+        session = self._sessions.get(cluster)
         reason = loss_reason(cluster, silent, self._grace)
         try:
-            loss = await self._call(self._store.clusters.mark_lost, cluster, reason)
+            loss = await self._call(self._store.clusters.mark_lost, cluster, reason, unless_heard_within=self._grace)
         except StoreError as exc:
             log.warning("cannot mark %s lost yet (%s); retrying", cluster, exc)
-            return
-        self._last_seen.pop(cluster, None)
-        session = self._sessions.get(cluster)
-        if session is not None:
-            session.close()
+            return False
+        if not loss.marked:  # the store holds a heartbeat within the grace period (another replica, a re-hello)
+            log.info("cluster %s not marked lost: its agent was heard from within %gs", cluster, self._grace)
+            self._last_seen[cluster] = max(self._last_seen.get(cluster, seen), self._monotonic())
+            return False
+        if self._sessions.get(cluster) is session:  # no new hello meanwhile: stop watching, end the stream
+            self._last_seen.pop(cluster, None)
+            if session is not None:
+                session.close()
         log.warning("%s: requeued %d job(s), withdrew %d work(s)", reason, len(loss.requeued),
                     len(loss.withdrawn_works))
         self._rounds.trigger("cluster-lost")
+        return True
 
     # ------------------------------------------------------------------ store calls
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

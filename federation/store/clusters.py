@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
@@ -198,13 +198,23 @@ class ClusterRepository:
         with self._db.read() as session:
             return list(session.scalars(stmt.order_by(ClusterRow.name)))
 
-    def mark_lost(self, name: str, reason: str = "") -> ClusterLoss:
+    def mark_lost(self, name: str, reason: str = "", *, unless_heard_within: float | None = None) -> ClusterLoss:
         """Declare a cluster lost: requeue its placed/dispatched/running jobs and withdraw
-        its works, all in one transaction (nothing is half-failed-over after a crash)."""
+        its works, all in one transaction (nothing is half-failed-over after a crash).
+
+        ``unless_heard_within`` (seconds) re-checks, under the row lock, that the cluster's
+        last recorded heartbeat (any write of its agent, or a new hello) is older than that;
+        otherwise nothing changes and ``marked`` is False. Why: the watchdog decides from
+        its own memory, and the agent may have been heard from (a re-hello, another replica)
+        between that decision and this transaction.
+        """
         now = self._db.now()
         why = reason or f"cluster {name} lost"
         with self._db.write() as session:
             row = _lock(session, name)
+            if (unless_heard_within is not None and not row.lost
+                    and row.last_heartbeat > now - timedelta(seconds=unless_heard_within)):
+                return ClusterLoss(cluster_record(row), (), (), marked=False)
             row.lost = True
             row.healthy = False
             names = session.scalars(

@@ -145,11 +145,13 @@ class Registration:
 
 @dataclass(frozen=True)
 class ClusterLoss:
-    """What marking a cluster lost did, in the same transaction."""
+    """What marking a cluster lost did, in the same transaction (``marked`` False: it was
+    heard from within the window the caller gave, and nothing changed)."""
 
     cluster: ClusterRecord
     requeued: tuple[str, ...]
     withdrawn_works: tuple[int, ...]
+    marked: bool = True
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,24 @@ def test_silent_clusters_are_found_and_lost_ones_requeue_their_jobs(store: Store
     assert store.works.active("east") == []  # nothing stale is handed back
 
 
+def test_mark_lost_rechecks_the_last_heartbeat_in_its_own_transaction(store: Store, clock: Any) -> None:
+    """The watchdog decides from memory; a heartbeat (or re-hello) recorded since must spare
+    the cluster, and the re-check belongs in the transaction that would mark it."""
+    store.queues.create(Queue("research"))
+    store.clusters.register("east", 1)
+    store.jobs.submit(make_job("llm"))
+    store.jobs.transition("llm", "placed", cluster="east")
+    clock.advance(20)
+    store.clusters.heartbeat("east", 1)
+    clock.advance(5)
+    spared = store.clusters.mark_lost("east", "silent", unless_heard_within=10)
+    assert not spared.marked and (spared.requeued, spared.withdrawn_works) == ((), ())
+    assert not store.clusters.get("east").lost and store.jobs.get("llm").state == "placed"
+    clock.advance(6)
+    loss = store.clusters.mark_lost("east", "silent", unless_heard_within=10)
+    assert loss.marked and loss.requeued == ("llm",) and store.clusters.get("east").lost
+
+
 def test_works_get_increasing_versions_and_supersede(store: Store) -> None:
     store.queues.create(Queue("research"))
     store.clusters.register("east", 1)
