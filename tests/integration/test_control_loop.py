@@ -4,7 +4,7 @@ explain. Two in-memory clusters, real agents, the real server, SQLite and Postgr
 
 from __future__ import annotations
 
-from fleetkit import eventually, fleet, job_spec
+from fleetkit import eventually, fleet, has_snapshot, job_spec
 
 from federation.service.snapshot_builder import load
 from federation.v1 import jobs_pb2
@@ -18,6 +18,9 @@ async def state_of(f, name: str) -> int:  # type: ignore[no-untyped-def]
 async def test_submitted_job_is_placed_bound_inside_its_hypernode_runs_and_succeeds(migrated_url: str) -> None:
     async with fleet(migrated_url) as f:
         await eventually(lambda: len(f.server.hub.connected()) == 2, what="both agents connected")  # type: ignore[union-attr]
+        # A round before west's first snapshot would (rightly) record the job as waiting
+        # for its only allowed cluster; this test is about the uneventful path.
+        await eventually(lambda: has_snapshot(f, "west"), what="west's first snapshot")
         f.runtimes["train"] = 1.5
         async with f.client() as c:
             await c.submit_job(job_spec("train", clusters=("west",)))
