@@ -17,6 +17,9 @@ The protocol is docs/design/work-protocol.md; this module is its agent side:
 - **Reconcile passes** (agents/runtime_jobs.py) run on watch events, on new Work and
   periodically (delayed restart actions fall due), whether or not central is reachable:
   restart policies are local, so a network partition does not stop fine-grained recovery.
+  A pass reconciles active jobs only: a finished job whose final report central has
+  acknowledged is retired to a tombstone (``JobBook``), so a pass costs what the agent
+  runs now, not everything it ever ran.
 - **Status** is reported whenever a job's phase, message or pods change, with the
   recovery actions taken; everything is re-reported on each new stream and periodically,
   so a report lost with a broken stream (or a database blip at central) is repaired.
@@ -32,7 +35,7 @@ import random
 import socket
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -40,9 +43,9 @@ import grpc.aio
 
 from agents.backend import ClusterBackend
 from agents.core.apply import apply_ops
-from agents.core.controller import JobController, PassReport
+from agents.core.controller import PassReport
 from agents.core.works import Work
-from agents.runtime_jobs import JobSlot, orphan_ops, signature
+from agents.runtime_jobs import JobBook, JobSlot, orphan_ops, signature
 from agents.runtime_snapshots import snapshot_message
 from federation.domain.topology import HyperNodeTree
 from federation.service.convert import timestamp_to_proto, work_from_proto
@@ -106,9 +109,10 @@ class AgentRuntime:
         self.clock = clock
         self.epoch = epoch if epoch is not None else time.time_ns()
         self.agent_id = config.agent_id or f"{socket.gethostname()}-{os.getpid()}-{self.epoch}"
-        self.slots: dict[str, JobSlot] = {}
+        self.jobs = JobBook(config.label_keys)
         self.connected = asyncio.Event()
         self.syncs = 0
+        self.passes = 0
         self._rng = rng or random.Random()
         self._lock = asyncio.Lock()
         self._dirty = asyncio.Event()
@@ -223,13 +227,7 @@ class AgentRuntime:
             elif kind == "ack" and msg.ack.what == "sync":
                 break
         async with self._lock:
-            desired = {w.name for w in works}
-            for work in works:
-                self._accept(work)
-            for name, slot in self.slots.items():
-                if name not in desired and not slot.work.cancelled:
-                    slot.accept(replace(slot.work, cancelled=True))
-                slot.reported = None  # re-report everything on the new stream
+            self.jobs.sync(works)  # re-reports everything on the new stream
             self._synced = True
             self._out = asyncio.Queue()
             self.syncs += 1
@@ -250,14 +248,17 @@ class AgentRuntime:
                 work = self._to_work(msg.work)
                 if work is not None:
                     async with self._lock:
-                        self._accept(work)
+                        if not self.jobs.accept(work):
+                            log.debug("agent %s: stale work %s v%d ignored", self.config.cluster, work.name,
+                                      work.version)
                     self._dirty.set()
             elif kind == "cancel":
                 async with self._lock:
-                    slot = self.slots.get(msg.cancel.job)
-                    if slot is not None and msg.cancel.version >= slot.work.version:
-                        slot.accept(replace(slot.work, version=msg.cancel.version, cancelled=True))
+                    self.jobs.cancel(msg.cancel.job, msg.cancel.version)
                 self._dirty.set()
+            elif kind == "ack" and msg.ack.what == "status":
+                async with self._lock:  # a finished job's last report applied: it leaves the active set
+                    self.jobs.acked(msg.ack.id.rpartition("@")[0])
             elif kind == "ack" and msg.ack.what == "snapshot-rejected":
                 log.warning("agent %s: central rejected the snapshot: %s", self.config.cluster, msg.ack.id)
 
@@ -271,13 +272,6 @@ class AgentRuntime:
             log.error("agent %s: work %s is for cluster %s; ignored", self.config.cluster, msg.work_id, order.cluster)
             return None
         return Work(order.work_id, order.job, order.version, order.placement)
-
-    def _accept(self, work: Work) -> None:
-        slot = self.slots.get(work.name)
-        if slot is None:
-            self.slots[work.name] = JobSlot(JobController(work, label_keys=self.config.label_keys))
-        elif not slot.accept(work):
-            log.debug("agent %s: stale work %s v%d ignored", self.config.cluster, work.name, work.version)
 
     async def _writer(self, call: Any) -> None:
         out = self._out
@@ -347,14 +341,13 @@ class AgentRuntime:
 
     async def _pass(self) -> None:
         now = self.clock()
+        self.passes += 1
         if time.monotonic() - self._last_full_report >= self.config.status_period_seconds:
             self._last_full_report = time.monotonic()
-            for slot in self.slots.values():
+            for slot in self.jobs.slots.values():
                 slot.reported = None
         wake: float | None = None
-        for slot in list(self.slots.values()):
-            if slot.done:
-                continue
+        for slot in list(self.jobs.slots.values()):  # active jobs only: finished ones were retired
             try:
                 report = await slot.controller.sync(self.backend, now, self._tree)
             except Exception:
@@ -366,11 +359,9 @@ class AgentRuntime:
             if report.wake_at is not None:
                 wake = report.wake_at if wake is None else min(wake, report.wake_at)
             self._report(slot, report)
-            if slot.finished(report) and slot.reported is not None:
-                slot.done = True
         self._wake_at = wake
         if self._synced:
-            keep = {name for name, slot in self.slots.items() if not slot.done}
+            keep = self.jobs.keep()
             ops = orphan_ops(await self.backend.list_pods({}), await self.backend.list_services({}),
                              await self.backend.list_config_maps({}), keep)
             if ops:
@@ -397,3 +388,5 @@ class AgentRuntime:
         if self._send(agent_pb2.AgentMessage(status=status)):
             slot.reported = key
             slot.unsent.clear()
+            slot.sent += 1
+            slot.final = slot.is_final(phase_name, message)

@@ -12,17 +12,22 @@ memory the controller does not need:
 - **report de-duplication**: a status is sent when phase, message or pod phases change
   or recovery acted, and again on every new stream;
 - **orphan clean-up** after a sync: objects labelled with a job outside the desired set
-  are removed, so nothing a previous leader or an earlier Work created is left behind.
+  are removed, so nothing a previous leader or an earlier Work created is left behind;
+- **finished jobs leave the active set** (``JobBook``): once a job's final report
+  (Succeeded, Failed, or Cancelled with every object withdrawn) has been acknowledged by
+  central, its slot is dropped and only a tombstone (job → version) remains, so stale
+  replays of its Work are still ignored. Without this every pass reconciled every job the
+  agent had ever run, and the agent's CPU grew with its history instead of its work.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agents.core.controller import JobController, PassReport
 from agents.core.operations import DeleteConfigMap, DeletePod, DeleteService, Op
-from agents.core.reconcile import W_CANCELLED, W_REPLAN
+from agents.core.reconcile import W_CANCELLED, W_FAILED, W_REPLAN, W_SUCCEEDED
 from agents.core.records import LABEL_JOB, ConfigMapManifest, PodRecord, ServiceManifest
 from agents.core.recovery import Action
 from agents.core.works import Work
@@ -40,11 +45,20 @@ class JobSlot:
     replan: str = ""  # the Replan message, repeated until the Work changes
     reported: tuple[object, ...] | None = None  # signature of the last status sent
     unsent: list[Action] = field(default_factory=list)  # recovery actions not yet reported
-    done: bool = False  # cancelled, fully withdrawn and reported
+    sent: int = 0  # status reports sent on the current stream
+    acked: int = 0  # of those, acknowledged by central (applied)
+    final: bool = False  # the last report sent was final (see ``is_final``)
+    ids: set[str] = field(default_factory=set)  # work ids of every version held (acks name them)
 
     @property
     def work(self) -> Work:
         return self.controller.work
+
+    @property
+    def retirable(self) -> bool:
+        """Its final report was sent and central has applied every report sent since the
+        stream opened: nothing is left to do or to say for this job."""
+        return self.final and self.sent > 0 and self.acked >= self.sent
 
     def accept(self, work: Work) -> bool:
         """Take a newer Work or a cancel; False for a stale or duplicate one."""
@@ -53,8 +67,19 @@ class JobSlot:
             return False
         if not self.controller.update(work):
             return False
-        self.replan, self.reported, self.done = "", None, False
+        self.replan, self.reported, self.final = "", None, False
+        self.ids.add(work.work_id)
         return True
+
+    def new_stream(self) -> None:
+        """A new stream: re-report everything; acks of the old stream will never come."""
+        self.reported, self.sent, self.acked = None, 0, 0
+
+    def is_final(self, phase: str, message: str) -> bool:
+        """A report after which the job needs nothing more from this agent."""
+        if self.work.cancelled:
+            return phase == W_CANCELLED and message == "withdrawn"
+        return phase in (W_SUCCEEDED, W_FAILED)
 
     def outcome(self, report: PassReport) -> tuple[str, str]:
         """The phase and message to report for this pass (sticky Replan applied)."""
@@ -64,9 +89,90 @@ class JobSlot:
             return W_REPLAN, self.replan
         return report.phase, report.message
 
-    def finished(self, report: PassReport) -> bool:
-        """A cancelled Work whose objects are all gone."""
-        return self.work.cancelled and report.phase == W_CANCELLED and report.message == "withdrawn"
+
+
+@dataclass
+class Tombstone:
+    """What is left of a finished job: its last version (replays of it are stale) and
+    whether its objects linger for inspection (a finished job keeps its terminal pods
+    until a sync or a Cancel withdraws them; a cancelled one has none left)."""
+
+    version: int
+    linger: bool
+
+
+class JobBook:
+    """The runtime's jobs: active slots (reconciled every pass) and tombstones of finished ones."""
+
+    def __init__(self, label_keys: Sequence[str] = ()) -> None:
+        self.slots: dict[str, JobSlot] = {}
+        self.tombstones: dict[str, Tombstone] = {}
+        self._label_keys = tuple(label_keys)
+        self._jobs_by_work: dict[str, str] = {}
+
+    def accept(self, work: Work) -> bool:
+        """Take a Work (or a cancel); False for a stale or duplicate one, also after the job finished."""
+        tomb = self.tombstones.get(work.name)
+        if tomb is not None:
+            if work.version <= tomb.version:
+                return False
+            del self.tombstones[work.name]  # placed again after it finished here: a new life
+        slot = self.slots.get(work.name)
+        if slot is None:
+            slot = self.slots[work.name] = JobSlot(JobController(work, label_keys=self._label_keys), ids={work.work_id})
+            self._jobs_by_work[work.work_id] = work.name
+            return True
+        if not slot.accept(work):
+            return False
+        self._jobs_by_work[work.work_id] = work.name
+        return True
+
+    def cancel(self, job: str, version: int) -> bool:
+        """Central withdrew ``job``'s Work of ``version``."""
+        slot = self.slots.get(job)
+        if slot is not None:
+            return version >= slot.work.version and slot.accept(replace(slot.work, version=version, cancelled=True))
+        tomb = self.tombstones.get(job)
+        if tomb is not None and version >= tomb.version and tomb.linger:
+            tomb.linger = False  # its leftover objects are orphans now
+            return True
+        return False
+
+    def sync(self, works: Sequence[Work]) -> None:
+        """``works`` is the whole desired set of a new stream: everything else is withdrawn."""
+        desired = {w.name for w in works}
+        for work in works:
+            self.accept(work)
+        for name, slot in self.slots.items():
+            if name not in desired and not slot.work.cancelled:
+                slot.accept(replace(slot.work, cancelled=True))
+            slot.new_stream()
+        for name, tomb in self.tombstones.items():
+            if name not in desired:
+                tomb.linger = False
+
+    def acked(self, work_id: str) -> bool:
+        """Central applied a report about ``work_id``; True when that retired its job."""
+        slot = self.slots.get(self._jobs_by_work.get(work_id, ""))
+        if slot is None:
+            return False
+        slot.acked += 1
+        return self.retire(slot)
+
+    def retire(self, slot: JobSlot) -> bool:
+        """Drop a finished slot, keeping its tombstone (only once ``retirable``)."""
+        if not slot.retirable:
+            return False
+        work = slot.work
+        del self.slots[work.name]
+        for work_id in slot.ids:
+            self._jobs_by_work.pop(work_id, None)
+        self.tombstones[work.name] = Tombstone(work.version, linger=not work.cancelled)
+        return True
+
+    def keep(self) -> set[str]:
+        """Jobs whose objects must stay in the cluster (anything else labelled is an orphan)."""
+        return set(self.slots) | {name for name, tomb in self.tombstones.items() if tomb.linger}
 
 
 def orphan_ops(pods: Sequence[PodRecord], services: Sequence[ServiceManifest],

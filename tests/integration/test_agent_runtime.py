@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 
 import pytest
 from fleetkit import eventually, fleet, has_snapshot, job_spec, tree
@@ -15,7 +16,7 @@ from fleetkit import eventually, fleet, has_snapshot, job_spec, tree
 from agents.core.controller import JobController
 from agents.core.records import LABEL_JOB, PodManifest
 from agents.core.works import Work
-from agents.runtime import backoff_delay
+from agents.runtime import AgentRuntime, backoff_delay
 from agents.runtime_jobs import JobSlot
 from federation.domain.jobs import Job, Task
 from federation.domain.plans import Placement
@@ -114,6 +115,55 @@ async def test_room_placed_but_not_yet_bound_is_not_given_twice(migrated_url: st
         f.start_agent("east")
         await eventually(lambda: f.store.jobs.get("second").state == "running", what="second running")
         assert f.store.jobs.get("first").state == "running"
+
+
+async def test_finished_jobs_leave_the_active_set_so_a_pass_reconciles_only_active_jobs(
+        migrated_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counts reconcile calls (``JobController.sync``) per pass, not time: finished jobs
+    once made every pass cost as much as the agent's whole history."""
+    calls = {"sync": 0, "pass": 0}
+    real_sync, real_pass = JobController.sync, AgentRuntime._pass
+
+    async def counted_sync(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls["sync"] += 1
+        return await real_sync(self, *args, **kwargs)
+
+    async def counted_pass(self):  # type: ignore[no-untyped-def]
+        await real_pass(self)
+        calls["pass"] += 1
+
+    monkeypatch.setattr(JobController, "sync", counted_sync)
+    monkeypatch.setattr(AgentRuntime, "_pass", counted_pass)
+
+    async def settles_at(runtime: AgentRuntime, active: int, what: str) -> None:
+        """Windows of five passes until one costs ``active`` reconcile calls per pass."""
+        deadline = time.monotonic() + 20
+        while True:
+            async with runtime._lock:  # between passes: the counts are consistent
+                before = dict(calls)
+            await eventually(lambda: calls["pass"] >= before["pass"] + 5, what="five more passes")  # noqa: B023
+            async with runtime._lock:
+                synced, passes = calls["sync"] - before["sync"], calls["pass"] - before["pass"]
+            if synced == active * passes:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what}: {synced} reconcile calls over {passes} passes")
+
+    async with fleet(migrated_url, ("east",)) as f:
+        runtime = f.agents["east"].runtime
+        history = [f"done-{i}" for i in range(4)]
+        for name in history:
+            f.runtimes[name] = 0.3
+        async with f.client() as c:
+            for name in history:
+                await c.submit_job(job_spec(name, pods=1))
+            for name in history:
+                await eventually(lambda: f.store.jobs.get(name).state == "succeeded", what=f"{name} succeeded")  # noqa: B023
+            await settles_at(runtime, 0, "four finished jobs, none active")
+            assert not runtime.jobs.slots and set(history) <= set(runtime.jobs.tombstones)
+            await c.submit_job(job_spec("live", pods=1))  # no runtime: runs until cancelled
+            await eventually(lambda: _is_running(c, "live"), what="live running")
+            await settles_at(runtime, 1, "one active job after four finished ones")
 
 
 @pytest.mark.parametrize("attempt", range(8))
