@@ -35,6 +35,7 @@ EXACT_MAX_VARS = 1_500
 JOINT_MAX_JOBS = 300
 MAX_COEFFICIENT = 1 << 50
 RESERVE = 0.15  # fraction of the budget kept for decoding and reasons
+FINISH_SECONDS_PER_JOB = 80e-6  # reasons, score terms and plan assembly per pending job (measured, loaded host)
 MIN_WINDOW_SECONDS = 0.1
 MIN_BAND_SECONDS = 0.25  # below this a band keeps its greedy decisions without building a model
 DECODE_SECONDS_PER_VAR = 40e-6  # measured: building, decoding and repairing cost per x variable
@@ -164,7 +165,8 @@ def plan_cpsat(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan 
     """The CP-SAT plan of a round; never worse than the greedy plan by ``score_vector``."""
     started = time.monotonic()
     budget = max(0.05, limits.time_limit_seconds)
-    deadline = started + budget * (1 - RESERVE)
+    reserve = max(budget * RESERVE, FINISH_SECONDS_PER_JOB * len(snapshot.pending))
+    deadline = started + budget - reserve
     rnd = Round(snapshot)
     weights = joint_weights(rnd) if len(snapshot.pending) <= JOINT_MAX_JOBS else None
     if weights is not None:
