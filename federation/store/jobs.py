@@ -6,31 +6,23 @@ exists with the same queue and the same spec digest returns the stored job with
 is ``AlreadyExists``. The digest covers the canonical spec, so field order or a
 re-serialisation by a client library does not matter.
 
-Submission is the hot path, so it is one statement where the database allows: on
-PostgreSQL a single autocommit ``INSERT ... ON CONFLICT DO NOTHING`` whose CTE also
-appends the Submitted event (one round trip, atomic as one statement); on SQLite an
-``INSERT ... ON CONFLICT DO NOTHING RETURNING`` plus the event in one short write
-transaction. Only a conflicting name costs a second read.
+Submission is the hot path and is batched: ``submit_many`` (``jobs_submit``) stores many
+jobs in one transaction (on PostgreSQL one statement), and ``submit`` is a batch of one.
 """
 
 from __future__ import annotations
 
 import builtins
-import functools
-from collections.abc import Collection
-from typing import Any
+from collections.abc import Collection, Sequence
 
-from sqlalchemy import Executable, and_, bindparam, func, insert, literal, or_, select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from federation.domain.jobs import Job
 from federation.store import paging
-from federation.store.codec import digest_of, job_to_json
 from federation.store.engine import Database
-from federation.store.errors import AlreadyExists, Conflict, NotFound
+from federation.store.errors import Conflict, NotFound
+from federation.store.jobs_submit import Item, Outcome, submit_many
 from federation.store.lifecycle import (
     add_event,
     event_record,
@@ -40,11 +32,9 @@ from federation.store.lifecycle import (
     touch,
     withdraw_works,
 )
-from federation.store.models import Base, JobEventRow, JobRow, QueueRow
+from federation.store.models import JobEventRow, JobRow, QueueRow
 from federation.store.records import EventPage, JobRecord, Page, QueueUsage, Submitted
-from federation.store.states import CANCELLED, PENDING
-
-_SUBMITTED = "Submitted"
+from federation.store.states import CANCELLED
 
 
 def _check_version(row: JobRow, expected: int | None) -> None:
@@ -60,45 +50,24 @@ class JobRepository:
     # ------------------------------------------------------------------ submit
 
     def submit(self, job: Job, *, tenant: str = "") -> Submitted:
-        """Store a new pending job, or return the identical existing one (see module doc)."""
-        now = self._db.now()
-        spec = job_to_json(job)
-        values: dict[str, Any] = {
-            "name": job.name, "queue": job.queue, "tenant": tenant, "spec": spec, "spec_digest": digest_of(spec),
-            "state": PENDING, "unschedulable": False, "reason": "", "message": "", "cluster": None,
-            "hypernode": None, "tier": None, "restarts": 0, "created_at": now, "updated_at": now, "version": 1,
-        }
-        created = self._insert_postgres(values) if self._db.postgres else self._insert_sqlite(values)
-        if created:
-            return Submitted(JobRecord(job=job, **{k: v for k, v in values.items() if k != "spec"}), created=True)
-        with self._db.read() as session:
-            row = session.get(JobRow, job.name)
-            if row is None:  # pragma: no cover - jobs are deleted only with their queue
-                raise Conflict(f"job {job.name!r} vanished during submission; retry", race=True)
-            existing = job_record(row)
-        if existing.queue != job.queue:
-            raise AlreadyExists("job", job.name, f"it exists in queue {existing.queue!r}")
-        if existing.spec_digest != values["spec_digest"]:
-            raise AlreadyExists("job", job.name, "it exists with a different spec")
-        return Submitted(existing, created=False)
+        """Store a new pending job, or return the identical existing one (see module doc).
 
-    def _insert_postgres(self, values: dict[str, Any]) -> bool:
-        with self._db.core_statement() as conn:
-            try:
-                return conn.execute(_pg_submit(), values).first() is not None
-            except IntegrityError as exc:
-                raise NotFound("queue", values["queue"]) from exc
+        A batch of one: raises the refusal ``submit_many`` would return for it.
+        """
+        outcome = submit_many(self._db, [(job, tenant)])[0]
+        if isinstance(outcome, Submitted):
+            return outcome
+        raise outcome
 
-    def _insert_sqlite(self, values: dict[str, Any]) -> bool:
-        with self._db.core_write() as conn:
-            try:
-                inserted = conn.execute(_sqlite_submit(), values).first() is not None
-            except IntegrityError as exc:
-                raise NotFound("queue", values["queue"]) from exc
-            if inserted:
-                conn.execute(_submitted_event(), {"job": values["name"], "queue": values["queue"],
-                                                  "time": values["created_at"]})
-            return inserted
+    def submit_many(self, items: Sequence[Item]) -> builtins.list[Outcome]:
+        """Submit ``(job, tenant)`` pairs in one transaction; one outcome per item, in order.
+
+        Outcomes are what submitting them one by one would give: ``Submitted`` (created or
+        identical), or the ``AlreadyExists`` / ``NotFound`` that ``submit`` would raise,
+        returned rather than raised so one refusal does not fail the batch. A database
+        failure raises ``Unavailable`` and nothing of the batch is stored.
+        """
+        return submit_many(self._db, items)
 
     # ------------------------------------------------------------------ reads
 
@@ -284,49 +253,3 @@ class JobRepository:
 def _visible_queues(session: Session, tenant: str) -> builtins.list[str]:
     rows = session.execute(select(QueueRow.name, QueueRow.owners))
     return [name for name, owners in rows if not owners or tenant in owners]
-
-
-# Submission statements are built once and executed with parameters: building a
-# 16-column INSERT per call costs more Python time than the database round trip.
-_JOBS = Base.metadata.tables["jobs"]
-_EVENTS = Base.metadata.tables["job_events"]
-_JOB_COLUMNS = [c.name for c in _JOBS.columns]
-
-
-@functools.cache
-def _pg_submit() -> Executable:
-    """INSERT the job unless the name exists, and in the same statement its Submitted event."""
-    jobs = _JOBS
-    new_job = (
-        pg_insert(jobs).values({c: bindparam(c) for c in _JOB_COLUMNS})
-        .on_conflict_do_nothing(index_elements=[jobs.c.name])
-        .returning(jobs.c.name, jobs.c.queue, jobs.c.created_at).cte("new_job")
-    )
-    events = _EVENTS
-    return (
-        insert(events)
-        .from_select(
-            ["job", "queue", "type", "state", "message", "time"],
-            select(new_job.c.name, new_job.c.queue, literal(_SUBMITTED), literal(PENDING), literal(""),
-                   new_job.c.created_at),
-        )
-        .returning(events.c.id)
-        .add_cte(new_job)
-    )
-
-
-@functools.cache
-def _sqlite_submit() -> Executable:
-    jobs = _JOBS
-    return (
-        sqlite_insert(jobs).values({c: bindparam(c) for c in _JOB_COLUMNS})
-        .on_conflict_do_nothing(index_elements=[jobs.c.name]).returning(jobs.c.name)
-    )
-
-
-@functools.cache
-def _submitted_event() -> Executable:
-    return insert(_EVENTS).values(
-        job=bindparam("job"), queue=bindparam("queue"), type=_SUBMITTED, state=PENDING, message="",
-        time=bindparam("time"),
-    )
