@@ -70,6 +70,6 @@ class StaleEpoch(StoreError):
 class Unavailable(StoreError):
     """The database could not be reached (or is locked); the call may be retried.
 
-    The store recovers by itself on a later call (pooled connections are pre-pinged), so
+    The store recovers by itself on a later call (pooled connections are checked at checkout), so
     callers only need to retry or report UNAVAILABLE.
     """
