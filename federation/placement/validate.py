@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from federation.domain.jobs import Job
+from federation.domain.nodes import Node
 from federation.domain.plans import BLOCKED_BY, FederationSnapshot, Placement, Plan
 from federation.domain.resources import Resources
 from federation.placement.eligibility import affinity_terms, cluster_block, tier_limit, usable_nodes
@@ -49,8 +50,9 @@ def _bookkeeping(snapshot: FederationSnapshot, plan: Plan) -> Iterator[str]:
         yield f"preemption of {name}, which is not a running job"
 
 
-def _placement(snapshot: FederationSnapshot, p: Placement) -> Iterator[str]:
-    job = next((x.job for x in snapshot.pending if x.job.name == p.job), None)
+def _placement(snapshot: FederationSnapshot, p: Placement, jobs: dict[str, Job],
+               nodes: dict[str, dict[str, Node]]) -> Iterator[str]:
+    job = jobs.get(p.job)
     cluster = snapshot.cluster(p.cluster)
     if job is None:
         return
@@ -76,8 +78,9 @@ def _placement(snapshot: FederationSnapshot, p: Placement) -> Iterator[str]:
     if wanted != got:
         yield f"job {p.job}: pods {got} do not match the gang's pods {wanted} (all replicas, each once)"
     usable = {n.name for n in usable_nodes(cluster, job)}
+    known = nodes.setdefault(cluster.name, {n.name: n for n in cluster.nodes})
     for a in p.pods:
-        if cluster.node(a.node) is None:
+        if a.node not in known:
             yield f"job {p.job}: pod {a.task}-{a.index} on unknown node {a.node}"
         elif a.node not in usable:
             yield f"job {p.job}: pod {a.task}-{a.index} on node {a.node} that is unusable or has untolerated taints"
@@ -105,9 +108,12 @@ def _capacity(snapshot: FederationSnapshot, plan: Plan) -> Iterator[str]:
         for a in p.pods:
             key = (p.cluster, a.node)
             delta[key] = delta.get(key, Resources()) - req.get((a.task, a.index), Resources())
+    index: dict[str, dict[str, Node]] = {}
     for (cname, nname), change in sorted(delta.items()):
-        cluster = snapshot.cluster(cname)
-        node = cluster.node(nname) if cluster is not None else None
+        if cname not in index:
+            found = snapshot.cluster(cname)
+            index[cname] = {n.name: n for n in found.nodes} if found is not None else {}
+        node = index[cname].get(nname)
         if node is None:
             continue
         after = node.free + change
@@ -189,8 +195,10 @@ def _earlier_fit(
 def validate(snapshot: FederationSnapshot, plan: Plan) -> list[str]:
     """Every violated rule as a readable sentence; ``[]`` means the plan is valid."""
     problems = list(_bookkeeping(snapshot, plan))
+    jobs = {x.job.name: x.job for x in snapshot.pending}
+    nodes: dict[str, dict[str, Node]] = {}
     for p in plan.placements:
-        problems.extend(_placement(snapshot, p))
+        problems.extend(_placement(snapshot, p, jobs, nodes))
     problems.extend(_capacity(snapshot, plan))
     problems.extend(_queues(snapshot, plan))
     problems.extend(_fallback(snapshot, plan))
