@@ -23,6 +23,11 @@ docs/design/rounds.md explains the choices; in short:
 - **Placed jobs stay put.** Placed, dispatched and running jobs enter the planner as
   ``RunningJob`` with their placement, so a later round never moves them (only an explicit
   preemption does, recorded as such).
+- **Unavailable is not impossible.** A job that only a lost, unhealthy or not yet
+  reporting cluster could hold is recorded as waiting ("allowed clusters unavailable"),
+  not unschedulable (``propagation.availability``): it is placed when the cluster returns.
+  Pending jobs' reason changes are ``Waiting`` events; ``Unschedulable`` is kept for jobs
+  no allowed cluster could ever hold.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from datetime import UTC, datetime
 
 from federation.domain.plans import FederationSnapshot, Placement, Plan, PlanLimits
 from federation.placement import plan as plan_round
+from federation.propagation.availability import with_availability
 from federation.propagation.works import admissible, work_payload, works_to_create
 from federation.service.snapshot_builder import PlanningInput, load
 from federation.store import Store, StoreError
@@ -156,6 +162,7 @@ class RoundScheduler:
             if data.digest == self._last_digest and trigger in ("snapshot", "retry"):
                 return 0  # nothing the plan depends on changed since the last round
             plan = await asyncio.to_thread(self._planner, snapshot, self._limits, self._previous)
+            plan = with_availability(plan, snapshot, data.unknown, data.unavailable)  # unavailable ≠ impossible
             ended = self._clock()
             round_ = round_from_plan(
                 plan, started_at=_utc(started), ended_at=_utc(ended), trigger=trigger, policy=POLICY,

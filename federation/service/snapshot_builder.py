@@ -12,6 +12,12 @@ Two things are decided here, both so that consecutive rounds agree with each oth
   (``propagation.reflected_in_snapshot``), its pods' requests are taken off their nodes'
   free resources here.
 
+- **Unavailable clusters are passed too, as ``healthy=False``.** A lost cluster enters
+  with its last valid snapshot, so the planner never places on it but 'could any allowed
+  cluster ever hold this job?' still ranges over it: a job whose only allowed cluster is
+  lost waits for it, it is not unschedulable. Registered clusters that have not sent a
+  valid snapshot yet are listed apart (``unknown``): their size is unknown, never zero.
+
 ``load`` is synchronous (the store is) and runs in a worker thread; ``build`` is pure.
 """
 
@@ -44,13 +50,18 @@ class PlanningInput:
     # Lost clusters that still hold active jobs (placed by a round that read the cluster
     # before it was declared lost): the round fails them over again before planning.
     stranded: frozenset[str] = frozenset()
+    # Registered clusters without a valid snapshot yet (name, labels, taints; no nodes):
+    # not planned on, but a job they might hold is waiting, not unschedulable.
+    unknown: tuple[ClusterSnapshot, ...] = ()
+    # Why each cluster the planner may not use is unavailable: lost | unhealthy | no snapshot yet.
+    unavailable: Mapping[str, str] = field(default_factory=dict)
 
 
 def load(store: Store, now: float) -> PlanningInput:
     """Read everything a round needs (several short read transactions; see ``build``)."""
     queues = store.queues.all()
     records = store.clusters.list()
-    snapshots = store.clusters.snapshots()
+    snapshots = store.clusters.snapshots(include_lost=True)
     pending = store.jobs.in_states([PENDING])
     active = store.jobs.in_states(ACTIVE_STATES)
     works = store.works.list(states=[*ACTIVE_WORK_STATES])
@@ -99,14 +110,23 @@ def build(
             reserve.setdefault(rec.cluster, []).extend(
                 (p.node, requests.get((p.task, p.index), Resources())) for p in placement.pods)
     clusters = []
+    unavailable: dict[str, str] = {}
     for snap in snapshots:
         record = by_name.get(snap.name)
-        if record is None or record.lost:
+        if record is None:
             continue
-        snap = _with_reservations(snap, reserve.get(snap.name, ()))
-        if snap.healthy != record.healthy:
-            snap = replace(snap, healthy=record.healthy)
+        if not record.lost:
+            snap = _with_reservations(snap, reserve.get(snap.name, ()))
+        healthy = record.healthy and not record.lost
+        if snap.healthy != healthy:
+            snap = replace(snap, healthy=healthy)
+        if not healthy:
+            unavailable[snap.name] = "lost" if record.lost else "unhealthy"
         clusters.append(snap)
+    reported = {c.name for c in clusters}
+    unknown = tuple(ClusterSnapshot(r.name, labels=r.labels, taints=r.taints, healthy=False)
+                    for r in records if r.name not in reported)
+    unavailable.update({c.name: "lost" if by_name[c.name].lost else "no snapshot yet" for c in unknown})
     snapshot = FederationSnapshot(
         clusters=tuple(clusters),
         queues=tuple(queues),
@@ -115,8 +135,9 @@ def build(
         now=now,
     )
     versions = {r.name: r.version for r in (*pending, *active)}
-    return PlanningInput(snapshot, versions, _digest(snapshot, versions), tuple(without_work),
-                         {r.job.name: r.placement.cluster for r in running}, frozenset(stranded))
+    return PlanningInput(snapshot, versions, _digest(snapshot, versions, unknown), tuple(without_work),
+                         {r.job.name: r.placement.cluster for r in running}, frozenset(stranded), unknown,
+                         unavailable)
 
 
 def _with_reservations(snap: ClusterSnapshot, held: Sequence[tuple[str, Resources]]) -> ClusterSnapshot:
@@ -132,7 +153,8 @@ def _with_reservations(snap: ClusterSnapshot, held: Sequence[tuple[str, Resource
     return replace(snap, nodes=tuple(nodes))
 
 
-def _digest(snapshot: FederationSnapshot, versions: Mapping[str, int]) -> str:
+def _digest(snapshot: FederationSnapshot, versions: Mapping[str, int],
+            unknown: Sequence[ClusterSnapshot] = ()) -> str:
     """A fingerprint of everything the plan depends on: jobs and their versions, queues,
     and each cluster's health, taints, labels and per-node free resources — but not the
     snapshot times, so a periodic snapshot that changes nothing gives the same digest and
@@ -142,6 +164,8 @@ def _digest(snapshot: FederationSnapshot, versions: Mapping[str, int]) -> str:
         h.update(f"{name}@{versions[name]};".encode())
     for q in snapshot.queues:
         h.update(repr(q).encode())
+    for c in unknown:  # registered, nothing reported yet: a verdict may depend on them
+        h.update(f"?{c.name}|{sorted(c.labels.items())}|{c.taints};".encode())
     for c in snapshot.clusters:
         h.update(f"{c.name}|{c.healthy}|{sorted(c.labels.items())}|{c.taints}|{len(c.tree.domains)};".encode())
         for n in c.nodes:

@@ -27,7 +27,7 @@ from federation.store.errors import NotFound
 from federation.store.lifecycle import add_event, lock_jobs, move, touch, withdraw_works
 from federation.store.models import OUTCOMES, DecisionRow, RoundRow
 from federation.store.records import Decision, DecisionRecord, JobUpdate, Page, Round, RoundResult
-from federation.store.states import PENDING
+from federation.store.states import PENDING, pending_event
 
 _ROUND_FIELDS = (
     "started_at", "ended_at", "trigger", "policy", "solver_status", "objective", "bound", "input_digest",
@@ -103,7 +103,8 @@ class AuditRepository:
                     if row.reason != update.reason or row.unschedulable != update.unschedulable:
                         row.reason, row.unschedulable = update.reason, update.unschedulable
                         touch(row, now)
-                        add_event(session, row, update.event or "Unschedulable", update.reason, now)
+                        add_event(session, row, update.event or pending_event(update.unschedulable),
+                                  update.reason, now)
                 else:
                     move(session, row, update.state, now, reason=update.reason, cluster=update.cluster,
                          hypernode=update.hypernode, tier=update.tier, event=update.event)

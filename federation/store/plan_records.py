@@ -1,8 +1,9 @@
 """Turn a planner's ``Plan`` into what ``AuditRepository.record_round`` writes.
 
 Pure functions, so the round loop does not have to know the audit's shape and the
-mapping (placed → placed with cluster and domain; unplaced → still pending with reason;
-preempted → back to pending) is decided in one place next to the store that enforces it.
+mapping (placed → placed with cluster and domain; unplaced → still pending with reason,
+an ``Unschedulable`` or ``Waiting`` event; preempted → back to pending) is decided in
+one place next to the store that enforces it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from datetime import datetime
 
 from federation.domain.plans import Plan
 from federation.store.records import Decision, JobUpdate, Round
-from federation.store.states import PENDING, PLACED
+from federation.store.states import PENDING, PLACED, pending_event
 
 
 def decisions_from_plan(plan: Plan) -> tuple[Decision, ...]:
@@ -41,7 +42,7 @@ def updates_from_plan(plan: Plan, versions: Mapping[str, int] | None = None) -> 
                              expected_version=seen.get(p.job)))
     for u in plan.unplaced:
         out.append(JobUpdate(job=u.job, reason=u.reason, unschedulable=u.unschedulable,
-                             expected_version=seen.get(u.job)))
+                             expected_version=seen.get(u.job), event=pending_event(u.unschedulable)))
     return tuple(out)
 
 

@@ -54,8 +54,18 @@ EVENT_FOR_STATE: Mapping[str, str] = {
 }
 EVENT_TYPES = (
     "Submitted", "Placed", "Dispatched", "Running", "Succeeded", "Failed", "Cancelled",
-    "Restarted", "Requeued", "Preempted", "Unschedulable",
+    "Restarted", "Requeued", "Preempted", "Unschedulable", "Waiting",
 )
+# A pending job's reason changed: it can never be placed as the federation stands
+# (unschedulable), or it waits for something transient (room, quota, a lost cluster).
+UNSCHEDULABLE_EVENT, WAITING_EVENT = "Unschedulable", "Waiting"
+
+
+def pending_event(unschedulable: bool) -> str:
+    """The event of a pending job whose reason changed. ``Unschedulable`` only when no
+    allowed cluster could ever hold it; "no room right now" (and every other transient
+    reason) is ``Waiting``, so tools do not show a job that will run as impossible."""
+    return UNSCHEDULABLE_EVENT if unschedulable else WAITING_EVENT
 
 
 def allowed(from_state: str, to_state: str) -> bool:

@@ -79,7 +79,15 @@ class _JobEventTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_JobEvent
     """Taken back to pending to be placed again (cluster lost, preempted, Replan)."""
     JOB_EVENT_TYPE_PREEMPTED: _JobEventType.ValueType  # 10
     JOB_EVENT_TYPE_UNSCHEDULABLE: _JobEventType.ValueType  # 11
-    """Still pending; the reason changed (e.g. became unschedulable)."""
+    """Still pending and no allowed cluster could ever hold it, even empty (larger than any
+    allowed cluster or domain within its hard tier limit, excluded everywhere); the
+    message is the reason. Re-checked every round: a cluster that grows can change it.
+    """
+    JOB_EVENT_TYPE_WAITING: _JobEventType.ValueType  # 12
+    """Still pending for a transient reason (no room right now, queue capability, fairness,
+    its allowed clusters lost or unhealthy); the message is the reason, and a new event is
+    recorded when the reason changes.
+    """
 
 class JobEventType(_JobEventType, metaclass=_JobEventTypeEnumTypeWrapper): ...
 
@@ -97,7 +105,15 @@ JOB_EVENT_TYPE_REQUEUED: JobEventType.ValueType  # 9
 """Taken back to pending to be placed again (cluster lost, preempted, Replan)."""
 JOB_EVENT_TYPE_PREEMPTED: JobEventType.ValueType  # 10
 JOB_EVENT_TYPE_UNSCHEDULABLE: JobEventType.ValueType  # 11
-"""Still pending; the reason changed (e.g. became unschedulable)."""
+"""Still pending and no allowed cluster could ever hold it, even empty (larger than any
+allowed cluster or domain within its hard tier limit, excluded everywhere); the
+message is the reason. Re-checked every round: a cluster that grows can change it.
+"""
+JOB_EVENT_TYPE_WAITING: JobEventType.ValueType  # 12
+"""Still pending for a transient reason (no room right now, queue capability, fairness,
+its allowed clusters lost or unhealthy); the message is the reason, and a new event is
+recorded when the reason changes.
+"""
 Global___JobEventType: _TypeAlias = JobEventType  # noqa: Y015
 
 @_typing.final

@@ -60,6 +60,35 @@ async def test_lost_agent_job_is_replanned_elsewhere_and_the_returning_agent_is_
         assert [w.cluster for w in active] == [other]
 
 
+async def test_job_whose_only_allowed_cluster_is_lost_waits_for_it_and_is_placed_when_it_returns(
+        migrated_url: str) -> None:
+    """Unavailable is not impossible: no ``Unschedulable`` for a job its lost cluster could hold."""
+    async with fleet(migrated_url) as f:
+        await eventually(lambda: _connected(f, "east", "west") and has_snapshot(f, "east"), what="east reporting")
+        epoch = f.agents["east"].runtime.epoch
+        async with f.client() as c:
+            await c.submit_job(job_spec("loyal", clusters=("east",)))
+            await eventually(lambda: _running_in(f, "loyal", "east"), what="loyal running in east")
+            await f.kill_agent("east")
+            await eventually(lambda: _waiting(f, "loyal"), timeout=GRACE + 20, what="loyal waiting for east")
+            job = await c.get_job("loyal")
+            assert job.state == jobs_pb2.JOB_STATE_PENDING and not job.unschedulable
+            assert job.reason.startswith("allowed clusters unavailable: east (lost)")
+            explain = await c.explain_job("loyal")
+            assert not explain.pending.unschedulable and explain.pending.reason == job.reason
+            f.start_agent("east", epoch=epoch)  # the cluster returns
+            await eventually(lambda: _running_in(f, "loyal", "east"), timeout=30, what="loyal placed again in east")
+        events = [e.type for e in f.store.jobs.events_since(0, job="loyal").events]
+        assert "Unschedulable" not in events
+        waited = events.index("Waiting")
+        assert "Requeued" in events[:waited] and "Placed" in events[waited:]
+
+
+def _waiting(f, name: str) -> bool:  # type: ignore[no-untyped-def]
+    job = f.store.jobs.get(name)
+    return bool(job.state == "pending" and job.reason.startswith("allowed clusters unavailable"))
+
+
 async def test_stale_epoch_hello_is_fenced_and_a_newer_leader_supersedes(migrated_url: str) -> None:
     async with fleet(migrated_url, agents=False) as f:
         current = f.start_agent("east", epoch=2_000)

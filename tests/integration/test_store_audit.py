@@ -66,7 +66,7 @@ def test_a_round_records_decisions_and_job_changes_together(pending: Store) -> N
     huge = pending.jobs.get("huge")
     assert (huge.state, huge.reason) == ("pending", "needs 64 GPUs in one tier-1 domain")
     types = [(e.job, e.type) for e in pending.jobs.events_since(0).events][3:]
-    assert types == [("big", "Placed"), ("small", "Placed"), ("huge", "Unschedulable")]
+    assert types == [("big", "Placed"), ("small", "Placed"), ("huge", "Waiting")]  # unschedulable=False
 
     recorded = pending.audit.get_round(result.round_id)
     assert (recorded.solver_status, recorded.placed_count, recorded.unplaced_count, recorded.policy) == (
@@ -85,8 +85,23 @@ def test_an_unchanged_reason_writes_no_new_event(pending: Store) -> None:
     plan = Plan(unplaced=(Unplaced("huge", "no room", "capacity"),), status="FEASIBLE")
     for _ in range(3):
         pending.audit.record_round(_round(plan), decisions_from_plan(plan), updates_from_plan(plan))
-    assert [e.type for e in pending.jobs.events_since(0, job="huge").events] == ["Submitted", "Unschedulable"]
+    assert [e.type for e in pending.jobs.events_since(0, job="huge").events] == ["Submitted", "Waiting"]
     assert len(pending.audit.job_audit("huge")) == 3
+
+
+def test_no_room_now_is_waiting_and_only_never_holdable_is_unschedulable(pending: Store) -> None:
+    """Tools show ``Unschedulable`` as impossible; "no room right now" or "allowed clusters
+    unavailable" must not look like that."""
+    verdicts = [Unplaced("huge", "no room right now", "capacity", "east"),
+                Unplaced("huge", "larger than any allowed cluster", "unschedulable", "east", unschedulable=True),
+                Unplaced("huge", "allowed clusters unavailable: east (lost)", "capacity", "east")]
+    for verdict in verdicts:
+        plan = Plan(unplaced=(verdict,), status="FEASIBLE")
+        pending.audit.record_round(_round(plan), decisions_from_plan(plan), updates_from_plan(plan))
+    events = pending.jobs.events_since(0, job="huge").events
+    expected = [("Unschedulable" if v.unschedulable else "Waiting", v.reason) for v in verdicts]
+    assert [(e.type, e.message) for e in events][1:] == expected
+    assert not pending.jobs.get("huge").unschedulable
 
 
 def test_a_job_changed_during_the_round_is_skipped_not_clobbered(pending: Store) -> None:

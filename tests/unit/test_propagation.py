@@ -134,13 +134,18 @@ def test_snapshot_reserves_room_promised_but_not_yet_visible(work_state: str, re
     assert [p.job.name for p in data.snapshot.pending] == ["next"]
 
 
-def test_placed_job_without_work_is_flagged_for_repair_and_lost_clusters_are_left_out() -> None:
+def test_placed_job_without_work_is_flagged_for_repair_and_lost_clusters_enter_unhealthy() -> None:
+    """A lost cluster is never planned on, but enters with its last valid snapshot as
+    unhealthy, so 'could any allowed cluster ever hold this job?' still counts it."""
     lost = _cluster_record("west", T0)
-    lost = ClusterRecord(**{**lost.__dict__, "lost": True})
-    data = build([_cluster("east"), _cluster("west")], [_cluster_record("east", T0), lost], [Queue("q")], [],
+    lost = ClusterRecord(**{**lost.__dict__, "lost": True, "healthy": False})
+    silent = ClusterRecord(**{**_cluster_record("north", T0).__dict__, "summary": None, "labels": {"zone": "n"}})
+    data = build([_cluster("east"), _cluster("west")], [_cluster_record("east", T0), lost, silent], [Queue("q")], [],
                  [_record("orphan", "placed", "east")], [], now=1.0)
     assert [r.name for r in data.placed_without_work] == ["orphan"]
-    assert [c.name for c in data.snapshot.clusters] == ["east"]
+    assert [(c.name, c.healthy) for c in data.snapshot.clusters] == [("east", True), ("west", False)]
+    assert [(c.name, c.healthy, dict(c.labels), c.nodes) for c in data.unknown] == [("north", False, {"zone": "n"}, ())]
+    assert data.unavailable == {"west": "lost", "north": "no snapshot yet"}
 
 
 def test_active_job_on_a_lost_cluster_is_stranded_not_running() -> None:
