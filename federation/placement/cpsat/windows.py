@@ -32,7 +32,8 @@ from federation.placement.rounds import Round
 from federation.placement.score import FAIR_BONUS, VALUE
 
 EXACT_MAX_VARS = 1_500
-JOINT_MAX_JOBS = 300
+JOINT_MAX_JOBS = 40  # one lexicographically weighted model; beyond this its big coefficients slow the LP
+SMALL_ROUND_JOBS = 300  # per-band windows of rounds up to this size: no pruning, exact capacity if small
 MAX_COEFFICIENT = 1 << 50
 RESERVE = 0.15  # fraction of the budget kept for decoding and reasons
 FINISH_SECONDS_PER_JOB = 80e-6  # reasons, score terms and plan assembly per pending job (measured, loaded host)
@@ -104,7 +105,7 @@ def per_band(
     left: list[PendingJob] = []
     prev = {p.job: p for p in previous.placements if p.job in jobs} if previous is not None else {}
     order = sorted(bands)
-    small = len(rnd.snapshot.pending) <= JOINT_MAX_JOBS  # small rounds: no pruning, exact capacity
+    small = len(rnd.snapshot.pending) <= SMALL_ROUND_JOBS
     floor = MIN_WINDOW_SECONDS if small else MIN_BAND_SECONDS
     for index, band in enumerate(order):
         members = bands[band]
