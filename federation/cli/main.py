@@ -39,6 +39,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="on SIGTERM/SIGINT, let in-flight requests finish for up to this long")
     serve.add_argument("--no-control-loop", action="store_true",
                        help="API only: no planning rounds and no agent service (benchmarks, read replicas)")
+    serve.add_argument("--submit-batch-size", type=int, default=64,
+                       help="group commit: at most this many SubmitJob calls per store transaction")
+    serve.add_argument("--submit-batch-delay-ms", type=float, default=2.0,
+                       help="group commit: a submission waits at most this long for others to join its batch")
 
     db = sub.add_parser("db", help="database schema migrations")
     db_sub = db.add_subparsers(dest="db_command", required=True)

@@ -8,9 +8,11 @@ checking its schema, signals and the startup line.
 Shutdown order (``RunningServer.stop``) and why: the server stops accepting RPCs first
 and gives in-flight ones ``grace`` seconds; at the same moment the long-lived streams
 (WatchJobs, agent streams) are told to end, since they would otherwise hold the grace
-period open; only then does the round scheduler stop (a round in flight finishes), and
-the process disposes the engine last. Every store call is one transaction, so an RPC
-cut off after the grace period has either committed or left nothing.
+period open, and the submissions waiting for a group commit go to the store at once;
+then the submission batches still running finish, the round scheduler stops (a round
+in flight finishes), and the process disposes the engine last. Every store call is one
+transaction, so an RPC cut off after the grace period has either committed or left
+nothing.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from federation.service.audit import AuditServicer
 from federation.service.auth import Authenticator
 from federation.service.clusters import ClusterServicer
 from federation.service.errors import ErrorMapping
-from federation.service.jobs import DEFAULT_SPEC_LIMIT, JobServicer
+from federation.service.jobs import DEFAULT_SPEC_LIMIT, JobServicer, SubmitBatching
 from federation.service.queues import QueueServicer
 from federation.service.rounds import RoundScheduler
 from federation.v1 import agent_pb2_grpc, audit_pb2_grpc, clusters_pb2_grpc, jobs_pb2_grpc, queues_pb2_grpc
@@ -89,6 +91,7 @@ class RunningServer:
                 await self.hub.stop()
         finally:
             await stopping
+            await self.jobs.close()  # submission batches still running commit before the store closes
             if self.rounds is not None:
                 await self.rounds.stop()
 
@@ -117,6 +120,7 @@ async def build_server(
     spec_limit_bytes: int = DEFAULT_SPEC_LIMIT,
     max_message_bytes: int = MAX_MESSAGE_BYTES,
     watch_poll_seconds: float = 0.2,
+    submit_batching: SubmitBatching | None = None,
 ) -> RunningServer:
     """Start the service on ``listen`` (port 0 = any free port) and return its handles.
 
@@ -137,7 +141,7 @@ async def build_server(
                  ("grpc.so_reuseport", 0)],
     )
     jobs = JobServicer(store, auth, rounds=rounds, hub=hub, spec_limit_bytes=spec_limit_bytes,
-                       watch_poll_seconds=watch_poll_seconds)
+                       watch_poll_seconds=watch_poll_seconds, batching=submit_batching)
     jobs_pb2_grpc.add_JobServiceServicer_to_server(jobs, server)
     queues_pb2_grpc.add_QueueServiceServicer_to_server(QueueServicer(store, auth), server)
     clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth), server)
@@ -242,6 +246,8 @@ async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, args: a
         round_debounce_seconds=args.round_debounce_seconds,
         plan_limits=PlanLimits(time_limit_seconds=args.plan_time_limit),
         control_loop=not getattr(args, "no_control_loop", False),
+        submit_batching=SubmitBatching(max_items=getattr(args, "submit_batch_size", 64),
+                                       max_delay_seconds=getattr(args, "submit_batch_delay_ms", 2.0) / 1000),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

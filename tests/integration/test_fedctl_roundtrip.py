@@ -145,18 +145,18 @@ async def test_stop_waits_for_an_in_flight_request(store: Store) -> None:
     from servicekit import client, running
 
     slow_calls: list[str] = []
-    real_submit = store.jobs.submit
+    real_submit_many = store.jobs.submit_many
 
-    def slow_submit(*a: object, **kw: object) -> object:
+    def slow_submit_many(*a: object, **kw: object) -> object:
         import time
 
         time.sleep(1.0)  # a slow database: the request is in flight when stop() begins
         slow_calls.append("done")
-        return real_submit(*a, **kw)  # type: ignore[arg-type]
+        return real_submit_many(*a, **kw)  # type: ignore[arg-type]
 
     async with running(store) as srv, client(srv) as c:
         await c.create_queue(queues_pb2.Queue(name="research"))
-        store.jobs.submit = slow_submit  # type: ignore[method-assign]
+        store.jobs.submit_many = slow_submit_many  # type: ignore[method-assign,assignment]
         pending = asyncio.create_task(c.submit_job(spec("in-flight")))
         await asyncio.sleep(0.3)
         await srv.stop(grace=10)
