@@ -2,12 +2,13 @@
 
 Two shapes, chosen per round:
 
-* **joint** (small rounds): one model over every pending job, bands weighted
+* **joint** (rounds of at most ``JOINT_MAX_JOBS``): one model over every pending job, bands weighted
   lexicographically, exact per-node capacity when the pod-variable count allows; the hint
   is the complete greedy plan; the result is kept only if its score vector beats the
   greedy plan's.
-* **per band** (large rounds, or when lexicographic weights would not fit 64-bit
-  coefficients): bands are decided highest first. For each band the greedy planner runs
+* **per band** (larger rounds, or when lexicographic weights would not fit 64-bit
+  coefficients — big weights also slow the LP, so mid-size rounds do better here): bands
+  are decided highest first. For each band the greedy planner runs
   on the live round (that is the hint), its decisions are undone, the band's model is
   solved with the remaining time slice and decoded, leftovers go through the greedy
   planner (placement then preemption), and the band's value is compared with the greedy
