@@ -210,8 +210,9 @@ class FederationState:
         if queue is not None and queue.capability is not None:
             more = self.requests(spec, placement)
             used = self.queue_usage.get(job.queue, Resources()) + more
-            if any(used.get(k) > cap for k, cap in queue.capability if more.get(k) > 0):
-                return f"queue {job.queue} capability would be exceeded"
+            over = {k: f"{used.get(k)} > {cap}" for k, cap in queue.capability if more.get(k) > 0 and used.get(k) > cap}
+            if over:
+                return f"queue {job.queue} capability would be exceeded ({over})"
         return None
 
     def requests(self, spec: ScenarioJob, placement: Placement) -> Resources:
