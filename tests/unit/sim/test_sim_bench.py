@@ -12,6 +12,7 @@ from simkit import SHARED
 
 from federation.domain.errors import InvalidInput
 from federation.sim.bench import DEFAULT_POLICIES, run_bench
+from federation.sim.report import markdown
 
 CONTRACT = ("jobs", "placed", "avgJctSeconds", "makespanSeconds", "gpuUtilization", "lowestTierFraction",
             "meanGangTier", "fairnessMaxDeviation", "roundLatencyP50Ms", "roundLatencyP99Ms", "placementsPerSecond")
@@ -38,3 +39,14 @@ def test_an_unknown_policy_is_refused_before_anything_runs() -> None:
     with pytest.raises(InvalidInput) as caught:
         run_bench(SHARED / "seed-8node.yaml", ["volcano-greedy", "kueue"], None, None)
     assert caught.value.path == "policy[1]"
+
+
+def test_markdown_tables_mark_which_side_is_better() -> None:
+    document = {"scenario": "toy", "policies": {
+        "cpsat": {"jobs": 2, "avgJctSeconds": 50.0, "gpuUtilization": 0.5},
+        "volcano-greedy": {"jobs": 2, "avgJctSeconds": 100.0, "gpuUtilization": 0.8},
+    }}
+    text = markdown(document)
+    assert "| avgJctSeconds (lower is better) | 0.500 ▲ |" in text
+    assert "| gpuUtilization (higher is better) | 0.625 ▼ |" in text
+    assert "| jobs | 2 | 2 |" in text
