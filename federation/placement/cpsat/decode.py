@@ -5,7 +5,8 @@
   in exact mode the pods go where ``p`` says; in aggregate mode ``pack_gang``-style
   best-fit packing inside the chosen domain decides, and a gang that does not pack there
   (the aggregate model is a relaxation) is re-placed greedily or left for the greedy pass;
-* victims whose room nobody ended up using are given back (never evict for nothing).
+* victims whose room nobody ended up using — node room or queue quota — are given back
+  (never evict for nothing).
 
 Every decision goes through ``Round.commit``/``evict``, the same bookkeeping the greedy
 planner uses, so ``validate()`` holds whatever the solver returned.
@@ -92,6 +93,8 @@ def apply(w: Window, v: Vars, solver: Any) -> list[Job]:
                 rnd.commit(job, dom, nodes)
         left.extend(queue)
     for victim in sorted(evicted, key=lambda r: -rnd.scoring.victim_cost(r)):
-        if rnd.fits_back(victim):
+        # Give a victim back only if nothing used its room: neither its nodes nor its
+        # queue's quota (an eviction may have been for capability room, not node room).
+        if rnd.fits_back(victim) and rnd.admissible(victim.job):
             rnd.unevict(victim)
     return left

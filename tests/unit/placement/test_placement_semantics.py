@@ -85,6 +85,13 @@ def _cheapest() -> FederationSnapshot:
     return snap([c], [job("high", 1, priority=5)], runs=[old, new], now=3600.0)
 
 
+def _capability_room() -> FederationSnapshot:
+    """Room on nodes, none in the quota: placing ``big`` needs ``small`` stopped."""
+    c = flat("a", [8, 8, 8])
+    run = running(job("small", 1, 4, queue="a", priority=0), c, ["a-n2"])
+    return snap([c], [job("big", 2, queue="a", priority=2)], [Queue("a", capability=R(gpu=16))], runs=[run], now=60.0)
+
+
 def _reclaim(reclaimable: bool) -> FederationSnapshot:
     c = flat("a", [8, 8])
     hog = [running(job(f"hog{i}", 1, queue="a"), c, [f"a-n{i}"]) for i in range(2)]
@@ -149,6 +156,9 @@ CASES = [
     # preemption and reclaim
     Case("preempts-lower-priority-gang-of-same-queue", lambda: _preempt(0),
          lambda p: (placed_in("high")(p), [v.job for v in p.preemptions] == ["low"] or pytest.fail("victim"))),
+    Case("eviction-for-queue-capability-room-is-kept", _capability_room,
+         lambda p: p.placement("big") is None or [v.job for v in p.preemptions] == ["small"]
+         or pytest.fail(str(p.preemptions))),
     Case("never-preempts-equal-priority", lambda: _preempt(5),
          lambda p: (blocked("high", "capacity")(p), not p.preemptions or pytest.fail("preempted"))),
     Case("preempts-the-victim-that-ran-least", _cheapest,
