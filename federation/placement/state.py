@@ -232,13 +232,21 @@ class RoundState:
                     index[ix] = value + d
 
     def take(self, cluster: str, pods: Sequence[tuple[str, Vector]]) -> None:
-        """Consume ``(node, demand)`` pairs (a placement)."""
-        self._apply(cluster, self._merge(pods), -1)
+        """Consume ``(node, demand)`` pairs (a placement, or an eviction undone).
+
+        Pods on nodes the round does not track are skipped, exactly as ``give`` skips them:
+        a running gang may keep a pod on a NotReady, cordoned or vanished node until its
+        agent replaces it, and un-evicting that gang must not touch a node nobody can use.
+        """
+        self._apply(cluster, self._known(cluster, pods), -1)
 
     def give(self, cluster: str, pods: Sequence[tuple[str, Vector]]) -> None:
         """Return ``(node, demand)`` pairs (a preemption or an undone placement)."""
+        self._apply(cluster, self._known(cluster, pods), +1)
+
+    def _known(self, cluster: str, pods: Sequence[tuple[str, Vector]]) -> list[tuple[str, Vector]]:
         known = self.node_free.get(cluster, {})
-        self._apply(cluster, [(n, d) for n, d in self._merge(pods) if n in known], +1)
+        return [(n, d) for n, d in self._merge(pods) if n in known]
 
     @staticmethod
     def _merge(pods: Sequence[tuple[str, Vector]]) -> list[tuple[str, Vector]]:
