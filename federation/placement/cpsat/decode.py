@@ -6,7 +6,11 @@
   best-fit packing inside the chosen domain decides, and a gang that does not pack there
   (the aggregate model is a relaxation) is re-placed greedily or left for the greedy pass;
 * victims whose room nobody ended up using — node room or queue quota — are given back
-  (never evict for nothing).
+  (never evict for nothing);
+* a victim whose nodes went only to jobs that may not evict it is given back too, and
+  those jobs are left for the greedy pass: the model's preemption constraint counts units
+  per cluster, so a strictly-higher-priority job placed *anywhere* in the cluster used to
+  license evicting a gang for an equal-priority neighbour (demo: fdn-sft-2 for fdn-rlhf).
 
 Every decision goes through ``Round.commit``/``evict``, the same bookkeeping the greedy
 planner uses, so ``validate()`` holds whatever the solver returned.
@@ -17,8 +21,10 @@ from __future__ import annotations
 from typing import Any
 
 from federation.domain.jobs import Job
+from federation.domain.plans import RunningJob
 from federation.placement.cpsat.classes import JobClass
 from federation.placement.cpsat.preemption import kind
+from federation.placement.cpsat.preemption import under as under_share
 from federation.placement.cpsat.variables import Vars, Window
 
 
@@ -58,9 +64,13 @@ def apply(w: Window, v: Vars, solver: Any) -> list[Job]:
     """Apply the solution to ``w.rnd``; return the window's jobs left unplaced."""
     rnd = w.rnd
     evicted = []
+    # Kinds and takers are decided on the window's starting shares: each eviction lowers
+    # its queue's share, and re-asking afterwards mislabelled reclaims as "preempt".
+    kinds = {vj.job.name: kind(rnd, w.classes, vj) for vj in w.victims}
+    under = {jc.queue: under_share(rnd, jc.queue) for jc in w.classes}
     for victim in w.victims:
         if solver.value(v.e[victim.job.name]):
-            how = kind(rnd, w.classes, victim) or "preempt"
+            how = kinds[victim.job.name] or "preempt"
             why = (
                 "preempt: evicted for higher-priority work of its own queue"
                 if how == "preempt"
@@ -93,8 +103,45 @@ def apply(w: Window, v: Vars, solver: Any) -> list[Job]:
                 rnd.commit(job, dom, nodes)
         left.extend(queue)
     for victim in sorted(evicted, key=lambda r: -rnd.scoring.victim_cost(r)):
+        left.extend(_unlicensed(w, victim, kinds[victim.job.name], under))
         # Give a victim back only if nothing used its room: neither its nodes nor its
         # queue's quota (an eviction may have been for capability room, not node room).
         if rnd.fits_back(victim) and rnd.admissible(victim.job):
             rnd.unevict(victim)
     return left
+
+
+def _may_take(w: Window, job: Job, victim: RunningJob, how: str | None, under: dict[str, bool]) -> bool:
+    """May ``job`` use room freed by evicting ``victim`` (the rules of ``preemption.kind``)?"""
+    sc = w.rnd.scoring
+    if victim.job.queue == job.queue:
+        return how == "preempt" and sc.band(job) < sc.band(victim.job)
+    queues = w.rnd.ledger.queues
+    return (how == "reclaim" and under.get(job.queue, False) and sc.band(job) <= sc.band(victim.job)
+            and queues[job.queue].priority >= queues[victim.job.queue].priority)
+
+
+def _unlicensed(w: Window, victim: RunningJob, how: str | None, under: dict[str, bool]) -> list[Job]:
+    """Undo placements on ``victim``'s nodes by jobs that may not evict it, if that lets it stay.
+
+    Returns the jobs taken back (left for the greedy pass); if the victim still does not
+    fit back, every placement is re-committed unchanged and nothing is returned.
+    """
+    rnd = w.rnd
+    cluster = victim.placement.cluster
+    nodes = {a.node for a in victim.placement.pods}
+    jobs = {jc_job.name: jc_job for jc in w.classes for jc_job in jc.jobs}
+    intruders = [
+        p for name, p in rnd.placements.items()
+        if name in jobs and p.cluster == cluster and any(a.node in nodes for a in p.pods)
+        and not _may_take(w, jobs[name], victim, how, under)
+    ]
+    if not intruders:
+        return []
+    for p in intruders:
+        rnd.undo(jobs[p.job])
+    if rnd.fits_back(victim) and rnd.admissible(victim.job):
+        return [jobs[p.job] for p in intruders]
+    for p in intruders:
+        rnd.commit(jobs[p.job], rnd.state.domains[rnd.state.uid_of[(cluster, p.hypernode)]], [a.node for a in p.pods])
+    return []

@@ -32,7 +32,7 @@ from federation.placement.rounds import Round
 EPS = 1e-9
 
 
-def _under(rnd: Round, queue: str) -> bool:
+def under(rnd: Round, queue: str) -> bool:
     return rnd.ledger.share(queue) < rnd.ledger.fair[queue] - EPS
 
 
@@ -48,7 +48,7 @@ def kind(rnd: Round, classes: list[JobClass], victim: RunningJob) -> str | None:
         return None
     for jc in classes:
         mine = rnd.ledger.queues[jc.queue]
-        if jc.queue != vq.name and jc.band <= band and mine.priority >= vq.priority and _under(rnd, jc.queue):
+        if jc.queue != vq.name and jc.band <= band and mine.priority >= vq.priority and under(rnd, jc.queue):
             return "reclaim"
     return None
 
@@ -93,7 +93,7 @@ def add(w: Window, v: Vars) -> None:
                 takers = [
                     jc for jc in w.classes
                     if (how == "preempt" and jc.queue == queue and jc.band < lo)
-                    or (how == "reclaim" and jc.queue != queue and _under(rnd, jc.queue))
+                    or (how == "reclaim" and jc.queue != queue and under(rnd, jc.queue))
                 ]
                 lhs = cp_model.LinearExpr.weighted_sum(
                     [v.e[vj.job.name] for vj in mine], [sc.units(vj.job) for vj in mine]

@@ -6,7 +6,7 @@ Every plan here is checked by ``validate()`` (``checked``) before its expectatio
 from __future__ import annotations
 
 import pytest
-from placement_builders import checked, job, running
+from placement_builders import checked, flat, job, running, snap
 
 from federation.domain import ClusterSnapshot, FederationSnapshot, Node, PendingJob, Queue
 from federation.placement.instances import gpu_node
@@ -35,3 +35,24 @@ def test_running_pod_on_sick_node_does_not_crash_preemption(planner: str, missin
     placed = result.placement("high")
     assert placed is not None and [a.node for a in placed.pods] == ["c-n0"]
     assert [v.job for v in result.preemptions] == ["low"]
+
+
+def _equal_priority_neighbour() -> FederationSnapshot:
+    """Demo: fdn-sft-2 was evicted for fdn-rlhf, both priority 0 in one queue.
+
+    ``rlhf`` (priority 0, 24 GPUs) fits only if ``sft`` (priority 0) goes; ``eval``
+    (priority 10) fits in the free nodes anyway. A cluster-level "a higher-priority job
+    of the queue was placed here" check let the model evict ``sft`` for ``rlhf``.
+    """
+    sft = job("sft", 2, 8, queue="fdn")
+    base = flat("a", [8, 8, 8, 8, 8])
+    run = running(sft, base, ["a-n0", "a-n1"])
+    return snap([base], [job("eval", 2, 8, queue="fdn", priority=10), job("rlhf", 3, 8, queue="fdn")], runs=[run])
+
+
+@pytest.mark.parametrize("planner", ["greedy", "cpsat"])
+def test_no_preemption_between_equal_priorities_of_one_queue(planner: str) -> None:
+    result = checked(planner, _equal_priority_neighbour())
+    assert result.placement("eval") is not None
+    assert result.placement("rlhf") is None
+    assert not result.preemptions, result.preemptions
