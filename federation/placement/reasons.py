@@ -4,18 +4,22 @@ Users ask "why isn't my job scheduled?" more than anything else (Armada #703, #9
 every unplaced job gets one ``BLOCKED_BY`` name and a sentence. The checks run from the
 most permanent cause to the most transient one, so the answer says what would have to
 change: no cluster allowed at all (affinity / taints) → no allowed cluster could EVER hold
-it, even empty (``unschedulable=True``) → queue capability → others' guarantees (fairness)
+it, even empty (``unschedulable=True``) — unless an unhealthy cluster blocked only by its
+health could, then it waits ("allowed clusters unavailable") → queue capability → others' guarantees (fairness)
 → it would have fitted at the start of the round, so higher- or equal-priority work took
 the room (priority) → it fits now only above its hard tier limit (topology) → capacity.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from federation.domain.jobs import Job
 from federation.domain.plans import Unplaced
 from federation.domain.resources import GPU
 from federation.placement.eligibility import (
     affinity_terms,
+    can_ever_hold,
     cluster_block,
     empty_capacity,
     ever_holding,
@@ -26,9 +30,40 @@ from federation.placement.eligibility import (
 from federation.placement.rounds import Round
 
 MAX_START_PACKS = 64
+UNAVAILABLE = "allowed clusters unavailable: {clusters}; it is placed when one returns"
+
+
+def _unavailable(rnd: Round, job: Job) -> Unplaced | None:
+    """'Unavailable' is not 'impossible': the job waits if an unhealthy cluster blocked only
+    by its health could hold it once it returns (its last snapshot, health set aside).
+
+    Without this a job whose only allowed cluster was lost was declared unschedulable (or
+    blamed on affinity, since every other cluster is excluded by it) although it is placed
+    the moment the cluster comes back.
+    """
+    terms = affinity_terms(job)
+    names, admitted = [], []
+    for cluster in rnd.snapshot.clusters:
+        if cluster.healthy:
+            continue
+        revived = replace(cluster, healthy=True)
+        if any(cluster_block(job, revived, t) is None for t in terms):
+            admitted.append(cluster.name)
+            if can_ever_hold(job, revived):
+                names.append(cluster.name)
+    if not names:
+        if admitted and not any(rnd.groups(job)):  # only lost clusters admit it, none big enough
+            return Unplaced(job.name, f"the gang is larger than its allowed cluster(s) {', '.join(admitted)} could "
+                            "hold even when empty (they are unavailable now)", "unschedulable", admitted[0], True)
+        return None
+    listed = ", ".join(f"{n} (lost)" for n in names)
+    return Unplaced(job.name, UNAVAILABLE.format(clusters=listed), "capacity", names[0], False)
 
 
 def _no_cluster(rnd: Round, job: Job) -> Unplaced:
+    waiting = _unavailable(rnd, job)
+    if waiting is not None:
+        return waiting
     blocks = [cluster_block(job, c, t) for c in rnd.snapshot.clusters for t in affinity_terms(job)]
     if "taints" in blocks:
         return Unplaced(job.name, "every cluster the affinity allows has taints the job does not tolerate",
@@ -78,6 +113,9 @@ def diagnose(rnd: Round, job: Job) -> Unplaced:
     gpus = job.requests.get(GPU)
     size = f"{job.total_replicas} pods, {gpus} GPUs"
     if not ever:
+        waiting = _unavailable(rnd, job)
+        if waiting is not None:
+            return waiting
         biggest = max(clusters, key=lambda c: (empty_capacity(c, job).get(GPU), c.name)).name
         if any(lowest_feasible_tier(job, c) is not None for c in clusters):
             return Unplaced(job.name, f"no allowed cluster has a domain within the hard tier limit that could hold "

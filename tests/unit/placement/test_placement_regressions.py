@@ -8,7 +8,15 @@ from __future__ import annotations
 import pytest
 from placement_builders import checked, flat, job, running, snap
 
-from federation.domain import ClusterSnapshot, FederationSnapshot, Node, PendingJob, Queue
+from federation.domain import (
+    ClusterAffinity,
+    ClusterSnapshot,
+    FederationSnapshot,
+    Node,
+    PendingJob,
+    PropagationPolicy,
+    Queue,
+)
 from federation.placement.instances import gpu_node
 
 
@@ -56,3 +64,37 @@ def test_no_preemption_between_equal_priorities_of_one_queue(planner: str) -> No
     assert result.placement("eval") is not None
     assert result.placement("rlhf") is None
     assert not result.preemptions, result.preemptions
+
+
+def _lost_only_home(pods: int) -> FederationSnapshot:
+    """Control loop: the job's only allowed cluster ``a`` is lost (healthy=False); ``b`` is
+    excluded by affinity. 'Unavailable' is not 'impossible': the job waits for ``a``."""
+    only_a = PropagationPolicy(cluster_affinity=ClusterAffinity(cluster_names=("a",)))
+    return snap([flat("a", [8, 8], healthy=False), flat("b", [8, 8, 8, 8])],
+                [job("g", pods, propagation=only_a)])
+
+
+@pytest.mark.parametrize("planner", ["greedy", "cpsat"])
+def test_job_whose_allowed_cluster_is_lost_waits_instead_of_unschedulable(planner: str) -> None:
+    result = checked(planner, _lost_only_home(2))
+    (u,) = result.unplaced
+    assert u.unschedulable is False, u
+    assert u.reason.startswith("allowed clusters unavailable: a (lost)"), u
+    assert u.closest_cluster == "a"
+
+
+@pytest.mark.parametrize("planner", ["greedy", "cpsat"])
+def test_job_too_big_even_for_its_lost_cluster_stays_unschedulable(planner: str) -> None:
+    result = checked(planner, _lost_only_home(3))  # a has only 2 nodes, even when back
+    (u,) = result.unplaced
+    assert u.unschedulable is True, u
+    assert u.constraint == "unschedulable", u  # not "affinity": b is excluded, a too small
+
+
+@pytest.mark.parametrize("planner", ["greedy", "cpsat"])
+def test_too_big_for_healthy_allowed_but_fits_lost_allowed_waits(planner: str) -> None:
+    """``diagnose``'s 'could ever hold' must range over unhealthy allowed clusters too."""
+    s = snap([flat("a", [8, 8, 8], healthy=False), flat("b", [8, 8])], [job("g", 3)])
+    (u,) = checked(planner, s).unplaced
+    assert u.unschedulable is False, u
+    assert u.reason.startswith("allowed clusters unavailable: a (lost)"), u
