@@ -7,9 +7,12 @@ request/response and errors; only the store call is shared.
 
 Policy: an item waits until ``max_items`` are waiting or ``max_delay`` has passed since
 the first of them arrived, then its batch runs in a worker thread. At most
-``max_batches`` run at once; while they do, new items accumulate, and the moment a batch
-finishes everything waiting goes (so batches grow by themselves when the database is the
-bottleneck, and an idle service adds at most ``max_delay`` to a call).
+``max_batches`` run at once (default one: classic group commit); while they do, new items
+accumulate, and the moment a batch finishes everything waiting goes. So batches grow by
+themselves when the database or the GIL is the bottleneck, and an idle service adds at
+most ``max_delay`` to a call. In 15 s runs of issue 2's benchmark, one batch at a time
+gave batches of ~30 jobs and 0.62 ms of server CPU per job, two at a time batches of ~12
+and 0.71 ms, for the same throughput.
 
 Each caller gets its own outcome back, and only after the batch function returned (for
 the store: committed). If the function raises, every caller of that batch gets the
@@ -34,7 +37,7 @@ class Batcher(Generic[I, O]):
     """
 
     def __init__(self, run: Callable[[list[I]], Sequence[O]], *, max_items: int = 64,
-                 max_delay: float = 0.002, max_batches: int = 2) -> None:
+                 max_delay: float = 0.002, max_batches: int = 1) -> None:
         if max_items < 1 or max_batches < 1 or max_delay < 0:
             raise ValueError("max_items and max_batches must be >= 1, max_delay >= 0")
         self._run = run

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from federation.store.jobs_submit import Outcome
 from federation.store.records import JobRecord, Submitted
 from federation.v1 import jobs_pb2, jobs_pb2_grpc
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 DEFAULT_SPEC_LIMIT = 1024 * 1024  # serialized JobSpec bytes
 QUEUE_CACHE_SECONDS = 2.0
@@ -54,7 +56,7 @@ class SubmitBatching:
 
     max_items: int = 64
     max_delay_seconds: float = 0.002
-    max_batches: int = 2
+    max_batches: int = 1
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
@@ -142,6 +144,9 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     async def close(self) -> None:
         """Wait for every submission batch in flight (after the server stopped; before the store closes)."""
         await self.submissions.close()
+        if self.submissions.batches:
+            log.info("submissions: %d jobs in %d store transactions (%.1f per transaction)", self.submissions.items,
+                     self.submissions.batches, self.submissions.items / self.submissions.batches)
 
     def _wake_watchers(self) -> None:
         for changed in self._watchers:

@@ -3,7 +3,9 @@
 What it does, in one run:
 1. **Baseline** — the store's own ``jobs.submit`` called in this process, no gRPC, for
    ``--baseline-seconds`` (one thread, then ``--baseline-threads`` threads): the rate the
-   database path allows, so the service's figure can be read as a fraction of it.
+   database path allows one call at a time, so the service's figure can be read as a
+   fraction of it; and ``jobs.submit_many`` in batches of ``--batch-size`` on one thread,
+   the rate the store allows the service's group commit.
 2. **Service** — starts ``federation serve`` as a subprocess on loopback over the same
    database and drives it from ``--clients`` client processes, each keeping
    ``--concurrency`` SubmitJob calls in flight on one channel through
@@ -12,6 +14,10 @@ What it does, in one run:
 3. **Proof** — every acknowledged job name is looked up in the store afterwards; the
    report gives acknowledged, found and missing counts (missing must be 0), plus the
    jobs stored that no client saw acknowledged (calls cut off at the deadline).
+
+Where the time goes: CPU seconds per job of the server, of the client processes and,
+when the database runs on this machine, of its backends serving the service, measured
+over the counted window; and the server's mean group-commit batch (from its log).
 
 Why client processes: one Python process cannot both generate and serve thousands of
 RPCs a second; separate processes let the OS spread client, server and PostgreSQL over
@@ -29,6 +35,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -39,6 +46,7 @@ from typing import Any
 from federation.domain.jobs import Job, NetworkTopology, Task
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
+from federation.service.submitbench_cpu import CpuMeter, jobs_per_transaction
 
 
 def bench_job(name: str, queue: str) -> Job:
@@ -53,6 +61,7 @@ class Baseline:
     threads: int
     jobs: int
     seconds: float
+    batch: int = 1  # jobs per store call (1: jobs.submit, more: jobs.submit_many)
 
     @property
     def rate(self) -> float:
@@ -67,8 +76,11 @@ class WorkerResult:
     errors: dict[str, int] = field(default_factory=dict)
 
 
-def baseline(store: Any, queue: str, prefix: str, seconds: float, threads: int) -> Baseline:
-    """Submit through the store directly (no gRPC) for ``seconds`` with ``threads`` threads."""
+def baseline(store: Any, queue: str, prefix: str, seconds: float, threads: int, batch: int = 1) -> Baseline:
+    """Submit through the store directly (no gRPC) for ``seconds`` with ``threads`` threads.
+
+    ``batch`` > 1 calls ``jobs.submit_many`` with that many jobs per call.
+    """
     counter = iter(range(10**9))
     lock = threading.Lock()
     done = [0]
@@ -77,20 +89,23 @@ def baseline(store: Any, queue: str, prefix: str, seconds: float, threads: int) 
     def loop() -> None:
         while time.monotonic() < deadline:
             with lock:
-                i = next(counter)
-            store.jobs.submit(bench_job(f"{prefix}{i}", queue), tenant="bench")
+                names = [f"{prefix}{next(counter)}" for _ in range(batch)]
+            if batch == 1:
+                store.jobs.submit(bench_job(names[0], queue), tenant="bench")
+            else:
+                store.jobs.submit_many([(bench_job(n, queue), "bench") for n in names])
             with lock:
-                done[0] += 1
+                done[0] += batch
 
     start = time.monotonic()
     with ThreadPoolExecutor(threads) as pool:
         for f in [pool.submit(loop) for _ in range(threads)]:
             f.result()
-    return Baseline(threads, done[0], time.monotonic() - start)
+    return Baseline(threads, done[0], time.monotonic() - start, batch)
 
 
 def _merge(a: Baseline, b: Baseline) -> Baseline:
-    return Baseline(a.threads, a.jobs + b.jobs, a.seconds + b.seconds)
+    return Baseline(a.threads, a.jobs + b.jobs, a.seconds + b.seconds, a.batch)
 
 
 # ---------------------------------------------------------------------- client processes
@@ -133,21 +148,12 @@ def _worker(args: tuple[str, str | None, str, str, float, float, int], out: Any)
     out.close()
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process so far (Linux /proc; 0.0 elsewhere)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def start_server(db: str, control_loop: bool, extra: list[str]) -> tuple[subprocess.Popen[str], str]:
+def start_server(db: str, control_loop: bool, extra: list[str],
+                 log: Any = subprocess.DEVNULL) -> tuple[subprocess.Popen[str], str]:
     argv = [sys.executable, "-m", "federation.cli.main", "serve", "--listen", "127.0.0.1:0", "--db", db, *extra]
     if not control_loop:
         argv.append("--no-control-loop")
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True)
     assert proc.stdout is not None
     for line in proc.stdout:
         if line.startswith("federation serving on "):
@@ -172,9 +178,14 @@ class Report:
     p99_ms: float
     baseline: list[dict[str, float]]
     service_to_store_ratio: float
-    server_cpu_ms_per_job: float
+    server_cpu_ms_per_job: float  # CPU per job completed in the counted window
+    client_cpu_ms_per_job: float
+    database_cpu_ms_per_job: float | None  # its backends serving the service; None: not on this machine
+    jobs_per_transaction: float | None  # the server's mean group-commit batch (None: not logged)
     server_exit_code: int
     load_average: tuple[float, float]  # 1-minute load before and after: how noisy the machine was
+    batch_size: int = 64
+    batch_delay_ms: float = 2.0
 
     def text(self) -> str:
         lines = [
@@ -185,11 +196,17 @@ class Report:
             f"p50 {self.p50_ms:.1f} ms   p99 {self.p99_ms:.1f} ms",
         ]
         for b in self.baseline:
-            lines.append(f"store (no gRPC)     {b['rate']:,.0f} jobs/s with {b['threads']:.0f} thread(s)")
+            how = f"submit_many x{b['batch']:.0f}" if b.get("batch", 1) > 1 else "submit"
+            lines.append(f"store (no gRPC)     {b['rate']:,.0f} jobs/s with {b['threads']:.0f} thread(s), {how}")
+        db_cpu = "n/a" if self.database_cpu_ms_per_job is None else f"{self.database_cpu_ms_per_job:.2f}"
+        batch = "n/a" if self.jobs_per_transaction is None else f"{self.jobs_per_transaction:.1f}"
         lines += [
-            f"service / store     {self.service_to_store_ratio:.2f}   "
-            f"server CPU {self.server_cpu_ms_per_job:.2f} ms/job (one core's worth caps it at "
-            f"{1000 / self.server_cpu_ms_per_job if self.server_cpu_ms_per_job else 0:,.0f} jobs/s)",
+            f"service / store     {self.service_to_store_ratio:.2f} (against the best store figure)",
+            f"CPU per job         server {self.server_cpu_ms_per_job:.2f} ms (one core's worth caps it at "
+            f"{1000 / self.server_cpu_ms_per_job if self.server_cpu_ms_per_job else 0:,.0f} jobs/s), "
+            f"clients {self.client_cpu_ms_per_job:.2f} ms, database {db_cpu} ms",
+            f"group commit        {batch} jobs per store transaction "
+            f"(batch size {self.batch_size}, delay {self.batch_delay_ms:g} ms)",
             f"acknowledged        {self.acknowledged:,}   found in store {self.found_in_store:,}   "
             f"missing {self.missing}   stored but unacknowledged {self.stored_unacknowledged}",
             f"errors              {self.errors or 'none'}   server exit code {self.server_exit_code}",
@@ -219,7 +236,8 @@ def stored_names(store: Any, queue: str) -> set[str]:
 
 def run(db: str, *, seconds: float = 60.0, clients: int = 2, concurrency: int = 64, warmup: float = 2.0,
         baseline_seconds: float = 10.0, baseline_threads: int = 4, control_loop: bool = False,
-        token: str | None = None, serve_args: list[str] | None = None) -> Report:
+        token: str | None = None, serve_args: list[str] | None = None, batch_size: int = 64,
+        batch_delay_ms: float = 2.0) -> Report:
     from federation.store import Store
     from federation.store import migrate as migrations
 
@@ -230,42 +248,49 @@ def run(db: str, *, seconds: float = 60.0, clients: int = 2, concurrency: int = 
     run_id = uuid.uuid4().hex[:8]
     queue, base_queue = f"bench-{run_id}", f"bench-base-{run_id}"
     store = Store(db)
+    serve = [*(serve_args or []), "--submit-batch-size", str(batch_size),
+             "--submit-batch-delay-ms", str(batch_delay_ms)]
     try:
         store.queues.create(Queue(queue))
         store.queues.create(Queue(base_queue))
         load_before = os.getloadavg()[0]
         # The baseline runs before and after the service run (a quarter of the time each
         # way and thread count) and is averaged, so a noisy neighbour cannot favour one side.
-        marks = [baseline(store, base_queue, f"b1-{run_id}-", baseline_seconds / 4, 1),
-                 baseline(store, base_queue, f"bn-{run_id}-", baseline_seconds / 4, baseline_threads)]
-        server, address = start_server(db, control_loop, serve_args or [])
-        try:
-            ctx = mp.get_context("spawn")
-            start_at = time.monotonic() + 3.0  # every client connected before the clock starts
-            stop_at = start_at + seconds
-            pipes, procs = [], []
-            for i in range(clients):
-                recv, send = ctx.Pipe(duplex=False)
-                p = ctx.Process(target=_worker, args=((address, token, queue, f"s{i}-{run_id}-", start_at, stop_at,
-                                                       concurrency), send))
-                p.start()
-                pipes.append(recv)
-                procs.append(p)
-            cpu_before = cpu_seconds(server.pid)
-            results = [WorkerResult(**pipe.recv()) for pipe in pipes]
-            server_cpu = cpu_seconds(server.pid) - cpu_before
-            for p in procs:
-                p.join()
-        finally:
-            server.send_signal(signal.SIGTERM)
-            exit_code = server.wait(60)
-        marks = [_merge(marks[0], baseline(store, base_queue, f"c1-{run_id}-", baseline_seconds / 4, 1)),
-                 _merge(marks[1], baseline(store, base_queue, f"cn-{run_id}-", baseline_seconds / 4,
-                                           baseline_threads))]
+        plans = [(1, 1), (baseline_threads, 1), (1, batch_size)]
+        marks = [baseline(store, base_queue, f"b{t}x{b}-{run_id}-", baseline_seconds / 4, t, b) for t, b in plans]
+        with tempfile.TemporaryFile("w+") as server_log:
+            server, address = start_server(db, control_loop, serve, server_log)
+            try:
+                ctx = mp.get_context("spawn")
+                start_at = time.monotonic() + 3.0  # every client connected before the clock starts
+                stop_at = start_at + seconds
+                pipes, procs = [], []
+                for i in range(clients):
+                    recv, send = ctx.Pipe(duplex=False)
+                    p = ctx.Process(target=_worker, args=((address, token, queue, f"s{i}-{run_id}-", start_at,
+                                                           stop_at, concurrency), send))
+                    p.start()
+                    pipes.append(recv)
+                    procs.append(p)
+                meter = CpuMeter(store, server.pid, [p.pid for p in procs if p.pid is not None])
+                time.sleep(max(0.0, start_at + warmup - time.monotonic()))
+                meter.start()
+                time.sleep(max(0.0, stop_at - time.monotonic()))
+                cpu = meter.stop()
+                results = [WorkerResult(**pipe.recv()) for pipe in pipes]
+                for p in procs:
+                    p.join()
+            finally:
+                server.send_signal(signal.SIGTERM)
+                exit_code = server.wait(60)
+            server_log.seek(0)
+            per_transaction = jobs_per_transaction(server_log.read())
+        marks = [_merge(m, baseline(store, base_queue, f"c{t}x{b}-{run_id}-", baseline_seconds / 4, t, b))
+                 for m, (t, b) in zip(marks, plans, strict=True)]
         load_after = os.getloadavg()[0]
         acked = [n for r in results for n in r.acked]
         window = [(t, lat) for r in results for t, lat in zip(r.done_at, r.latency, strict=True)
-                  if t >= start_at + warmup]
+                  if start_at + warmup <= t <= stop_at]
         span = max(seconds - warmup, 1e-9)
         stored = stored_names(store, queue)
         errors: dict[str, int] = {}
@@ -274,16 +299,20 @@ def run(db: str, *, seconds: float = 60.0, clients: int = 2, concurrency: int = 
                 errors[k] = errors.get(k, 0) + v
         rate = len(window) / span
         best = max(b.rate for b in marks)
+        per_job = 1000 / len(window) if window else 0.0
         return Report(
             db=_redact(db), seconds=seconds, clients=clients, concurrency=concurrency, control_loop=control_loop,
             acknowledged=len(acked), found_in_store=len(stored & set(acked)), missing=len(set(acked) - stored),
             stored_unacknowledged=len(stored - set(acked)), errors=errors, jobs_per_second=rate,
             p50_ms=1000 * statistics.median([lat for _, lat in window]) if window else 0.0,
             p99_ms=1000 * _percentile([lat for _, lat in window], 0.99),
-            baseline=[{"threads": b.threads, "jobs": b.jobs, "seconds": b.seconds, "rate": b.rate} for b in marks],
+            baseline=[{"threads": b.threads, "batch": b.batch, "jobs": b.jobs, "seconds": b.seconds, "rate": b.rate}
+                      for b in marks],
             service_to_store_ratio=rate / best if best else 0.0, server_exit_code=exit_code,
-            server_cpu_ms_per_job=1000 * server_cpu / len(acked) if acked else 0.0,
-            load_average=(round(load_before, 1), round(load_after, 1)),
+            server_cpu_ms_per_job=cpu.server * per_job, client_cpu_ms_per_job=cpu.clients * per_job,
+            database_cpu_ms_per_job=None if cpu.database is None else cpu.database * per_job,
+            jobs_per_transaction=per_transaction, load_average=(round(load_before, 1), round(load_after, 1)),
+            batch_size=batch_size, batch_delay_ms=batch_delay_ms,
         )
     finally:
         store.dispose()
@@ -305,12 +334,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline-seconds", type=float, default=10.0)
     p.add_argument("--baseline-threads", type=int, default=4)
     p.add_argument("--control-loop", action="store_true", help="run planning rounds while submitting")
+    p.add_argument("--batch-size", type=int, default=64, help="the server's group commit: jobs per transaction")
+    p.add_argument("--batch-delay-ms", type=float, default=2.0, help="the server's group commit: longest wait")
     p.add_argument("--token", default=os.environ.get("FEDCTL_TOKEN"))
     p.add_argument("--json", dest="json_out", help="also write the report as JSON here")
     args = p.parse_args(argv)
     report = run(args.db, seconds=args.seconds, clients=args.clients, concurrency=args.concurrency,
                  warmup=min(args.warmup, args.seconds / 2), baseline_seconds=args.baseline_seconds,
-                 baseline_threads=args.baseline_threads, control_loop=args.control_loop, token=args.token)
+                 baseline_threads=args.baseline_threads, control_loop=args.control_loop, token=args.token,
+                 batch_size=args.batch_size, batch_delay_ms=args.batch_delay_ms)
     print(report.text())
     if args.json_out:
         with open(args.json_out, "w", encoding="utf-8") as fh:
