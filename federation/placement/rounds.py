@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobs import Job
 from federation.domain.nodes import Node
-from federation.domain.plans import FederationSnapshot, Placement, Preemption, RunningJob
+from federation.domain.plans import FederationSnapshot, Placement, Plan, Preemption, RunningJob
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.resources import GPU, Resources
 from federation.placement.eligibility import allowed_clusters, tier_limit, usable_nodes
@@ -55,6 +55,22 @@ class Round:
         self._failed: set[object] = set()
         self._sets: dict[tuple[str, ...], frozenset[str]] = {}
         self._limits: dict[tuple[object, tuple[str, ...]], tuple[dict[str, int | None], int | None]] = {}
+        self.barred: dict[str, frozenset[tuple[str, str]]] = {}
+
+    def bar_returning_victims(self, previous: Plan | None) -> None:
+        """Keep last round's victims off the room last round planned for still-pending jobs.
+
+        Why: an eviction frees room for its preemptor; if the preemptor has not started by
+        the next round (the agent was slow, the placement was rejected) that room looks
+        free, the requeued victim grabs it back, its queue goes above its fair share again
+        and the round after reclaims it again — an evict/re-place cycle that runs nothing.
+        """
+        if previous is None or not previous.preemptions:
+            return
+        pending = {p.job.name for p in self.snapshot.pending}
+        held = frozenset((p.cluster, a.node) for p in previous.placements if p.job in pending for a in p.pods)
+        if held:
+            self.barred = {v.job: held for v in previous.preemptions if v.job in pending}
 
     def limits(self, job: Job, names: tuple[str, ...]) -> tuple[dict[str, int | None], int | None]:
         """Hard tier limit per cluster name, and the largest one (None: some cluster has none)."""
@@ -79,6 +95,9 @@ class Round:
 
     def allowed_nodes(self, cluster: ClusterSnapshot, job: Job) -> dict[str, Node] | None:
         """The nodes the job may use in ``cluster``; None when that is every usable node."""
+        held = self.barred.get(job.name)
+        if held is not None:
+            return {n.name: n for n in usable_nodes(cluster, job) if (cluster.name, n.name) not in held}
         if cluster.name not in self._tainted:
             return None
         key = (cluster.name, job.tolerations)
@@ -137,7 +156,7 @@ class Round:
         if not self.admissible(job):
             return None
         key = (tuple((t.replicas, t.resources) for t in job.tasks), job.tolerations, job.network_topology,
-               job.propagation)
+               job.propagation, self.barred.get(job.name))
         if key in self._failed:
             return None
         for names in self.groups(job):

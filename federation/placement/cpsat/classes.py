@@ -49,7 +49,8 @@ class JobClass:
 
 def class_key(rnd: Round, job: Job) -> tuple[object, ...]:
     shape = tuple((t.name, t.replicas, t.resources) for t in job.tasks)
-    return (shape, job.queue, rnd.scoring.band(job), job.network_topology, job.propagation, job.tolerations)
+    return (shape, job.queue, rnd.scoring.band(job), job.network_topology, job.propagation, job.tolerations,
+            rnd.barred.get(job.name))
 
 
 def group_jobs(rnd: Round, jobs: Iterable[Job]) -> list[JobClass]:

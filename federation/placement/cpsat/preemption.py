@@ -18,6 +18,7 @@ with the GPU-hours it already ran (``score.victim_cost``), weighted by its band.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Any
 
@@ -104,7 +105,11 @@ def add(w: Window, v: Vars) -> None:
     for queue in sorted({vj.job.queue for vj in w.victims}):
         reclaimed = [vj for vj in w.victims if vj.job.queue == queue and kind(rnd, w.classes, vj) == "reclaim"]
         if reclaimed:
-            excess = round((rnd.ledger.share(queue) - rnd.ledger.fair[queue]) * sc.scale)
-            m.add(sum(sc.units(vj.job) * v.e[vj.job.name] for vj in reclaimed) <= max(0, excess))
+            # Floor the excess and ceil each victim's size: rounding either the other way let
+            # a reclaim take the victim's queue a fraction below its fair share, so the next
+            # round it counted as starved and reclaimed back (an evict/re-place cycle).
+            excess = math.floor((rnd.ledger.share(queue) - rnd.ledger.fair[queue]) * sc.scale + 1e-6)
+            sizes = [math.ceil(rnd.ledger.size(vj.job) * sc.scale - 1e-6) for vj in reclaimed]
+            m.add(sum(n * v.e[vj.job.name] for n, vj in zip(sizes, reclaimed, strict=True)) <= max(0, excess))
     for victim in w.victims:
         v.objective.append((-sc.victim_cost(victim), v.e[victim.job.name], sc.band(victim.job)))

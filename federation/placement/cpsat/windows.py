@@ -170,6 +170,7 @@ def plan_cpsat(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan 
     reserve = max(budget * RESERVE, FINISH_SECONDS_PER_JOB * len(snapshot.pending))
     deadline = started + budget - reserve
     rnd = Round(snapshot)
+    rnd.bar_returning_victims(previous)
     weights = joint_weights(rnd) if len(snapshot.pending) <= JOINT_MAX_JOBS else None
     if weights is not None:
         fresh = rnd.checkpoint()

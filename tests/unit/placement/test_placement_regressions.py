@@ -5,8 +5,10 @@ Every plan here is checked by ``validate()`` (``checked``) before its expectatio
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
-from placement_builders import checked, flat, job, running, snap
+from placement_builders import FAST, R, checked, flat, job, running, snap, tiered
 
 from federation.domain import (
     ClusterAffinity,
@@ -14,9 +16,16 @@ from federation.domain import (
     FederationSnapshot,
     Node,
     PendingJob,
+    Placement,
+    Plan,
+    PodAssignment,
     PropagationPolicy,
     Queue,
+    Resources,
+    RunningJob,
 )
+from federation.domain.plans import Preemption
+from federation.placement import plan, validate
 from federation.placement.instances import gpu_node
 
 
@@ -98,3 +107,84 @@ def test_too_big_for_healthy_allowed_but_fits_lost_allowed_waits(planner: str) -
     (u,) = checked(planner, s).unplaced
     assert u.unschedulable is False, u
     assert u.reason.startswith("allowed clusters unavailable: a (lost)"), u
+
+
+def _advance(s: FederationSnapshot, p: Plan, now: float) -> FederationSnapshot:
+    """The next round's snapshot: victims requeued (pods freed), placements running."""
+    jobs = {x.job.name: x.job for x in s.pending} | {r.job.name: r.job for r in s.running}
+    gone = {v.job for v in p.preemptions}
+    delta: dict[tuple[str, str], Resources] = {}
+    moves = [(r.job, r.placement, +1) for r in s.running if r.job.name in gone]
+    moves += [(jobs[pl.job], pl, -1) for pl in p.placements]
+    for j, pl, sign in moves:
+        req = {(t, i): res for t, i, res in j.pods()}
+        for a in pl.pods:
+            key = (pl.cluster, a.node)
+            change = req[(a.task, a.index)]
+            delta[key] = delta.get(key, Resources()) + (change if sign > 0 else Resources() - change)
+    clusters = tuple(
+        replace(c, nodes=tuple(replace(n, free=n.free + delta[(c.name, n.name)]) if (c.name, n.name) in delta else n
+                               for n in c.nodes))
+        for c in s.clusters
+    )
+    placed = {pl.job: pl for pl in p.placements}
+    runs = tuple(r for r in s.running if r.job.name not in gone)
+    runs += tuple(RunningJob(jobs[n], pl, now) for n, pl in placed.items())
+    pend = tuple(x for x in s.pending if x.job.name not in placed)
+    pend += tuple(PendingJob(jobs[n], now) for n in sorted(gone))
+    return FederationSnapshot(clusters, s.queues, pend, runs, now)
+
+
+def _lender_and_borrower() -> FederationSnapshot:
+    """Queue ``a`` (weight 1) lends a whole tiered cluster; ``b`` (weight 2) arrives with
+    gangs of several sizes; fair shares are not GPU-aligned (1/3, 2/3 of 64 GPUs)."""
+    c = tiered("c", [8] * 8)
+    names = [n.name for n in c.nodes]
+    runs = [running(job(f"a{i}", 1, 8, queue="a", priority=i % 2), c, [names[i]], float(10 * i)) for i in range(8)]
+    pend = [job("b-big", 3, 8, queue="b"), job("b-small", 1, 4, queue="b"), job("b-mid", 2, 8, queue="b")]
+    pend += [job("a-more", 1, 8, queue="a")]
+    return snap([c], pend, [Queue("a", weight=1), Queue("b", weight=2)], runs)
+
+
+@pytest.mark.parametrize("planner", ["greedy", "cpsat"])
+def test_reclaim_does_not_cycle_over_five_rounds(planner: str) -> None:
+    """Demo: victims were reclaimed, re-placed in the same leaf a round later, reclaimed
+    again. Apply each plan, plan the next snapshot (``previous`` passed on): every job is
+    evicted at most once, and no victim returns to the nodes it was evicted from while the
+    queue that reclaimed it still waits."""
+    s = _lender_and_borrower()
+    previous: Plan | None = None
+    evicted: dict[str, set[tuple[str, str]]] = {}
+    for r in range(5):
+        result = checked(planner, s) if planner == "greedy" or previous is None else _with_previous(s, previous)
+        for v in result.preemptions:
+            assert v.job not in evicted, f"round {r}: {v.job} evicted again"
+            run = next(x for x in s.running if x.job.name == v.job)
+            evicted[v.job] = {(run.placement.cluster, a.node) for a in run.placement.pods}
+        waiting_b = any(x.job.queue == "b" for x in s.pending if result.placement(x.job.name) is None)
+        for pl in result.placements:
+            if pl.job in evicted and waiting_b:
+                assert not {(pl.cluster, a.node) for a in pl.pods} & evicted[pl.job], f"round {r}: {pl.job} back"
+        s, previous = _advance(s, result, float(r + 1)), result
+
+
+def _with_previous(s: FederationSnapshot, previous: Plan) -> Plan:
+    result = plan(s, FAST, previous)
+    assert validate(s, result) == []
+    return result
+
+
+def test_returning_victim_keeps_off_room_held_for_an_unstarted_preemptor() -> None:
+    """Last round ``v`` (queue a) was reclaimed so ``p`` (queue b) could take c-n1; ``p`` did
+    not start (b's capability is now used by ``q``, started elsewhere). ``v`` must not take
+    c-n1 back this round — that re-placement is what the next reclaim undoes."""
+    c, other = flat("c", [8, 8]), flat("d", [8])
+    keep = running(job("a-keep", 1, 8, queue="a"), c, ["c-n0"])
+    q = running(job("q", 1, 8, queue="b"), other, ["d-n0"])
+    v, p = job("v", 1, 8, queue="a"), job("p", 1, 8, queue="b")
+    queues = [Queue("a"), Queue("b", capability=R(gpu=8))]
+    s = snap([c, other], [p, v], queues, [keep, q])
+    before = Placement("p", "c", "<cluster-root>", 1, (PodAssignment("w", 0, "c-n1"),))
+    previous = Plan((before,), (), (Preemption("v", "reclaim: queue a is above its fair share", "p"),))
+    result = _with_previous(s, previous)
+    assert result.placement("p") is None and result.placement("v") is None, result
