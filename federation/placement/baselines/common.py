@@ -19,7 +19,14 @@ from federation.domain.jobs import Job
 from federation.domain.nodes import Node, Toleration
 from federation.domain.plans import FederationSnapshot, PendingJob, Placement, PodAssignment, Unplaced
 from federation.domain.resources import CPU, MEMORY, Resources, total
-from federation.placement.eligibility import allowed_clusters, can_ever_hold, tier_limit, usable_nodes
+from federation.placement.eligibility import (
+    affinity_terms,
+    allowed_clusters,
+    can_ever_hold,
+    cluster_block,
+    tier_limit,
+    usable_nodes,
+)
 
 Pod = tuple[str, int, Resources]
 #: Score of putting ``pod`` on ``node`` given the node's current free; higher is better.
@@ -223,18 +230,27 @@ def unplaced(job: Job, ledger: Ledger, attempt: Attempt) -> Unplaced:
 
 
 def _never_fits(job: Job, snapshot: FederationSnapshot) -> Unplaced | None:
-    groups = allowed_clusters(job, snapshot)
-    clusters = [c for group in groups for c in group]
+    clusters = [c for group in allowed_clusters(job, snapshot) for c in group]
+    if any(can_ever_hold(job, c) for c in clusters):
+        return None
+    # Unavailable is not impossible: a lost cluster that could hold the gang once it is
+    # back makes the job wait (the planner's reasons make the same distinction).
+    lost = [
+        c.name for c in snapshot.clusters if not c.healthy
+        for revived in (replace(c, healthy=True),)
+        if any(cluster_block(job, revived, t) is None for t in affinity_terms(job)) and can_ever_hold(job, revived)
+    ]
+    if lost:
+        return Unplaced(job.name, f"allowed clusters unavailable: {', '.join(lost)} (lost); it waits for them",
+                        "capacity", lost[0])
     if not clusters:
-        every = [c for c in snapshot.clusters if c.healthy]
-        constraint = "affinity" if every else "unschedulable"
+        blocks = {cluster_block(job, c, t) for c in snapshot.clusters for t in affinity_terms(job)}
+        constraint = "taints" if "taints" in blocks else "affinity" if "affinity" in blocks else "capacity"
         return Unplaced(job.name, "no healthy cluster matches the job's affinity and tolerations", constraint)
-    if not any(can_ever_hold(job, c) for c in clusters):
-        limited = any(tier_limit(job, c) is not None for c in clusters)
-        why = "within its hard tier limit " if limited else ""
-        return Unplaced(job.name, f"no allowed cluster could hold the gang {why}even when empty", "unschedulable",
-                        unschedulable=True)
-    return None
+    limited = any(tier_limit(job, c) is not None for c in clusters)
+    why = "within its hard tier limit " if limited else ""
+    return Unplaced(job.name, f"no allowed cluster could hold the gang {why}even when empty", "unschedulable",
+                    unschedulable=True)
 
 
 def by_submission(pending: Iterable[PendingJob]) -> list[PendingJob]:

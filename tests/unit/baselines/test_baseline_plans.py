@@ -171,3 +171,10 @@ def test_every_policy_plans_a_busy_federation_validly(policy: str) -> None:
 
 def test_the_registry_names_the_four_bench_policies() -> None:
     assert set(POLICIES) == {"cpsat", "volcano-greedy", "karmada-spread", "armada-drf"}
+
+
+@pytest.mark.parametrize("policy", BASELINES)
+def test_a_gang_only_a_lost_cluster_could_hold_waits_rather_than_being_impossible(policy: str) -> None:
+    lost = tiered_cluster("big", 8, leaf=4, spine=2, healthy=False)
+    plan = run(policy, snap([lost, cluster("small", [0, 0])], [gang("wide", "q", 4, 8)]))
+    assert unplaced_of(plan, "wide") == ("capacity", "big", False)
