@@ -45,6 +45,7 @@ from federation.domain.errors import InvalidInput
 from federation.propagation.failover import loss_reason, lost_clusters
 from federation.propagation.works import placement_from_payload
 from federation.service.agent_inbox import Inbox
+from federation.service.agent_messages import ack, fence, rejection
 from federation.service.agent_status import StatusHandler
 from federation.service.auth import Authenticator
 from federation.service.convert import snapshot_from_proto, timestamp_from_proto, work_to_proto
@@ -84,14 +85,6 @@ class Session:
             self.out.put_nowait(last)
         self.closed = True
         self.out.put_nowait(None)
-
-
-def ack(what: str, id_: str, epoch: int) -> agent_pb2.CentralMessage:
-    return agent_pb2.CentralMessage(ack=agent_pb2.Ack(what=what, id=id_, epoch=epoch))
-
-
-def fence(reason: str, epoch: int) -> agent_pb2.CentralMessage:
-    return agent_pb2.CentralMessage(fence=agent_pb2.Fence(reason=reason, current_epoch=epoch))
 
 
 class AgentHub(agent_pb2_grpc.AgentServiceServicer):
@@ -333,7 +326,7 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         except InvalidInput as exc:
             await self._call(self._store.clusters.record_tree_error, session.cluster, session.epoch, str(exc))
             log.warning("snapshot of %s rejected: %s", session.cluster, exc)
-            session.send(ack("snapshot-rejected", str(exc), session.epoch))
+            session.send(rejection("snapshot-rejected", exc, session.epoch))
             return
         await self._call(self._store.clusters.record_snapshot, session.epoch, snapshot)
         session.send(ack("snapshot", taken, session.epoch))

@@ -343,6 +343,7 @@ class Ack(_message.Message):
     WHAT_FIELD_NUMBER: _builtins.int
     ID_FIELD_NUMBER: _builtins.int
     EPOCH_FIELD_NUMBER: _builtins.int
+    REJECTION_FIELD_NUMBER: _builtins.int
     what: _builtins.str
     """sync | hello | snapshot | status."""
     id: _builtins.str
@@ -351,20 +352,57 @@ class Ack(_message.Message):
     """
     epoch: _builtins.int
     """The cluster's current epoch."""
+    @_builtins.property
+    def rejection(self) -> Global___Rejection:
+        """Set when what the agent sent was refused (what = "snapshot-rejected"): the same
+        code, field path and rule a unary call would have returned, carried on the open
+        stream so heartbeats and status keep flowing.
+        """
+
     def __init__(
         self,
         *,
         what: _builtins.str = ...,
         id: _builtins.str = ...,
         epoch: _builtins.int = ...,
+        rejection: Global___Rejection | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["rejection", b"rejection"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "id", b"id", "what", b"what"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["epoch", b"epoch", "id", b"id", "rejection", b"rejection", "what", b"what"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Ack: _TypeAlias = Ack  # noqa: Y015
+
+@_typing.final
+class Rejection(_message.Message):
+    """Why an agent message was refused. `code` is the numeric gRPC status code
+    (3 = INVALID_ARGUMENT for a snapshot whose HyperNode tree or quantities are invalid).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    FIELD_PATH_FIELD_NUMBER: _builtins.int
+    RULE_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    field_path: _builtins.str
+    rule: _builtins.str
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        field_path: _builtins.str = ...,
+        rule: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "field_path", b"field_path", "rule", b"rule"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Rejection: _TypeAlias = Rejection  # noqa: Y015
 
 @_typing.final
 class Fence(_message.Message):

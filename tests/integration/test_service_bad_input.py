@@ -179,6 +179,8 @@ async def test_a_bad_hypernode_tree_is_refused_naming_the_field_and_the_last_goo
         replies = await asyncio.wait_for(_session(srv.port, hello, bad), 20)
         rejected = [r.ack for r in replies if r.ack.what == "snapshot-rejected"]
         assert len(rejected) == 1 and rejected[0].id.startswith(f"{path}:"), replies
+        assert rejected[0].rejection.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+        assert rejected[0].rejection.field_path == path and rejected[0].rejection.rule
         assert store.clusters.get("east").summary == kept and counts(store) == before
         async with client(srv, ADMIN) as admin:
             (east,) = await admin.list_clusters()
