@@ -12,7 +12,9 @@ import yaml
 from federation.domain.plans import FederationSnapshot, Placement, Plan, PlanLimits, PodAssignment, Preemption
 from federation.sim.scenario import Scenario, parse_scenario
 
-SHARED = Path(__file__).resolve().parents[4] / "shared" / "scenarios"
+# The benchmark scenarios of ../shared/scenarios, copied into the repository so a clean
+# clone tests the same files wherever it is checked out (tests/fixtures/scenarios/shared).
+SHARED = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios" / "shared"
 
 NODE = {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"}
 
