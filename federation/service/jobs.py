@@ -275,4 +275,5 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         who = self._auth.require_tenant(context)
         record = await self._visible_record(who, request.name)
         latest = await self._call(self._store.audit.latest_decision, request.name)
-        return explain(record, latest)
+        work = await self._call(self._store.works.latest, request.name)  # where pods actually are
+        return explain(record, latest, work)
