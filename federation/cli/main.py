@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--round-debounce-seconds", type=float, default=0.2,
                        help="coalesce submissions and snapshots for this long before a planning round")
     serve.add_argument("--plan-time-limit", type=float, default=1.0, help="CP-SAT time limit per round")
+    serve.add_argument("--max-pending-per-round", type=int, default=5000,
+                       help="pending jobs one planning round considers (split fairly between queues)")
     serve.add_argument("--shutdown-grace-seconds", type=float, default=10.0,
                        help="on SIGTERM/SIGINT, let in-flight requests finish for up to this long")
     serve.add_argument("--no-control-loop", action="store_true",

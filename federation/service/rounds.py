@@ -23,6 +23,11 @@ docs/design/rounds.md explains the choices; in short:
 - **Placed jobs stay put.** Placed, dispatched and running jobs enter the planner as
   ``RunningJob`` with their placement, so a later round never moves them (only an explicit
   preemption does, recorded as such).
+- **A round plans a bounded window** of at most ``max_pending`` pending jobs
+  (``snapshot_builder.window``), so its cost does not grow with the backlog; the jobs
+  outside it keep their last decision. An ``unplaced`` decision is written only when its
+  reason, constraint or closest cluster changed (``record_round``), so a steady backlog
+  does not write a row per job per round.
 - **Unavailable is not impossible.** A job that only a lost, unhealthy or not yet
   reporting cluster could hold is recorded as waiting ("allowed clusters unavailable"),
   not unschedulable (``propagation.availability``): it is placed when the cluster returns.
@@ -53,6 +58,7 @@ DEFAULT_LIMITS = PlanLimits()
 POLICY = "cpsat"
 RETRY_MIN_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
+DEFAULT_MAX_PENDING = 5_000  # jobs one round considers; see "Bounded rounds" in docs/design/rounds.md
 
 WorksListener = Callable[[str], None]
 
@@ -72,8 +78,12 @@ class RoundScheduler:
         limits: PlanLimits = DEFAULT_LIMITS,
         clock: Callable[[], float] = time.time,
         on_plan: Callable[[Plan], Awaitable[None]] | None = None,
+        max_pending: int = DEFAULT_MAX_PENDING,
     ) -> None:
+        if max_pending < 1:
+            raise ValueError(f"max_pending must be >= 1, got {max_pending}")
         self._store = store
+        self._max_pending = max_pending
         self._debounce = debounce_seconds
         self._limits = limits
         self._clock = clock
@@ -153,9 +163,9 @@ class RoundScheduler:
         recorded then, so idle snapshots do not flood the audit)."""
         async with self._lock:
             started = self._clock()
-            data: PlanningInput = await asyncio.to_thread(load, self._store, started)
+            data: PlanningInput = await asyncio.to_thread(load, self._store, started, self._max_pending)
             if await self._fail_over_stranded(data) | await self._repair(data):  # re-read what changed
-                data = await asyncio.to_thread(load, self._store, started)
+                data = await asyncio.to_thread(load, self._store, started, self._max_pending)
             snapshot = data.snapshot
             if not snapshot.pending:
                 return 0

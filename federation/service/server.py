@@ -39,7 +39,7 @@ from federation.service.clusters import ClusterServicer
 from federation.service.errors import ErrorMapping
 from federation.service.jobs import DEFAULT_SPEC_LIMIT, JobServicer, SubmitBatching
 from federation.service.queues import QueueServicer
-from federation.service.rounds import RoundScheduler
+from federation.service.rounds import DEFAULT_MAX_PENDING, RoundScheduler
 from federation.v1 import agent_pb2_grpc, audit_pb2_grpc, clusters_pb2_grpc, jobs_pb2_grpc, queues_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -115,6 +115,7 @@ async def build_server(
     agent_grace_seconds: float = 30.0,
     round_debounce_seconds: float = 0.2,
     plan_limits: PlanLimits | None = None,
+    max_pending_per_round: int = DEFAULT_MAX_PENDING,
     clock: Callable[[], float] = time.time,
     control_loop: bool = True,
     spec_limit_bytes: int = DEFAULT_SPEC_LIMIT,
@@ -132,7 +133,8 @@ async def build_server(
     hub: AgentHub | None = None
     if control_loop:
         rounds = RoundScheduler(store, debounce_seconds=round_debounce_seconds,
-                                limits=plan_limits or PlanLimits(), clock=clock)
+                                limits=plan_limits or PlanLimits(), clock=clock,
+                                max_pending=max_pending_per_round)
         hub = AgentHub(store, rounds, auth, grace_seconds=agent_grace_seconds, clock=clock)
     server = grpc.aio.server(
         interceptors=[ErrorMapping()],
@@ -245,6 +247,7 @@ async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, args: a
         agent_grace_seconds=args.agent_grace_seconds,
         round_debounce_seconds=args.round_debounce_seconds,
         plan_limits=PlanLimits(time_limit_seconds=args.plan_time_limit),
+        max_pending_per_round=getattr(args, "max_pending_per_round", DEFAULT_MAX_PENDING),
         control_loop=not getattr(args, "no_control_loop", False),
         submit_batching=SubmitBatching(max_items=getattr(args, "submit_batch_size", 64),
                                        max_delay_seconds=getattr(args, "submit_batch_delay_ms", 2.0) / 1000),

@@ -18,6 +18,13 @@ Two things are decided here, both so that consecutive rounds agree with each oth
   lost waits for it, it is not unschedulable. Registered clusters that have not sent a
   valid snapshot yet are listed apart (``unknown``): their size is unknown, never zero.
 
+- **A round reads a bounded window of the backlog** (``max_pending``): ``window`` splits
+  it between queues round-robin (queue priority first in each pass) so every queue with
+  demand is seen by fairness, and each queue's share is its head in planner order (job
+  priority, then submission time), fetched with one LIMITed query. The rest of the
+  backlog waits for a later round; re-planning 100,000 jobs every round would serve none
+  of them sooner (docs/design/rounds.md, "Bounded rounds").
+
 ``load`` is synchronous (the store is) and runs in a worker thread; ``build`` is pure.
 """
 
@@ -57,12 +64,40 @@ class PlanningInput:
     unavailable: Mapping[str, str] = field(default_factory=dict)
 
 
-def load(store: Store, now: float) -> PlanningInput:
-    """Read everything a round needs (several short read transactions; see ``build``)."""
+def window(counts: Mapping[str, int], priorities: Mapping[str, int], limit: int) -> dict[str, int]:
+    """How many pending jobs of each queue a round considers (at most ``limit`` in all).
+
+    Round-robin, one job per queue per pass, queues in (queue priority desc, name) order:
+    every queue with demand gets a share (fairness must see it, and a high-priority queue
+    whose head cannot fit must not hide a low-priority job that can), and a queue with
+    less demand than its share leaves the rest to the others. Pure; O(limit).
+    """
+    order = sorted((q for q, n in counts.items() if n > 0), key=lambda q: (-priorities.get(q, 0), q))
+    take = dict.fromkeys(order, 0)
+    left = max(limit, 0)
+    while left and order:
+        for q in list(order):
+            if not left:
+                break
+            take[q] += 1
+            left -= 1
+            if take[q] >= counts[q]:
+                order.remove(q)
+    return {q: n for q, n in take.items() if n}
+
+
+def load(store: Store, now: float, max_pending: int | None = None) -> PlanningInput:
+    """Read everything a round needs (several short read transactions; see ``build``);
+    ``max_pending`` bounds the pending jobs read (None: all of them)."""
     queues = store.queues.all()
     records = store.clusters.list()
     snapshots = store.clusters.snapshots(include_lost=True)
-    pending = store.jobs.in_states([PENDING])
+    if max_pending is None:
+        pending = store.jobs.in_states([PENDING])
+    else:
+        shares = window(store.jobs.pending_counts(), {q.name: q.priority for q in queues}, max_pending)
+        pending = sorted((rec for q, n in shares.items() for rec in store.jobs.pending_head(q, n)),
+                         key=lambda r: (r.created_at, r.name))  # submission order, as unbounded
     active = store.jobs.in_states(ACTIVE_STATES)
     works = store.works.list(states=[*ACTIVE_WORK_STATES])
     return build(snapshots, records, queues, pending, active, works, now)

@@ -140,7 +140,8 @@ def explain(record: JobRecord, latest: DecisionRecord | None,
             pending.round_id = latest.round.id
             pending.round_time.CopyFrom(timestamp(latest.round.started_at))
         if not pending.reason:
-            pending.reason = "waiting for the next planning round"
+            # e.g. outside a bounded round's window (rounds.md, "Bounded rounds")
+            pending.reason = "queued, not yet considered: waiting for the next planning round"
         return resp
     if record.cluster:
         placement = resp.placement

@@ -8,6 +8,11 @@ and "why is my job there?" would get a wrong answer. With one transaction a fail
 anywhere (a vanished job, an illegal transition, the database going away) leaves nothing
 written, and the round can simply be planned again.
 
+An ``unplaced`` decision that repeats the job's latest recorded one (same reason,
+constraint and closest cluster) is not written again: the audit records what changed,
+and a steady backlog of thousands of waiting jobs would otherwise add a row per job per
+round. Placed and preempted decisions are always written.
+
 A job that changed after the planner read it (cancelled mid-round, say) is not a
 failure: updates carry the version the planner saw and stale ones are skipped and
 reported, while the round's decisions are still recorded as what the planner decided.
@@ -18,7 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
 
 from federation.domain.plans import PodAssignment
 from federation.store import paging
@@ -66,6 +72,23 @@ def _decision_row(round_id: int, d: Decision) -> DecisionRow:
     )
 
 
+def _repeated_unplaced(session: Session, decisions: Sequence[Decision], chunk: int = 500) -> set[str]:
+    """Jobs whose ``unplaced`` decision repeats their latest recorded decision (index
+    (job, id); chunked so the IN lists stay within every driver's parameter limit)."""
+    unplaced = {d.job: d for d in decisions if d.outcome == "unplaced"}
+    names = sorted(unplaced)
+    same: set[str] = set()
+    for start in range(0, len(names), chunk):
+        latest = (select(func.max(DecisionRow.id)).where(DecisionRow.job.in_(names[start:start + chunk]))
+                  .group_by(DecisionRow.job))
+        for row in session.scalars(select(DecisionRow).where(DecisionRow.id.in_(latest))):
+            d = unplaced[row.job]
+            if row.outcome == "unplaced" and (row.reason, row.constraint, row.closest_cluster or "") == (
+                    d.reason, d.constraint, d.closest_cluster or ""):
+                same.add(row.job)
+    return same
+
+
 class AuditRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -89,7 +112,9 @@ class AuditRepository:
             round_row = RoundRow(**{f: getattr(round, f) for f in _ROUND_FIELDS})
             session.add(round_row)
             session.flush()
-            session.add_all([_decision_row(round_row.id, d) for d in decisions])
+            repeated = _repeated_unplaced(session, decisions)
+            session.add_all([_decision_row(round_row.id, d) for d in decisions
+                             if d.outcome != "unplaced" or d.job not in repeated])
             rows = lock_jobs(session, (u.job for u in job_updates))
             read_versions = {name: row.version for name, row in rows.items()}  # before this round's own changes
             for update in job_updates:

@@ -34,7 +34,7 @@ from federation.store.lifecycle import (
 )
 from federation.store.models import JobEventRow, JobRow, QueueRow
 from federation.store.records import EventPage, JobRecord, Page, QueueUsage, Submitted
-from federation.store.states import CANCELLED
+from federation.store.states import CANCELLED, PENDING
 
 
 def _check_version(row: JobRow, expected: int | None) -> None:
@@ -118,6 +118,25 @@ class JobRepository:
         stmt = select(JobRow).where(JobRow.state.in_(list(states))).order_by(JobRow.created_at, JobRow.name)
         if limit is not None:
             stmt = stmt.limit(limit)
+        with self._db.read() as session:
+            return [job_record(r) for r in session.scalars(stmt)]
+
+    def pending_counts(self) -> dict[str, int]:
+        """Pending jobs per queue (one GROUP BY over the (queue, state) index): how a
+        bounded round splits its window between queues without loading the backlog."""
+        stmt = select(JobRow.queue, func.count()).where(JobRow.state == PENDING).group_by(JobRow.queue)
+        with self._db.read() as session:
+            return {str(q): int(n) for q, n in session.execute(stmt)}
+
+    def pending_head(self, queue: str, limit: int) -> builtins.list[JobRecord]:
+        """The first ``limit`` pending jobs of ``queue`` in the order the planner serves
+        them (job priority, then submission time): only those rows are decoded, so a
+        bounded round's read costs its window, not the backlog."""
+        if limit <= 0:
+            return []
+        priority = func.coalesce(JobRow.spec["priority"].as_integer(), 0)
+        stmt = (select(JobRow).where(JobRow.queue == queue, JobRow.state == PENDING)
+                .order_by(priority.desc(), JobRow.created_at, JobRow.name).limit(limit))
         with self._db.read() as session:
             return [job_record(r) for r in session.scalars(stmt)]
 

@@ -81,12 +81,16 @@ def test_a_round_records_decisions_and_job_changes_together(pending: Store) -> N
     assert (explain.decision.constraint, explain.decision.closest_cluster) == ("topology", "east")
 
 
-def test_an_unchanged_reason_writes_no_new_event(pending: Store) -> None:
+def test_an_unchanged_reason_writes_no_new_event_and_no_new_decision(pending: Store) -> None:
     plan = Plan(unplaced=(Unplaced("huge", "no room", "capacity"),), status="FEASIBLE")
-    for _ in range(3):
+    first = pending.audit.record_round(_round(plan), decisions_from_plan(plan), updates_from_plan(plan))
+    for _ in range(2):
         pending.audit.record_round(_round(plan), decisions_from_plan(plan), updates_from_plan(plan))
     assert [e.type for e in pending.jobs.events_since(0, job="huge").events] == ["Submitted", "Waiting"]
-    assert len(pending.audit.job_audit("huge")) == 3
+    assert [d.round.id for d in pending.audit.job_audit("huge")] == [first.round_id]  # the last word stands
+    moved = Plan(unplaced=(Unplaced("huge", "no room", "capacity", "east"),), status="FEASIBLE")
+    pending.audit.record_round(_round(moved), decisions_from_plan(moved), updates_from_plan(moved))
+    assert len(pending.audit.job_audit("huge")) == 2  # a new closest cluster is a new decision
 
 
 def test_no_room_now_is_waiting_and_only_never_holdable_is_unschedulable(pending: Store) -> None:
