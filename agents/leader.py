@@ -178,7 +178,8 @@ class LeaderElector:
             try:
                 assert self._record is not None
                 record = replace(self._record, renew_time_us=int(self._clock() * 1_000_000))
-                self._record = await asyncio.wait_for(self.store.update(record), term.deadline - started)
+                async with asyncio.timeout(term.deadline - started):
+                    self._record = await self.store.update(record)
             except LeaseConflict:
                 current = await _quietly(self.store.get())
                 holder = current.holder if current is not None else "nobody"
@@ -250,8 +251,11 @@ async def _quietly(coro: Awaitable[LeaseRecord | None]) -> LeaseRecord | None:
 
 
 async def _sleep_or(stop: asyncio.Event, seconds: float) -> None:
+    # asyncio.timeout, not wait_for: on Python 3.11 wait_for(event.wait()) swallows a
+    # cancellation that arrives as the event is set, and a cancelled elector must stop.
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)
+        async with asyncio.timeout(seconds):
+            await stop.wait()
 
 
 class GuardedBackend:

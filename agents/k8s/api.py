@@ -16,7 +16,7 @@ clients of several clusters (tests do) and they must never leak into each other.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, Awaitable
 from typing import Any
 
 import aiohttp
@@ -75,7 +75,7 @@ async def call(request: Awaitable[Any]) -> JSON:
     return decoded if isinstance(decoded, dict) else {}
 
 
-async def stream(request: Awaitable[Any]) -> AsyncIterator[JSON]:
+async def stream(request: Awaitable[Any]) -> AsyncGenerator[JSON, None]:
     """The events of a watch request (``watch=True``) until the server ends the stream.
 
     Lines are split here rather than with ``readline`` (aiohttp refuses lines over its

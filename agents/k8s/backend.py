@@ -165,8 +165,8 @@ class KubernetesBackend:
             self._tasks = [asyncio.create_task(i.run(), name=f"informer-{self._cluster}-{i.kind}")
                            for i in self._informers]
             try:
-                await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in self._informers)),
-                                       self._sync_timeout)
+                async with asyncio.timeout(self._sync_timeout):
+                    await asyncio.gather(*(i.synced.wait() for i in self._informers))
             except TimeoutError:
                 errors = "; ".join(i.error for i in self._informers if i.error) or "no answer"
                 await self._stop_tasks()

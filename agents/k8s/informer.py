@@ -21,8 +21,10 @@ A deletion leaves a tombstone so a late write-through cannot resurrect the objec
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -192,17 +194,19 @@ class Informer(Generic[R]):
         }
         if self._selector:
             kwargs["label_selector"] = self._selector
-        async for event in stream(self._list_fn(**kwargs)):
-            obj = event.get("object") or {}
-            kind = str(event.get("type"))
-            rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-            if kind == "BOOKMARK":
-                self.bookmarks += 1
-            elif kind in ("ADDED", "MODIFIED", "DELETED"):
-                self.events += 1
-                self._apply(kind, obj)
-            if rv:
-                self.resource_version = rv
+        # aclosing: a cancelled watch releases its connection now, not when collected.
+        async with contextlib.aclosing(stream(self._list_fn(**kwargs))) as events:
+            async for event in events:
+                obj = event.get("object") or {}
+                kind = str(event.get("type"))
+                rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+                if kind == "BOOKMARK":
+                    self.bookmarks += 1
+                elif kind in ("ADDED", "MODIFIED", "DELETED"):
+                    self.events += 1
+                    self._apply(kind, obj)
+                if rv:
+                    self.resource_version = rv
 
     async def run(self) -> None:
         """List, then watch forever; relist on 410 and after repeated failures."""
@@ -211,15 +215,18 @@ class Informer(Generic[R]):
             try:
                 if not self.resource_version:
                     await self.relist()
+                opened, seen = time.monotonic(), self.events + self.bookmarks
                 await self.watch_once()
                 failures = 0
                 self.error = ""
+                if time.monotonic() - opened < 1.0 and self.events + self.bookmarks == seen:
+                    await asyncio.sleep(1.0)  # a server that closes watches at once is not hammered
             except Gone:
                 self.relists_after_gone += 1
                 log.info("%s watch: resourceVersion %s expired (410); relisting", self.kind, self.resource_version)
                 self.resource_version = ""
-            except ApiError as exc:
-                if exc.status == 404 and self._missing_ok:
+            except (ApiError, ValueError) as exc:  # ValueError: an undecodable answer
+                if isinstance(exc, ApiError) and exc.status == 404 and self._missing_ok:
                     # The kind is not served (e.g. no HyperNode CRD): empty, look again later.
                     self.error = ""
                     if self._items:
@@ -237,3 +244,8 @@ class Informer(Generic[R]):
                 if failures >= 3:
                     self.resource_version = ""  # start over from a fresh list
                 await asyncio.sleep(delay)
+            except Exception:  # never die silently: a dead informer would freeze the cache
+                log.exception("%s list/watch: unexpected failure; relisting", self.kind)
+                self.error = f"{self.kind} list/watch failed unexpectedly"
+                self.resource_version = ""
+                await asyncio.sleep(MAX_BACKOFF / 10)

@@ -142,8 +142,11 @@ class WorkDriver:
             timeout = self.resync
             if report is not None and report.wake_at is not None:
                 timeout = max(0.0, min(timeout, report.wake_at - time.time()))
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for(event.wait()) swallows a
+            # cancellation that arrives as the event is set (stop() would hang).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._kick.wait()
             await asyncio.sleep(self.debounce)
             self._kick.clear()
 
