@@ -25,8 +25,11 @@ CONFLICT DO NOTHING RETURNING`` inserts them in name order (two batches sharing 
 lock them in the same order, so they cannot deadlock) and a second CTE appends the
 Submitted events. One round trip, atomic as one statement, the same text for every batch
 size (so psycopg prepares it once). A name that was not inserted costs one more read.
-SQLite: the same decisions made row by row inside one ``BEGIN IMMEDIATE`` transaction
-(SQLite is in-process, so a statement per row costs no round trip).
+A batch of one (a lone submission) uses a single-row ``INSERT … SELECT … WHERE the queue
+exists ON CONFLICT DO NOTHING RETURNING`` with the event in the same CTE instead: the
+arrays cost ~0.15 ms more CPU than they save for one row. SQLite: the same decisions made row by row inside one
+``BEGIN IMMEDIATE`` transaction (SQLite is in-process, so a statement per row costs no
+round trip).
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeAlias, cast
 
-from sqlalchemy import Connection, Executable, TextClause, bindparam, insert, select, text
+from sqlalchemy import Connection, Executable, TextClause, bindparam, insert, literal, select, text
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 
@@ -160,6 +164,38 @@ def _read_existing(conn: Connection, names: Iterable[str]) -> dict[str, JobRecor
 
 
 def _postgres(db: Database, rows: Sequence[_Row]) -> tuple[set[str], set[str], dict[str, JobRecord]]:
+    if len(rows) == 1:
+        return _postgres_one(db, rows[0])
+    created, known = _postgres_many(db, rows)
+    missing = {r.name for r in rows if r.name not in created}
+    if not missing:
+        return created, known, {}
+    with db.core_statement() as conn:
+        return created, known, _read_existing(conn, missing)
+
+
+def _postgres_one(db: Database, row: _Row) -> tuple[set[str], set[str], dict[str, JobRecord]]:
+    """A batch of one (a lone submission): a single-row statement, ~0.15 ms less CPU than the arrays.
+
+    The insert is conditional on the queue, so an unknown queue never fails the statement
+    and never burns an event id (a gap in the feed makes watchers wait for it to settle).
+    Not inserted means the name exists, else the queue does not.
+    """
+    for attempt in range(_FK_RETRIES):
+        with db.core_statement() as conn:
+            try:
+                if conn.execute(_pg_submit_one(), row.values).first() is not None:
+                    return {row.name}, {row.queue}, {}
+            except IntegrityError:  # the queue was deleted after the statement saw it
+                if attempt + 1 == _FK_RETRIES:
+                    raise
+                continue
+            existing = _read_existing(conn, [row.name])
+        return set(), ({row.queue} if existing else set()), existing
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _postgres_many(db: Database, rows: Sequence[_Row]) -> tuple[set[str], set[str]]:
     params = {
         "names": [r.name for r in rows], "queues": [r.queue for r in rows],
         "tenants": [r.values["tenant"] for r in rows], "specs": [r.spec_text for r in rows],
@@ -181,11 +217,7 @@ def _postgres(db: Database, rows: Sequence[_Row]) -> tuple[set[str], set[str], d
         created = {name for kind, name in result if kind == "job"}
         known = {name for kind, name in result if kind == "queue"}
         break
-    missing = {r.name for r in rows if r.name not in created}
-    if not missing:
-        return created, known, {}
-    with db.core_statement() as conn:
-        return created, known, _read_existing(conn, missing)
+    return created, known
 
 
 def _sql_literal(value: Any) -> str:
@@ -198,6 +230,26 @@ def _sql_literal(value: Any) -> str:
     if isinstance(value, str):
         return "'" + value.replace("'", "''") + "'"
     raise TypeError(f"no SQL literal for {value!r}")  # pragma: no cover - _INITIAL holds these types
+
+
+@functools.cache
+def _pg_submit_one() -> Executable:
+    """INSERT one job unless its name exists or its queue does not, and in the same statement its event."""
+    values = select(*(bindparam(c, type_=_JOBS.c[c].type) for c in _JOB_COLUMNS)).where(
+        select(_QUEUES.c.name).where(_QUEUES.c.name == bindparam("queue")).exists())
+    new_job = (
+        pg_insert(_JOBS).from_select(_JOB_COLUMNS, values)
+        .on_conflict_do_nothing(index_elements=[_JOBS.c.name])
+        .returning(_JOBS.c.name, _JOBS.c.queue, _JOBS.c.created_at).cte("new_job")
+    )
+    return (
+        insert(_EVENTS)
+        .from_select(["job", "queue", "type", "state", "message", "time"],
+                     select(new_job.c.name, new_job.c.queue, literal(SUBMITTED), literal(PENDING), literal(""),
+                            new_job.c.created_at))
+        .returning(_EVENTS.c.id)
+        .add_cte(new_job)
+    )
 
 
 @functools.cache

@@ -98,6 +98,18 @@ def test_submit_is_a_batch_of_one(queues: Store) -> None:
         queues.jobs.submit(make_job("two", queue="nope"))
 
 
+def test_refused_submissions_leave_no_gap_in_the_event_feed(queues: Store) -> None:
+    """A gap holds watchers back until it settles (seconds); a refusal must not burn an event id."""
+    queues.jobs.submit(make_job("first"))
+    with pytest.raises(NotFound):
+        queues.jobs.submit(make_job("lost", queue="nope"))
+    queues.jobs.submit_many([(make_job("lost-2", queue="nope"), ""), (make_job("first", gpus=1), "")])
+    queues.jobs.submit(make_job("second"))
+    events = queues.jobs.events_since(0).events  # the test clock never lets a gap settle
+    assert [e.job for e in events] == ["first", "second"]
+    assert [e.id for e in events] == [events[0].id, events[0].id + 1]
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_random_batches_answer_like_one_by_one_submission(queues: Store, seed: int) -> None:
     """The same random scenario twice under two name prefixes: batched ("b"), one call per item ("s")."""
