@@ -53,6 +53,19 @@ def gpu_utilization(result: SimResult) -> float:
     return used / cap if cap > 0 else 0.0
 
 
+def gpu_goodput(result: SimResult) -> float:
+    """Useful GPU-seconds over usable GPU-seconds in the makespan window.
+
+    Useful work is each finished job's GPUs x its nominal (lowest-tier) duration. Unlike
+    ``gpuUtilization`` it does not reward placements that run slower in a wide domain, nor
+    count work lost to preemption or faults.
+    """
+    start, end = window(result)
+    cap = sum(sample.capacity.get(GPU) * dt for sample, dt in _intervals(result.samples, start, end))
+    useful = sum(j.gpus * j.duration_seconds for j in result.jobs if j.finished_at is not None)
+    return useful / cap if cap > 0 else 0.0
+
+
 def fairness_deviation(result: SimResult) -> float:
     """Max over queues of the time-weighted mean |dominant share - weighted fair share|.
 
@@ -133,6 +146,7 @@ def compute(result: SimResult, *, with_gap: bool = False) -> Metrics:
         "avgWaitSeconds": _mean(waits),
         "makespanSeconds": end - start,
         "gpuUtilization": gpu_utilization(result),
+        "gpuGoodput": gpu_goodput(result),
         "lowestTierFraction": lowest_tier_fraction(jobs),
         "meanGangTier": mean_gang_tier(jobs),
         "fairnessMaxDeviation": fairness_deviation(result),

@@ -19,6 +19,7 @@ DIRECTION: Mapping[str, bool] = {
     "avgWaitSeconds": False,
     "makespanSeconds": False,
     "gpuUtilization": True,
+    "gpuGoodput": True,
     "lowestTierFraction": True,
     "meanGangTier": False,
     "fairnessMaxDeviation": False,

@@ -9,6 +9,7 @@ from federation.domain.resources import GPU, Resources
 from federation.sim.metrics import (
     compute,
     fairness_deviation,
+    gpu_goodput,
     gpu_utilization,
     lowest_tier_fraction,
     mean_gang_tier,
@@ -62,6 +63,12 @@ def test_lowest_tier_fraction_counts_only_placed_holdable_gangs_of_two_or_more()
 def test_gpu_utilization_is_time_weighted_over_usable_capacity() -> None:
     result = toy([sample(0, 8, 16, {}, {}), sample(100, 16, 16, {}, {})], [rec("x")])
     assert gpu_utilization(result) == pytest.approx((8 * 100 + 16 * 100) / (16 * 200))
+
+
+def test_goodput_counts_nominal_work_of_finished_jobs_only() -> None:
+    done = JobRecord("done", "a", 1, 0.0, 100.0, True, 1, 0.0, 0.0, 200.0, "c1", 2, gpus=8, starts=1)
+    result = toy([sample(0, 8, 16, {}, {})], [done, rec("never", tier=None)])
+    assert gpu_goodput(result) == pytest.approx(8 * 100 / (16 * 200))
 
 
 def test_fairness_deviation_of_two_equal_queues() -> None:
