@@ -157,6 +157,8 @@ def compute(result: SimResult, *, with_gap: bool = False) -> Metrics:
         "placements": placements,
         "preemptions": sum(j.preempted for j in jobs),
         "faultRequeues": sum(j.fault_kills for j in jobs),
+        "preemptedGpuHours": sum(j.preempted_gpu_seconds for j in jobs) / 3600.0,
+        "faultLostGpuHours": sum(j.fault_gpu_seconds for j in jobs) / 3600.0,
         "rejectedPlacements": len(result.rejections),
         "plannerSeconds": planner_seconds,
     }

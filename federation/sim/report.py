@@ -29,7 +29,7 @@ DIRECTION: Mapping[str, bool] = {
 }
 _ORDER = (
     "jobs", "placed", "finished", "unschedulable", *DIRECTION, "objectiveGapToBound", "rounds", "placements",
-    "preemptions", "faultRequeues", "rejectedPlacements", "plannerSeconds",
+    "preemptions", "preemptedGpuHours", "faultRequeues", "faultLostGpuHours", "rejectedPlacements", "plannerSeconds",
 )
 
 

@@ -176,7 +176,7 @@ class _Simulation:
         run = self.state.stop(name)
         if run is None:
             return
-        self.tracker.killed(name, cause)
+        self.tracker.killed(name, cause, self.now)
         self.state.enqueue(run.spec)
 
     def fault(self, event: FaultEvent) -> None:

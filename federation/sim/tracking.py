@@ -68,6 +68,8 @@ class JobRecord:
     preempted: int = 0
     fault_kills: int = 0
     restarts_in_place: int = 0
+    preempted_gpu_seconds: float = 0.0  # GPU-seconds of progress lost to preemption
+    fault_gpu_seconds: float = 0.0  # ... lost to faults (node, cluster, pod)
 
     @property
     def jct(self) -> float | None:
@@ -100,16 +102,21 @@ class Tracker:
     def finished(self, name: str, now: float) -> None:
         self._jobs[name] = replace(self._jobs[name], finished_at=now)
 
-    def killed(self, name: str, cause: str) -> None:
+    def killed(self, name: str, cause: str, now: float) -> None:
         rec = self._jobs[name]
+        lost = rec.gpus * (now - (rec.last_start if rec.last_start is not None else now))
         if cause == "preemption":
-            self._jobs[name] = replace(rec, preempted=rec.preempted + 1)
+            self._jobs[name] = replace(rec, preempted=rec.preempted + 1,
+                                       preempted_gpu_seconds=rec.preempted_gpu_seconds + lost)
         else:
-            self._jobs[name] = replace(rec, fault_kills=rec.fault_kills + 1)
+            self._jobs[name] = replace(rec, fault_kills=rec.fault_kills + 1,
+                                       fault_gpu_seconds=rec.fault_gpu_seconds + lost)
 
     def restarted(self, name: str, now: float) -> None:
         rec = self._jobs[name]
-        self._jobs[name] = replace(rec, last_start=now, restarts_in_place=rec.restarts_in_place + 1)
+        lost = rec.gpus * (now - (rec.last_start if rec.last_start is not None else now))
+        self._jobs[name] = replace(rec, last_start=now, restarts_in_place=rec.restarts_in_place + 1,
+                                   fault_gpu_seconds=rec.fault_gpu_seconds + lost)
 
     def records(self) -> tuple[JobRecord, ...]:
         """Every job that arrived, in arrival order."""

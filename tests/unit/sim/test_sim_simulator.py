@@ -93,6 +93,7 @@ def test_a_node_failure_kills_and_requeues_its_gang_which_restarts_from_scratch(
     result = simulate(s, POLICIES["volcano-greedy"])
     a = record(result, "a")
     assert a.fault_kills == 1 and a.starts == 2  # type: ignore[attr-defined]
+    assert a.fault_gpu_seconds == 16 * 50.0  # type: ignore[attr-defined]
     assert a.last_start == 50.0 and a.finished_at == 150.0  # type: ignore[attr-defined]
     assert a.cluster == "c1" and a.tier == 1  # type: ignore[attr-defined]  # the other leaf
 
@@ -133,6 +134,7 @@ def test_a_preempted_job_goes_back_to_pending_and_restarts_from_scratch() -> Non
     result = simulate(s, scripted(decide), round_interval=10.0)
     low, high = record(result, "low"), record(result, "high")
     assert low.preempted == 1 and high.first_start == 100.0  # type: ignore[attr-defined]
+    assert low.preempted_gpu_seconds == 32 * 100.0  # type: ignore[attr-defined]  # 4 x 8 GPUs for 100 s
     assert low.last_start == 250.0 and low.finished_at == 250.0 + 1500.0  # type: ignore[attr-defined]
 
 
