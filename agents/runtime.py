@@ -94,6 +94,20 @@ def backoff_delay(attempt: int, initial: float, cap: float, rng: random.Random) 
     return rng.uniform(d / 2, d)
 
 
+async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
+    """Wait until ``event`` is set or ``timeout`` passes; True when it was set.
+
+    ``asyncio.timeout``, not ``wait_for``: on Python 3.11 ``wait_for(event.wait(), t)``
+    swallows a cancellation that arrives in the same loop iteration as the event is set
+    (the inner wait completes, wait_for returns its result), so a cancelled loop task would
+    carry on and never stop.
+    """
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            await event.wait()
+    return event.is_set()
+
+
 def _index(pod_name: str) -> int:
     tail = pod_name.rsplit("-", 1)[-1]
     return int(tail) if tail.isdigit() else -1
@@ -143,8 +157,7 @@ class AgentRuntime:
                 attempt = 0 if accepted else attempt + 1
                 delay = backoff_delay(attempt, self.config.backoff_initial_seconds,
                                       self.config.backoff_max_seconds, self._rng)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), delay)
+                await wait_event(self._stopping, delay)
         finally:
             for task in background:
                 task.cancel()
@@ -296,8 +309,7 @@ class AgentRuntime:
         last_at = float("-inf")
         while True:
             wait = max(0.0, self.config.snapshot_period_seconds - (time.monotonic() - last_at))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._snapshot_dirty.wait(), wait)
+            await wait_event(self._snapshot_dirty, wait)
             await asyncio.sleep(self.config.snapshot_debounce_seconds)
             self._snapshot_dirty.clear()
             async with self._lock:  # after any bind this pass reported, never in the middle of one
@@ -333,8 +345,7 @@ class AgentRuntime:
             timeout = self.config.resync_seconds
             if self._wake_at is not None:  # a delayed restart action falls due
                 timeout = max(0.0, min(timeout, self._wake_at - self.clock()))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._dirty.wait(), timeout)
+            await wait_event(self._dirty, timeout)
             self._dirty.clear()
             async with self._lock:
                 await self._pass()

@@ -33,6 +33,7 @@ from agents.core.recovery import (
     RESTART_TASK,
     RUNNING,
     TASK_COMPLETED,
+    TERMINAL_JOB_PHASES,
     Action,
     JobEvent,
     JobRuntimeState,
@@ -81,7 +82,7 @@ class JobController:
         if work.job.name != self.work.job.name or work.version < self.work.version:
             return False
         if work.version > self.work.version:
-            self.state = replace(self.state, phase=RUNNING, handled=frozenset())
+            self.state = replace(self.state, phase=RUNNING, handled=frozenset(), reason="")
             self.hints = ()
         self.work = work
         return True
@@ -104,6 +105,11 @@ class JobController:
         if executed or any(isinstance(op, _POD_OPS) for op in applied.done):
             pods = await _pods_now(backend, work)
         phase, message = result.phase, result.message
+        if self.state.phase in TERMINAL_JOB_PHASES and self.state.reason and not work.cancelled:
+            # Report why the job ended, on every pass (not only the one that ended it): the
+            # JobEvent is sent once, but central takes a job's reason from the terminal
+            # WorkStatus message, so "job Failed" alone would lose e.g. maxRetry exhaustion.
+            message = f"job {self.state.phase}: {self.state.reason}"
         replans = [a for a in executed if a.kind == W_REPLAN]
         if replans:
             phase, message = W_REPLAN, replans[-1].record.message

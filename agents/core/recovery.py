@@ -130,6 +130,11 @@ class JobRuntimeState:
     failed_pods: frozenset[str] = frozenset()  # pods observed Failed right now
     completed_tasks: frozenset[str] = frozenset()  # tasks whose pods all Succeeded
     handled: frozenset[str] = frozenset()  # PodEvent keys already acted on
+    # Why the job ended (the job-ending action's message, e.g. "maxRetry 3 exhausted after
+    # PodFailed of pod X"). Kept here, not only in the one-off JobEvent, because every later
+    # status report of the terminal job must carry it: central records a job's reason from
+    # the report that moves it to its final state, which may come passes later.
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -272,7 +277,7 @@ def record(job: Job, state: JobRuntimeState, actions: Sequence[Action], now: flo
     """The state after executing the actions that were due at ``now`` (delayed ones are
     ignored: they are decided again when due)."""
     retries, task_retries = state.retries, dict(state.task_retries)
-    phase, handled = state.phase, set(state.handled)
+    phase, handled, reason = state.phase, set(state.handled), state.reason
     for action in actions:
         if not action.ready(now):
             continue
@@ -283,5 +288,7 @@ def record(job: Job, state: JobRuntimeState, actions: Sequence[Action], now: flo
                 task_retries[action.task] = task_retries.get(action.task, 0) + 1
             else:
                 retries += 1
-        phase = _PHASE_AFTER.get(action.kind, phase)
-    return replace(state, phase=phase, retries=retries, task_retries=task_retries, handled=frozenset(handled))
+        if action.kind in _PHASE_AFTER:
+            phase, reason = _PHASE_AFTER[action.kind], action.record.message
+    return replace(state, phase=phase, retries=retries, task_retries=task_retries, handled=frozenset(handled),
+                   reason=reason)

@@ -259,8 +259,11 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
                 if not request.queue and not who.admin and time.monotonic() - refreshed > 5.0:
                     queues, refreshed = await self._visible_queues(who, ""), time.monotonic()
                 # Wake early on a local change, else poll (other writers: rounds, hub, replicas).
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for(event.wait()) swallows a
+                # cancellation that arrives as the event is set, and a closed watch must end.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), self._poll)
+                    async with asyncio.timeout(self._poll):
+                        await changed.wait()
         finally:
             self._watchers.discard(changed)
 

@@ -139,8 +139,11 @@ class RoundScheduler:
             timeout = None
             if self._failures:
                 timeout = min(RETRY_MAX_SECONDS, RETRY_MIN_SECONDS * 2 ** (self._failures - 1))
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for(event.wait()) swallows a
+            # cancellation that arrives as the event is set, and a stopped loop must stop.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
             await asyncio.sleep(self._debounce)
             self._wake.clear()
             reasons, self._reasons = self._reasons, []

@@ -231,10 +231,7 @@ async def test_fedctl_job_is_bound_in_its_hypernode_restarts_one_pod_and_fails_a
     failed = await fed.state(name, "JOB_STATE_FAILED")
     assert await fed.state(name, "JOB_STATE_FAILED")
     reason = failed.get("reason", "") + " " + failed.get("message", "")
-    if "maxRetry" not in reason:
-        # Known gap (reported): the agent's WorkStatus for a job ended by FailJob says "job Failed";
-        # the maxRetry reason stays in the agent's local event. Visible in the summary until fixed.
-        pytest.xfail(f"job failed without the maxRetry reason: {reason!r}")
+    assert "maxRetry 1 exhausted" in reason and victim in reason, failed
 
 
 async def test_fedctl_cancel_leaves_no_pods_services_or_config_maps(federation) -> None:

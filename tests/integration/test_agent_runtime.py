@@ -208,3 +208,18 @@ def _live_pods(f, cluster: str, job: str, hypernode: str) -> list[str]:  # type:
     domain_nodes = {"leaf0": {f"{cluster}-n0", f"{cluster}-n1"}, "leaf1": {f"{cluster}-n2", f"{cluster}-n3"}}
     nodes = domain_nodes.get(hypernode.rsplit("-", 1)[-1], set())
     return [p.name for p in f.clusters[cluster].pods({LABEL_JOB: job}) if p.node in nodes and not p.deleting]
+
+
+async def test_job_failed_by_exhausted_max_retry_is_failed_at_central_with_that_reason(migrated_url: str) -> None:
+    # The agent ends the job (FailJob); central must record why, not just "job Failed".
+    async with fleet(migrated_url, ("east",)) as f:
+        spec = job_spec("fragile", policies=(("RestartPod", "PodFailed"),))
+        spec.max_retry = 0
+        async with f.client() as c:
+            await c.submit_job(spec)
+            await eventually(lambda: _is_running(c, "fragile"), what="running")
+            f.clusters["east"].fail_pod("fragile-worker-1")
+            await eventually(lambda: f.store.jobs.get("fragile").state == "failed", what="failed")
+            reason = f.store.jobs.get("fragile").reason or ""
+            assert "maxRetry 0 exhausted after PodFailed of pod fragile-worker-1" in reason, reason
+            assert "maxRetry 0 exhausted" in (await c.get_job("fragile")).reason

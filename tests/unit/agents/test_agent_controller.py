@@ -171,3 +171,22 @@ async def test_report_of_the_binding_pass_names_the_nodes_the_pods_were_actually
     assert [a.kind for a in again.actions] == ["RestartPod"]
     replaced = {p.name: p for p in again.pods}["train-worker-1"]
     assert replaced.node in {"n02", "n03"} and replaced.phase == "Running"  # the replacement, not the failed pod
+
+
+async def test_max_retry_exhaustion_is_the_reported_message_of_every_terminal_pass() -> None:
+    # Central records a job's reason from the terminal WorkStatus message: "job Failed"
+    # alone lost why (the FailJob event is sent once and not recorded as the reason).
+    clock = ManualClock()
+    cluster = fake(clock=clock)
+    ctl = controller((P("RestartPod", events=("PodFailed",)),), max_retry=1)
+    await ctl.sync(cluster, clock(), None)
+    cluster.fail_pod("train-worker-1")
+    assert [a.kind for a in (await ctl.sync(cluster, clock(), None)).actions] == ["RestartPod"]
+    clock.advance(5)
+    cluster.fail_pod("train-worker-1")
+    failed = await ctl.sync(cluster, clock(), None)
+    assert [a.kind for a in failed.actions] == ["FailJob"] and failed.phase == "Failed"
+    assert "maxRetry 1 exhausted after PodFailed of pod train-worker-1" in failed.message
+    assert ctl.state.reason == failed.events[0].message
+    later = await ctl.sync(cluster, clock(), None)
+    assert later.actions == () and later.phase == "Failed" and later.message == failed.message
