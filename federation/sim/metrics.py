@@ -160,6 +160,7 @@ def compute(result: SimResult, *, with_gap: bool = False) -> Metrics:
         "preemptedGpuHours": sum(j.preempted_gpu_seconds for j in jobs) / 3600.0,
         "faultLostGpuHours": sum(j.fault_gpu_seconds for j in jobs) / 3600.0,
         "rejectedPlacements": len(result.rejections),
+        "churnStops": result.churn_stops,
         "plannerSeconds": planner_seconds,
     }
     if with_gap:

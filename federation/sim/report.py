@@ -29,7 +29,8 @@ DIRECTION: Mapping[str, bool] = {
 }
 _ORDER = (
     "jobs", "placed", "finished", "unschedulable", *DIRECTION, "objectiveGapToBound", "rounds", "placements",
-    "preemptions", "preemptedGpuHours", "faultRequeues", "faultLostGpuHours", "rejectedPlacements", "plannerSeconds",
+    "preemptions", "preemptedGpuHours", "faultRequeues", "faultLostGpuHours", "rejectedPlacements", "churnStops",
+    "plannerSeconds",
 )
 
 

@@ -35,6 +35,7 @@ from federation.sim.tracking import JobRecord, Tracker, feasibility
 from federation.sim.workload import ScenarioJob
 
 DEFAULT_ROUND_INTERVAL = 10.0
+MAX_CHURN = 20
 _FINISH, _FAULT, _ARRIVAL, _ROUND = 0, 1, 2, 3
 
 
@@ -84,6 +85,7 @@ class SimResult:
     rejections: tuple[Rejection, ...]
     end_time: float
     faults: tuple[FaultEvent, ...] = field(default=())
+    churn_stops: int = 0  # times follow-up rounds after preemptions were cut off (see schedule_round)
 
 
 class _Simulation:
@@ -102,7 +104,10 @@ class _Simulation:
         self.seq = itertools.count()
         self.epochs = itertools.count(1)
         self.round_due: float | None = None
-        self.dirty = False
+        self.dirty = False  # an arrival, finish or fault since the last round
+        self.replan = False  # the last round preempted: its victims wait for a new round
+        self.churn = 0  # consecutive rounds triggered only by the previous round's preemptions
+        self.churn_stops = 0
         self.previous: Plan | None = None
         self.rounds: list[RoundRecord] = []
         self.samples: list[Sample] = []
@@ -140,12 +145,26 @@ class _Simulation:
                 self.sample()
                 self.schedule_round()
         return SimResult(self.scenario, self.tracker.records(), tuple(self.rounds), tuple(self.samples),
-                         tuple(self.rejections), self.now, tuple(self.faults))
+                         tuple(self.rejections), self.now, tuple(self.faults), self.churn_stops)
 
     def schedule_round(self) -> None:
-        if not self.dirty or not self.state.pending or self.round_due is not None:
+        """Plan at the next grid tick if something changed and work is pending.
+
+        A round that preempted gets a follow-up round even without new events (its victims
+        are pending again), but at most ``MAX_CHURN`` in a row: a planner that keeps
+        evicting and re-placing would otherwise never let simulated time end. The next
+        real event resumes planning; ``churnStops`` counts the cut-offs.
+        """
+        if not self.state.pending or self.round_due is not None or len(self.rounds) >= self.max_rounds:
             return
-        if len(self.rounds) >= self.max_rounds:
+        if self.dirty:
+            self.churn = 0
+        elif self.replan and self.churn < MAX_CHURN:
+            self.churn += 1
+        else:
+            if self.replan:
+                self.churn_stops += 1
+                self.replan = False
             return
         ticks = -(-self.now // self.interval)  # ceil
         due = max(self.now, ticks * self.interval)
@@ -215,7 +234,7 @@ class _Simulation:
 
     # -- rounds ------------------------------------------------------------------
     def plan_round(self) -> None:
-        self.dirty = False
+        self.dirty = self.replan = False
         snapshot = self.state.snapshot(self.now)
         pending = len(snapshot.pending)
         started = self.timer()
@@ -227,7 +246,7 @@ class _Simulation:
             if preemption.job in self.state.running:
                 self.kill(preemption.job, "preemption")
                 preempted += 1
-                self.dirty = True
+                self.replan = True
             else:
                 self.rejections.append(Rejection(self.now, preemption.job, "preemption of a job that is not running"))
         placed = rejected = 0

@@ -7,7 +7,7 @@ from simkit import FakeTimer, job, place, plan_of, scenario, scripted, two_leaf_
 
 from federation.domain.plans import FederationSnapshot, Plan
 from federation.placement.baselines import POLICIES
-from federation.sim.simulator import simulate
+from federation.sim.simulator import MAX_CHURN, simulate
 
 
 def record(result: object, name: str) -> object:
@@ -149,3 +149,17 @@ def test_jobs_nothing_can_hold_stay_pending_and_the_run_still_ends() -> None:
 def test_planner_wall_time_is_measured_with_the_injected_timer() -> None:
     result = simulate(scenario(), POLICIES["volcano-greedy"], timer=FakeTimer())
     assert result.rounds and all(r.wall_seconds == pytest.approx(0.005) for r in result.rounds)
+
+
+def test_a_planner_that_keeps_evicting_cannot_keep_simulated_time_running_forever() -> None:
+    s = scenario(jobs=[job("x", pods=4, duration=1e6), job("y", pods=4, at=50, duration=1e6)])
+    top = ["n0", "n1", "n2", "n3"]
+
+    def flip(snap: FederationSnapshot) -> Plan:  # always evict whatever runs for whatever waits
+        waiting = [p.job.name for p in snap.pending]
+        victims = [r.job.name for r in snap.running]
+        return plan_of(place(waiting[0], "c1", "c1-top", 2, top), preempt=victims) if waiting else Plan()
+
+    result = simulate(s, scripted(flip))
+    assert result.churn_stops == 1 and len(result.rounds) == 2 + MAX_CHURN + 1
+    assert sum(r.preempted for r in result.rounds) == 1 + MAX_CHURN  # then it waits for a real event (a finish)
