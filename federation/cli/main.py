@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from federation.cli.errors import EXIT_USAGE, fail
+from federation.cli.policy_flags import add_policy_flags
 from federation.domain.errors import InvalidInput
 
 DEFAULT_DB = "sqlite:///federation.db"
@@ -35,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--round-debounce-seconds", type=float, default=0.2,
                        help="coalesce submissions and snapshots for this long before a planning round")
     serve.add_argument("--plan-time-limit", type=float, default=1.0, help="CP-SAT time limit per round")
+    add_policy_flags(serve)
     serve.add_argument("--max-pending-per-round", type=int, default=5000,
                        help="pending jobs one planning round considers (split fairly between queues)")
     serve.add_argument("--shutdown-grace-seconds", type=float, default=10.0,
@@ -67,12 +69,14 @@ def _parser() -> argparse.ArgumentParser:
                       help="give up (exit 1) when the workload has not finished after this long")
     demo.add_argument("--agent-grace-seconds", type=float, default=3.0,
                       help="an agent silent this long (wall seconds) is declared lost")
+    add_policy_flags(demo)
 
     bench = sub.add_parser("bench", help="simulate each policy on a scenario and compare")
     bench.add_argument("--scenario", required=True, help="scenario YAML file")
     bench.add_argument("--policy", action="append", dest="policies",
                        help="policy to run (repeatable; default: all four)")
     bench.add_argument("--json", dest="json_out", help="write the bench JSON here")
+    add_policy_flags(bench)
     return parser
 
 
@@ -108,10 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from federation.cli.policy_flags import policy_limits
     from federation.sim.bench import run_bench
 
     policies = args.policies or ["cpsat", "volcano-greedy", "karmada-spread", "armada-drf"]
-    run_bench(args.scenario, policies, args.json_out, Console())
+    run_bench(args.scenario, policies, args.json_out, Console(), limits=policy_limits(args))
     return 0
 
 

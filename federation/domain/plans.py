@@ -100,6 +100,13 @@ class PlanLimits:
     time_limit_seconds: float = 1.0
     workers: int = 2
     seed: int = 0
+    # A pending gang may cause preemption or reclaim once it has waited this long (seconds
+    # since submission); None never evicts, the default of Volcano and Kueue
+    # (docs/design/preemption-and-topology-wait.md).
+    preemption_grace_seconds: float | None = None
+    # A gang of several pods holds out this long (since submission) for a domain of the
+    # lowest tier that could hold it before wider domains are offered (same note).
+    topology_wait_seconds: float = 86_400.0
 
 
 @dataclass(frozen=True)

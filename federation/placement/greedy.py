@@ -96,6 +96,7 @@ DEFAULT_LIMITS = PlanLimits()
 def greedy_plan(snapshot: FederationSnapshot, limits: PlanLimits = DEFAULT_LIMITS) -> Plan:
     """Plan a round greedily (bands, DRF order, lowest tier + best fit, then preemption)."""
     started = time.monotonic()
-    rnd = Round(snapshot, deadline=started + max(5.0, limits.time_limit_seconds * 10))
+    rnd = Round(snapshot, deadline=started + max(5.0, limits.time_limit_seconds * 10),
+                grace=limits.preemption_grace_seconds, topology_wait=limits.topology_wait_seconds)
     left = run_bands(rnd, snapshot.pending)
     return finish(rnd, left, "GREEDY", started, timed_out=rnd.expired())

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from federation.domain.jobs import Job
 from federation.domain.plans import Placement, RunningJob
-from federation.placement.eligibility import tier_limit
 from federation.placement.rounds import Round
 from federation.placement.state import DomainState
 
@@ -87,7 +86,7 @@ def _try_domain(rnd: Round, job: Job, dom: DomainState, victims: list[RunningJob
 
 def preempt_for(rnd: Round, job: Job) -> Placement | None:
     """Evict the cheapest whole gangs that let ``job`` be placed, or return None."""
-    if not rnd.running or not rnd.admissible(job):
+    if not rnd.running or job.name not in rnd.may_evict or not rnd.admissible(job):
         return None
     led = rnd.ledger
     under = led.share(job.queue) < led.fair[job.queue] - EPS
@@ -97,7 +96,7 @@ def preempt_for(rnd: Round, job: Job) -> Placement | None:
             victims = [v for v in rnd.running_by_cluster.get(cname, ()) if _eligible(rnd, job, v, under)]
             if not victims:
                 continue
-            limit = tier_limit(job, rnd.state.clusters[cname])
+            limit = rnd.tier_cap(job, rnd.state.clusters[cname])
             tried = 0
             for uid in rnd.state.cluster_domains.get(cname, ()):
                 dom = rnd.state.domains[uid]

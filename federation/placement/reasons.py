@@ -25,7 +25,6 @@ from federation.placement.eligibility import (
     ever_holding,
     lowest_feasible_tier,
     shape_key,
-    tier_limit,
 )
 from federation.placement.rounds import Round
 
@@ -78,7 +77,7 @@ def _fits_at_start(rnd: Round, job: Job, names: list[str]) -> str | None:
     pods, need = rnd.demand(job)
     tries = 0
     for name in names:
-        limit = tier_limit(job, st.clusters[name])
+        limit = rnd.tier_cap(job, st.clusters[name])
         for uid in st.cluster_domains.get(name, ()):
             dom = st.domains[uid]
             if limit is not None and dom.tier > limit:
@@ -127,6 +126,14 @@ def diagnose(rnd: Round, job: Job) -> Unplaced:
     if not rnd.ledger.guarantee_ok(job):
         return Unplaced(job.name, "the free capacity is held for other queues' unused guarantees", "fairness",
                         ever[0])
+    wait = rnd.waiting_tier(job)
+    if wait is not None:
+        for group in rnd.groups(job):
+            wider = rnd.find_home(job, tuple(n for n in group if n in ever), waiting=False)
+            if wider is not None:
+                return Unplaced(job.name, f"holding out for a tier-{wait} domain during its topology wait; room "
+                                f"exists now at tier {wider[0].tier} in {wider[0].cluster.name}", "topology",
+                                wider[0].cluster.name)
     start = _fits_at_start(rnd, job, ever)
     if start is not None:
         return Unplaced(job.name, f"it fitted in {start} at the start of the round, but work of higher or equal "
@@ -167,7 +174,8 @@ class Diagnoses:
         self._cache: dict[object, Unplaced] = {}
 
     def __call__(self, job: Job) -> Unplaced:
-        key = (shape_key(job), job.queue, job.priority, job.network_topology, job.propagation, job.min_available)
+        key = (shape_key(job), job.queue, job.priority, job.network_topology, job.propagation, job.min_available,
+               self.rnd.waiting_tier(job))
         found = self._cache.get(key)
         if found is None:
             found = diagnose(self.rnd, job)

@@ -30,9 +30,18 @@ MAX_PACK_FAILS = 48  # per tier: give up on a tier after this many domains that 
 class Round:
     """State, ledger and decisions of one round."""
 
-    def __init__(self, snapshot: FederationSnapshot, deadline: float | None = None) -> None:
+    def __init__(self, snapshot: FederationSnapshot, deadline: float | None = None, grace: float | None = 0.0,
+                 topology_wait: float = 0.0) -> None:
         self.snapshot = snapshot
         self.deadline = deadline
+        # Pending gangs that have waited out the preemption grace and so may evict others.
+        self.may_evict = frozenset(
+            p.job.name for p in snapshot.pending
+            if grace is not None and (grace <= 0 or snapshot.now - p.submitted_at >= grace))
+        # Gangs of several pods still inside their topology wait: offered only their lowest tier.
+        self._topology_waiting = frozenset(
+            p.job.name for p in snapshot.pending
+            if topology_wait > 0 and p.job.gang_size > 1 and snapshot.now - p.submitted_at < topology_wait)
         self.state = RoundState(snapshot)
         self.ledger = Ledger(snapshot)
         self.scoring = Scoring(snapshot, self.ledger)
@@ -54,7 +63,7 @@ class Round:
         self._pods: dict[str, tuple[list[Vector], Vector]] = {}
         self._failed: set[object] = set()
         self._sets: dict[tuple[str, ...], frozenset[str]] = {}
-        self._limits: dict[tuple[object, tuple[str, ...]], tuple[dict[str, int | None], int | None]] = {}
+        self._limits: dict[tuple[object, tuple[str, ...], int | None], tuple[dict[str, int | None], int | None]] = {}
         self.barred: dict[str, frozenset[tuple[str, str]]] = {}
 
     def bar_returning_victims(self, previous: Plan | None) -> None:
@@ -72,12 +81,33 @@ class Round:
         if held:
             self.barred = {v.job: held for v in previous.preemptions if v.job in pending}
 
-    def limits(self, job: Job, names: tuple[str, ...]) -> tuple[dict[str, int | None], int | None]:
-        """Hard tier limit per cluster name, and the largest one (None: some cluster has none)."""
-        key = (job.network_topology, names)
+    def waiting_tier(self, job: Job) -> int | None:
+        """The tier a gang inside its topology wait holds out for (None: not waiting)."""
+        if job.name not in self._topology_waiting:
+            return None
+        return self.scoring.lowest_tier(job)
+
+    def tier_cap(self, job: Job, cluster: ClusterSnapshot, waiting: bool = True) -> int | None:
+        """The highest tier offered to ``job`` in ``cluster`` this round (None: any).
+
+        The hard ``networkTopology`` limit, lowered to the gang's lowest feasible tier while
+        it is inside its topology wait (``waiting=False`` gives the hard limit alone).
+        """
+        limit = tier_limit(job, cluster)
+        wait = self.waiting_tier(job) if waiting else None
+        if wait is None:
+            return limit
+        return wait if limit is None else min(limit, wait)
+
+    def limits(
+        self, job: Job, names: tuple[str, ...], waiting: bool = True
+    ) -> tuple[dict[str, int | None], int | None]:
+        """Tier cap per cluster name (``tier_cap``), and the largest one (None: some cluster has none)."""
+        wait = self.waiting_tier(job) if waiting else None
+        key = (job.network_topology, names, wait)
         found = self._limits.get(key)
         if found is None:
-            per = {n: tier_limit(job, self.state.clusters[n]) for n in names}
+            per = {n: self.tier_cap(job, self.state.clusters[n], waiting) for n in names}
             top = None if any(v is None for v in per.values()) else max(v for v in per.values() if v is not None)
             found = self._limits[key] = (per, top)
         return found
@@ -112,7 +142,7 @@ class Round:
 
     # -- search ------------------------------------------------------------------------
     def find_home(
-        self, job: Job, names: tuple[str, ...], ignore_limit: bool = False
+        self, job: Job, names: tuple[str, ...], ignore_limit: bool = False, waiting: bool = True
     ) -> tuple[DomainState, list[str]] | None:
         """Lowest tier first, then fullest domain: the first domain the gang packs into."""
         pods, need = self.demand(job)
@@ -120,7 +150,7 @@ class Round:
         allowed = self._sets.get(names)
         if allowed is None:
             allowed = self._sets[names] = frozenset(names)
-        limits, top = self.limits(job, names) if not ignore_limit else ({n: None for n in names}, None)
+        limits, top = self.limits(job, names, waiting) if not ignore_limit else ({n: None for n in names}, None)
         probe = st.probe(pods, need)
         for tier in st.tiers:
             if top is not None and tier > top:
@@ -156,7 +186,7 @@ class Round:
         if not self.admissible(job):
             return None
         key = (tuple((t.replicas, t.resources) for t in job.tasks), job.tolerations, job.network_topology,
-               job.propagation, self.barred.get(job.name))
+               job.propagation, self.barred.get(job.name), self.waiting_tier(job))
         if key in self._failed:
             return None
         for names in self.groups(job):

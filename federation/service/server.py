@@ -31,6 +31,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from federation.cli.policy_flags import policy_limits
 from federation.domain.plans import PlanLimits
 from federation.service.agent_hub import AgentHub
 from federation.service.audit import AuditServicer
@@ -246,7 +247,7 @@ async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, args: a
         store, listen=args.listen, auth=auth, tls=tls,
         agent_grace_seconds=args.agent_grace_seconds,
         round_debounce_seconds=args.round_debounce_seconds,
-        plan_limits=PlanLimits(time_limit_seconds=args.plan_time_limit),
+        plan_limits=policy_limits(args, PlanLimits(time_limit_seconds=args.plan_time_limit)),
         max_pending_per_round=getattr(args, "max_pending_per_round", DEFAULT_MAX_PENDING),
         control_loop=not getattr(args, "no_control_loop", False),
         submit_batching=SubmitBatching(max_items=getattr(args, "submit_batch_size", 64),

@@ -76,10 +76,14 @@ class DemoOptions:
     max_wall_seconds: float = 300.0
     agent_grace_seconds: float = 3.0
     plan_time_limit: float = 0.5
+    preemption_grace: float | None = PlanLimits().preemption_grace_seconds
+    topology_wait: float = PlanLimits().topology_wait_seconds
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> DemoOptions:
         known = {k: getattr(args, k) for k in cls.__dataclass_fields__ if getattr(args, k, None) is not None}
+        if hasattr(args, "preemption_grace"):
+            known["preemption_grace"] = args.preemption_grace  # None means never, not "unset"
         return cls(**known)
 
 
@@ -141,7 +145,9 @@ class Demo:
             server = await build_server(
                 store, listen=self.options.listen, auth=Authenticator.from_mapping(tokens_document(self.scenario)),
                 agent_grace_seconds=self.options.agent_grace_seconds, round_debounce_seconds=0.1,
-                plan_limits=PlanLimits(time_limit_seconds=self.options.plan_time_limit))
+                plan_limits=PlanLimits(time_limit_seconds=self.options.plan_time_limit,
+                                       preemption_grace_seconds=self.options.preemption_grace,
+                                       topology_wait_seconds=self.options.topology_wait))
             try:
                 return await self._run(store, server)
             finally:

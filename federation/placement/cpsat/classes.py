@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 
 from federation.domain.jobs import Job
 from federation.domain.plans import Placement, RunningJob
-from federation.placement.eligibility import tier_limit
 from federation.placement.packing import Vector, vector
 from federation.placement.rounds import Round
 
@@ -45,12 +44,13 @@ class JobClass:
     group: tuple[str, ...] = ()
     candidates: list[int] = field(default_factory=list)
     cap: dict[int, int] = field(default_factory=dict)
+    may_evict: bool = False  # waited out the preemption grace: may be a preemptor
 
 
 def class_key(rnd: Round, job: Job) -> tuple[object, ...]:
     shape = tuple((t.name, t.replicas, t.resources) for t in job.tasks)
     return (shape, job.queue, rnd.scoring.band(job), job.network_topology, job.propagation, job.tolerations,
-            rnd.barred.get(job.name))
+            rnd.barred.get(job.name), job.name in rnd.may_evict, rnd.waiting_tier(job))
 
 
 def group_jobs(rnd: Round, jobs: Iterable[Job]) -> list[JobClass]:
@@ -62,7 +62,7 @@ def group_jobs(rnd: Round, jobs: Iterable[Job]) -> list[JobClass]:
             pods, need = rnd.demand(job)
             tasks = [(t.name, t.replicas, vector(t.resources, rnd.state.keys)) for t in job.tasks]
             found = JobClass(len(classes), [], rnd.scoring.band(job), job.queue, rnd.scoring.units(job), pods, need,
-                             tasks)
+                             tasks, may_evict=job.name in rnd.may_evict)
             classes[key] = found
         found.jobs.append(job)
     return list(classes.values())
@@ -147,7 +147,7 @@ def attach_candidates(
         dom = st.domains[uid]
         name = dom.cluster.name
         if name not in limits:
-            limits[name] = tier_limit(jc.jobs[0], st.clusters[name])
+            limits[name] = rnd.tier_cap(jc.jobs[0], st.clusters[name])
         limit = limits[name]
         if limit is not None and dom.tier > limit:
             continue

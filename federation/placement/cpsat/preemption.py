@@ -43,6 +43,7 @@ def kind(rnd: Round, classes: list[JobClass], victim: RunningJob) -> str | None:
         return None
     band = rnd.scoring.band(victim.job)
     vq = rnd.ledger.queues[victim.job.queue]
+    classes = [jc for jc in classes if jc.may_evict]
     if any(jc.queue == vq.name and jc.band < band for jc in classes):
         return "preempt"
     if not vq.reclaimable or rnd.ledger.share(vq.name) <= rnd.ledger.fair[vq.name] + EPS:
@@ -93,8 +94,10 @@ def add(w: Window, v: Vars) -> None:
                 lo = max(sc.band(vj.job) for vj in mine)
                 takers = [
                     jc for jc in w.classes
-                    if (how == "preempt" and jc.queue == queue and jc.band < lo)
-                    or (how == "reclaim" and jc.queue != queue and under(rnd, jc.queue))
+                    if jc.may_evict and (
+                        (how == "preempt" and jc.queue == queue and jc.band < lo)
+                        or (how == "reclaim" and jc.queue != queue and under(rnd, jc.queue))
+                    )
                 ]
                 lhs = cp_model.LinearExpr.weighted_sum(
                     [v.e[vj.job.name] for vj in mine], [sc.units(vj.job) for vj in mine]

@@ -169,7 +169,7 @@ def plan_cpsat(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan 
     budget = max(0.05, limits.time_limit_seconds)
     reserve = max(budget * RESERVE, FINISH_SECONDS_PER_JOB * len(snapshot.pending))
     deadline = started + budget - reserve
-    rnd = Round(snapshot)
+    rnd = Round(snapshot, grace=limits.preemption_grace_seconds, topology_wait=limits.topology_wait_seconds)
     rnd.bar_returning_victims(previous)
     weights = joint_weights(rnd) if len(snapshot.pending) <= JOINT_MAX_JOBS else None
     if weights is not None:

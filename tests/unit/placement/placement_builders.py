@@ -25,7 +25,9 @@ from federation.domain import (
 from federation.placement import greedy_plan, plan, validate
 from federation.placement.instances import gang, gpu_node, tiered_cluster
 
-FAST = PlanLimits(time_limit_seconds=0.3, workers=1)
+# The rules alone: evict and widen at once (the shipped defaults hold both back; see
+# test_placement_policy.py).
+FAST = PlanLimits(time_limit_seconds=0.3, workers=1, preemption_grace_seconds=0.0, topology_wait_seconds=0.0)
 R = Resources.of
 
 

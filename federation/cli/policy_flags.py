@@ -1,0 +1,54 @@
+"""Command-line flags for the planning policy, shared by ``serve``, ``demo`` and ``bench``.
+
+The defaults are ``PlanLimits``'s, so the service, the demo and the benchmark run the
+same shipped policy unless told otherwise (docs/design/preemption-and-topology-wait.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+from federation.domain.plans import PlanLimits
+
+NEVER = "never"
+
+
+def _grace(text: str) -> float | None:
+    if text.strip().lower() == NEVER:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0 or '{NEVER}', got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0 or '{NEVER}', got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = _grace(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
+    return value
+
+
+def add_policy_flags(parser: argparse.ArgumentParser) -> None:
+    defaults = PlanLimits()
+    shown = NEVER if defaults.preemption_grace_seconds is None else f"{defaults.preemption_grace_seconds:g}"
+    parser.add_argument(
+        "--preemption-grace", type=_grace, default=defaults.preemption_grace_seconds, metavar="SECONDS|never",
+        help=f"a pending gang may preempt (same queue) or reclaim (other queues) once it has waited this long; "
+             f"'{NEVER}' disables eviction (default: {shown})")
+    parser.add_argument(
+        "--topology-wait", type=_seconds, default=defaults.topology_wait_seconds, metavar="SECONDS",
+        help=f"a multi-pod gang holds out this long for a domain of the lowest tier that could hold it before "
+             f"wider domains are offered; 0 widens at once (default: {defaults.topology_wait_seconds:g})")
+
+
+def policy_limits(args: argparse.Namespace, base: PlanLimits | None = None) -> PlanLimits:
+    """``base`` (default ``PlanLimits()``) with the policy flags of ``args`` applied."""
+    limits = base or PlanLimits()
+    return replace(limits,
+                   preemption_grace_seconds=getattr(args, "preemption_grace", limits.preemption_grace_seconds),
+                   topology_wait_seconds=getattr(args, "topology_wait", limits.topology_wait_seconds))

@@ -1,0 +1,112 @@
+"""The shipped policy knobs: the preemption grace and the topology wait.
+
+``placement_builders.FAST`` turns both off to test the rules alone; here each knob is
+checked on both sides of its threshold, through the greedy planner and ``plan()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from placement_builders import FAST, Queue, flat, hard, job, running, snap, soft, tiered, why
+
+from federation.domain import Plan, PlanLimits
+from federation.domain.plans import FederationSnapshot, PendingJob
+from federation.placement import plan, validate
+from federation.placement.greedy import greedy_plan
+
+PLANNERS = ("greedy", "cpsat")
+
+
+def run(planner: str, s: FederationSnapshot, limits: PlanLimits) -> Plan:
+    result = greedy_plan(s, limits) if planner == "greedy" else plan(s, limits)
+    assert validate(s, result) == []
+    return result
+
+
+def submitted(s: FederationSnapshot, at: float) -> FederationSnapshot:
+    """The snapshot with every pending job submitted at ``at``."""
+    return replace(s, pending=tuple(PendingJob(p.job, at) for p in s.pending))
+
+
+def preemption_case(now: float) -> FederationSnapshot:
+    c = flat("a", [8, 8])
+    low = job("low", 2, queue="q", priority=0)
+    s = snap([c], [job("high", 2, queue="q", priority=5)], runs=[running(low, c, ["a-n0", "a-n1"])], now=now)
+    return submitted(s, 1000.0)
+
+
+def reclaim_case(now: float) -> FederationSnapshot:
+    c = flat("a", [8, 8])
+    runs = [running(job("b1", queue="b"), c, ["a-n0"]), running(job("b2", queue="b"), c, ["a-n1"])]
+    s = snap([c], [job("a1", queue="a")], [Queue("a"), Queue("b")], runs=runs, now=now)
+    return submitted(s, 1000.0)
+
+
+def test_shipped_defaults_are_the_documented_ones() -> None:
+    limits = PlanLimits()
+    assert limits.preemption_grace_seconds is None
+    assert limits.topology_wait_seconds == 86_400.0
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+@pytest.mark.parametrize("case", [preemption_case, reclaim_case], ids=["preempt", "reclaim"])
+def test_without_a_grace_nothing_is_ever_evicted(planner: str, case: object) -> None:
+    s = case(1_000_000.0)  # type: ignore[operator]
+    result = run(planner, s, replace(FAST, preemption_grace_seconds=None))
+    assert result.preemptions == ()
+    assert result.placements == ()
+    assert why(result, "high" if case is preemption_case else "a1") in {"capacity", "priority"}
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+@pytest.mark.parametrize("case", [preemption_case, reclaim_case], ids=["preempt", "reclaim"])
+def test_a_gang_evicts_only_after_waiting_out_the_grace(planner: str, case: object) -> None:
+    limits = replace(FAST, preemption_grace_seconds=600.0)
+    early = run(planner, case(1000.0 + 599.0), limits)  # type: ignore[operator]
+    assert early.preemptions == ()
+    late = run(planner, case(1000.0 + 600.0), limits)  # type: ignore[operator]
+    assert len(late.preemptions) >= 1
+    assert late.placements and late.placements[0].job in {"high", "a1"}
+
+
+def busy_leaf(now: float, topology: object = None) -> FederationSnapshot:
+    # Leaves {n0,n1} and {n2,n3} each have one busy node; the spine {n0..n3} has two free.
+    s = snap([tiered("a", [8, 0, 8, 0])], [job("g", 2, topology=topology)], now=now)  # type: ignore[arg-type]
+    return submitted(s, 0.0)
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+@pytest.mark.parametrize("topology", [None, soft(1), hard(2)], ids=["none", "soft", "hard-tier2"])
+def test_a_gang_holds_out_for_its_lowest_tier_then_widens(planner: str, topology: object) -> None:
+    limits = replace(FAST, topology_wait_seconds=3600.0)
+    held = run(planner, busy_leaf(3599.0, topology), limits)
+    assert held.placements == ()
+    (why_held,) = held.unplaced
+    assert why_held.constraint == "topology"
+    assert "tier-1" in why_held.reason and "tier 2" in why_held.reason
+    widened = run(planner, busy_leaf(3600.0, topology), limits)
+    (placed,) = widened.placements
+    assert placed.tier == 2
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_the_wait_never_holds_a_gang_whose_lowest_tier_has_room(planner: str) -> None:
+    s = submitted(snap([tiered("a", [8, 8, 8, 0])], [job("g", 2, topology=soft(1))], now=1.0), 0.0)
+    (placed,) = run(planner, s, PlanLimits(time_limit_seconds=0.3, workers=1)).placements
+    assert placed.tier == 1
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_the_wait_targets_the_lowest_tier_an_empty_federation_offers(planner: str) -> None:
+    # Four pods never fit a two-node leaf: tier 2 is already the best, so nothing is held.
+    s = submitted(snap([tiered("a", [8, 8, 8, 8])], [job("g", 4, topology=soft(1))], now=1.0), 0.0)
+    (placed,) = run(planner, s, PlanLimits(time_limit_seconds=0.3, workers=1)).placements
+    assert placed.tier == 2
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_single_pods_never_wait_for_topology(planner: str) -> None:
+    s = submitted(snap([tiered("a", [8, 0, 8, 0])], [job("one", 1, topology=soft(1))], now=1.0), 0.0)
+    assert run(planner, s, PlanLimits(time_limit_seconds=0.3, workers=1)).placement("one") is not None
