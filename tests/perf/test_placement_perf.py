@@ -26,6 +26,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -116,10 +117,14 @@ def test_full_replan_10000_jobs() -> None:
     })
 
 
-def _gap(snap: FederationSnapshot, seconds: float) -> tuple[str, float, float, float]:
-    ref = reference_plan(snap, seconds=30.0)
-    shipped, wall, _ = _timed(lambda: plan(snap, PlanLimits(time_limit_seconds=seconds, workers=2)))
-    g = greedy_plan(snap)
+# The shipped policy, and eviction at once (where the model has the most to decide).
+POLICIES = {"shipped": PlanLimits(), "evict-at-once": PlanLimits(preemption_grace_seconds=0.0)}
+
+
+def _gap(snap: FederationSnapshot, seconds: float, policy: PlanLimits) -> tuple[str, float, float, float]:
+    ref = reference_plan(snap, seconds=30.0, policy=policy)
+    shipped, wall, _ = _timed(lambda: plan(snap, replace(policy, time_limit_seconds=seconds, workers=2)))
+    g = greedy_plan(snap, policy)
     assert validate(snap, shipped) == [] and validate(snap, ref) == []
     sc = Scoring(snap)
     best = sc.fold(sc.vector(ref))
@@ -133,15 +138,16 @@ def _gap(snap: FederationSnapshot, seconds: float) -> tuple[str, float, float, f
     {"clusters": 2, "nodes": 6, "pending": 8, "running": 2},
     {"clusters": 3, "nodes": 8, "pending": 14, "running": 3},
 ], ids=["2x6-nodes-8-jobs", "3x8-nodes-14-jobs"])
-def test_optimality_gap_small_rounds(shape: dict[str, int]) -> None:
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_optimality_gap_small_rounds(shape: dict[str, int], policy: str) -> None:
     gaps, greedy_gaps, walls = [], [], []
     for seed in range(GAP_SEEDS):
-        status, gap, greedy_gap, wall = _gap(small(seed, **shape), 1.0)
+        status, gap, greedy_gap, wall = _gap(small(seed, **shape), 1.0, POLICIES[policy])
         if status == "OPTIMAL":
             gaps.append(gap)
             greedy_gaps.append(greedy_gap)
             walls.append(wall)
-    key = "gap_" + "x".join(str(shape[k]) for k in ("clusters", "nodes", "pending"))
+    key = f"gap_{policy}_" + "x".join(str(shape[k]) for k in ("clusters", "nodes", "pending"))
     _save(key, {
         "proven_optimal": len(gaps), "seeds": GAP_SEEDS,
         "mean_gap": statistics.fmean(gaps), "max_gap": max(gaps),

@@ -18,10 +18,16 @@ from federation.placement.greedy import finish, run_bands
 from federation.placement.rounds import Round
 
 
-def reference_plan(snapshot: FederationSnapshot, seconds: float = 30.0, workers: int = 2) -> Plan:
-    """The proven-optimal plan (status OPTIMAL) or the best found within ``seconds``."""
+def reference_plan(snapshot: FederationSnapshot, seconds: float = 30.0, workers: int = 2,
+                   policy: PlanLimits | None = None) -> Plan:
+    """The proven-optimal plan (status OPTIMAL) or the best found within ``seconds``.
+
+    ``policy`` supplies the preemption grace and topology wait (default: the shipped ones),
+    so the yardstick solves the same problem as the ``plan()`` it is compared with.
+    """
     started = time.monotonic()
-    rnd = Round(snapshot)
+    policy = policy or PlanLimits()
+    rnd = Round(snapshot, grace=policy.preemption_grace_seconds, topology_wait=policy.topology_wait_seconds)
     fresh = rnd.checkpoint()
     greedy = finish(rnd, run_bands(rnd, snapshot.pending), "GREEDY", started)
     rnd.restore(fresh)
