@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from federation.domain.errors import InvalidInput, require
 from federation.domain.nodes import Toleration
@@ -143,9 +144,9 @@ class Job:
         """Pods that must be placed together (Volcano minAvailable, default all replicas)."""
         return self.min_available if self.min_available is not None else self.total_replicas
 
-    @property
+    @cached_property
     def requests(self) -> Resources:
-        """Total requests of all replicas."""
+        """Total requests of all replicas (computed once: a Job is immutable)."""
         acc = Resources()
         for task in self.tasks:
             acc = acc + task.resources.scaled(task.replicas)

@@ -101,6 +101,7 @@ class Ledger:
         self.queues = {n: queue_of(snapshot, n) for n in sorted(names)}
         self._req: dict[str, Resources] = {}
         self._size: dict[str, float] = {}
+        self._share: dict[str, tuple[Resources, float]] = {}
         usage = _sums(self.queues, ((r.job.queue, self.req(r.job)) for r in snapshot.running))
         pending = _sums(self.queues, ((p.job.queue, self.req(p.job)) for p in snapshot.pending))
         demand = {q: usage[q] + pending[q] for q in self.queues}
@@ -117,7 +118,15 @@ class Ledger:
         return found
 
     def share(self, queue: str) -> float:
-        return dominant_share(self.usage[queue], self.capacity)
+        # Memoised on the usage object itself: Resources are immutable, and add/restore
+        # replace the object, so an identity check is a complete invalidation rule.
+        usage = self.usage[queue]
+        found = self._share.get(queue)
+        if found is not None and found[0] is usage:
+            return found[1]
+        value = dominant_share(usage, self.capacity)
+        self._share[queue] = (usage, value)
+        return value
 
     def start_share(self, queue: str) -> float:
         return dominant_share(self.start_usage[queue], self.capacity)

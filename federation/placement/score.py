@@ -73,6 +73,7 @@ class Scoring:
         self._rank = {key: i for i, key in enumerate(self.bands.order)}
         self.jobs = {p.job.name: p.job for p in snapshot.pending}
         self.running = {r.job.name: r for r in snapshot.running}
+        self._base: int | None = None
 
     def units(self, job: Job) -> int:
         found = self._units.get(job.name)
@@ -144,10 +145,13 @@ class Scoring:
         return VALUE * self.units(running.job) + self.run_cost(running)
 
     def band_weight_base(self) -> int:
-        """An integer larger than any band value can reach in absolute terms."""
+        """An integer larger than any band value can reach in absolute terms (per round)."""
+        if self._base is not None:
+            return self._base
         pend = sum(self.units(p.job) for p in self.snapshot.pending) * (VALUE + FAIR_BONUS)
         run = sum(self.victim_cost(r) for r in self.snapshot.running)
-        return pend + run + 1
+        self._base = pend + run + 1
+        return self._base
 
     def vector(self, plan: Plan) -> tuple[int, ...]:
         """Per-band values, highest band first."""

@@ -57,6 +57,8 @@ def kind(rnd: Round, classes: list[JobClass], victim: RunningJob) -> str | None:
 
 def candidates(rnd: Round, classes: list[JobClass]) -> list[RunningJob]:
     """Running gangs that some class of the window may evict, in clusters it may use."""
+    if not any(jc.may_evict for jc in classes):
+        return []  # no class has waited out the preemption grace (the default: never)
     clusters = {name for jc in classes for g in rnd.groups(jc.jobs[0]) for name in g}
     out = []
     for name in sorted(clusters):
