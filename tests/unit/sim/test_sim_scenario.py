@@ -200,6 +200,6 @@ def test_the_shared_scenarios_load(name: str) -> None:
 
 def test_every_builtin_scenario_loads() -> None:
     names = builtin_scenarios()
-    assert {"demo", "fragmented", "fair-saturated", "burst-scale"} <= set(names)
+    assert {"demo", "fragmented", "fair-saturated", "burst-scale", "fleet-scale"} <= set(names)
     for name in names:
         assert load_scenario(name).name == name
