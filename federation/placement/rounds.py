@@ -28,7 +28,11 @@ MAX_PACK_FAILS = 48  # per tier: give up on a tier after this many domains that 
 
 
 class Round:
-    """State, ledger and decisions of one round."""
+    """State, ledger and decisions of one round.
+
+    ``grace`` and ``topology_wait`` are the policy of ``PlanLimits`` (the planners pass
+    it); the defaults here are the rules alone — evict at once, never hold a gang back.
+    """
 
     def __init__(self, snapshot: FederationSnapshot, deadline: float | None = None, grace: float | None = 0.0,
                  topology_wait: float = 0.0) -> None:
