@@ -285,3 +285,81 @@ async def test_agent_leader_handover_keeps_the_job_running_without_duplicates(fe
 
 async def _async(value: bool) -> bool:
     return value
+
+
+def two_task_job(name: str, *, job_policies: str = "", worker_policies: str = "") -> str:
+    """A master (1 pod, 1 GPU) and workers (2 pods, 2 GPUs each): Volcano task-level and
+    job-level lifecycle policies as a user writes them."""
+    def task(task_name: str, replicas: int, gpus: int, policies: str) -> str:
+        block = f"      policies:\n{policies}" if policies else ""
+        return f"""\
+    - name: {task_name}
+      replicas: {replicas}
+{block}      template:
+        spec:
+          tolerations:
+            - key: kwok.x-k8s.io/node
+              operator: Exists
+              effect: NoSchedule
+          containers:
+            - name: trainer
+              image: ghcr.io/example/train:1.0
+              resources:
+                requests:
+                  cpu: "1"
+                  nvidia.com/gpu: {gpus}
+                limits:
+                  nvidia.com/gpu: {gpus}
+"""
+    spec_policies = f"  policies:\n{job_policies}" if job_policies else ""
+    return f"""\
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata:
+  name: {name}
+spec:
+  queue: e2e
+  minAvailable: 3
+  maxRetry: 3
+{spec_policies}  tasks:
+{task("master", 1, 1, "")}{task("worker", 2, 2, worker_policies)}"""
+
+
+@pytest.mark.parametrize("action", ["RestartTask", "RestartJob"])
+async def test_fedctl_job_restarts_its_task_or_its_whole_gang_on_a_pod_failure(federation, action: str) -> None:
+    fed = federation
+    name = unique(f"e2e-{action.lower()}")
+    policy = f"        - event: PodFailed\n          action: {action}\n"
+    text = (two_task_job(name, worker_policies=policy) if action == "RestartTask"
+            else two_task_job(name, job_policies=policy.replace("        ", "    ", 2)))
+    path = fed.tmp / f"{name}.yaml"
+    path.write_text(text)
+    await fed.fedctl("submit", "-f", str(path))
+    cluster = (await fed.state(name, "JOB_STATE_RUNNING"))["cluster"]
+    before = await eventually("gang Running", lambda: _running(fed, cluster, name, 3), 60)
+    master, workers = f"{name}-master-0", [f"{name}-worker-{i}" for i in range(2)]
+    _fail_pod(fed, cluster, workers[0])
+    restarted = workers if action == "RestartTask" else [master, *workers]
+
+    async def replaced() -> dict[str, str]:
+        now = await _running(fed, cluster, name, 3)
+        return now if now and all(now[p] != before[p] for p in restarted) else {}
+
+    after = await eventually(f"{action} replaced {restarted}", replaced, 60)
+    if action == "RestartTask":
+        assert after[master] == before[master]  # the master task was not touched
+    job = await fed.state(name, "JOB_STATE_RUNNING")
+    assert job["cluster"] == cluster  # repaired in place, never re-planned
+    assert fed.client is not None
+
+    async def recorded() -> list[str]:
+        seen: list[str] = []
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(2.0):
+                async for ev in fed.client.watch_jobs(0):  # type: ignore[union-attr]
+                    if ev.job.id == name:
+                        seen.append(ev.message)
+        return seen if any(m.startswith(action) for m in seen) else []
+
+    messages = await eventually(f"a {action} job event", recorded, 30)
+    assert not any(m.startswith("RestartPod") for m in messages), messages
