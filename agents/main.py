@@ -31,6 +31,7 @@ from pathlib import Path
 import grpc
 
 from agents.backend import ClusterBackend
+from agents.failpoints import with_failpoints
 from agents.runtime import AgentRuntime, Fenced, RuntimeConfig
 
 EXIT_FENCED = 3
@@ -135,7 +136,7 @@ async def run(args: argparse.Namespace) -> int:
 
     async def runtime(backend: ClusterBackend, epoch: int, agent_id: str) -> None:
         nonlocal fenced
-        code = await run_runtime(backend, replace(cfg, agent_id=agent_id), stop, epoch=epoch)
+        code = await run_runtime(with_failpoints(backend), replace(cfg, agent_id=agent_id), stop, epoch=epoch)
         if code == EXIT_FENCED:  # the term ends; the Lease is released and we campaign again
             fenced += 1
 

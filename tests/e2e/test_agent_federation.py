@@ -23,6 +23,7 @@ import pytest_asyncio
 from fixtures_federation import Tree, backend_for, eventually, unique
 
 from agents.core.records import LABEL_JOB
+from agents.failpoints import CRASH_AFTER_BINDS, KILLED
 from agents.k8s.backend import KubernetesBackend
 from federation.client import FederationClient
 
@@ -62,13 +63,13 @@ class Federation:
         await self.fedctl("queue", "create", "e2e", "--weight", "1")
         return self
 
-    def start_agent(self, cluster: str, identity: str) -> subprocess.Popen[bytes]:
+    def start_agent(self, cluster: str, identity: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "agents.main", "--cluster", cluster, "--server", self.address,
              "--kubeconfig", str(self.control_plane.kubeconfig(cluster)), "--lease-namespace", "default",
              "--lease-name", self.leases[cluster], "--lease-duration", str(LEASE_DURATION),
              "--identity", identity, "--heartbeat-seconds", "1", "--snapshot-period-seconds", "5"],
-            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True,
+            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, start_new_session=True,
             stdout=(self.tmp / f"agent-{identity}.log").open("ab"), stderr=subprocess.STDOUT,
         )
         self.agents[identity] = proc
@@ -363,3 +364,37 @@ async def test_fedctl_job_restarts_its_task_or_its_whole_gang_on_a_pod_failure(f
 
     messages = await eventually(f"a {action} job event", recorded, 30)
     assert not any(m.startswith("RestartPod") for m in messages), messages
+
+
+async def test_agent_process_dying_mid_binding_leaves_no_duplicate_and_no_half_gang(federation) -> None:
+    """The real binary dies (os._exit 137, as SIGKILL would leave it) right after binding 2
+    of a 4-pod gang; a fresh replica takes the Lease over and completes the same gang."""
+    fed = federation
+    for cluster in CLUSTERS:  # swap the healthy agents for ones armed to die after 2 binds
+        await fed.kill(f"{cluster}-a", signal.SIGTERM)  # graceful: the Lease is released
+        fed.start_agent(cluster, f"{cluster}-crash", env={CRASH_AFTER_BINDS: "2"})
+    name = unique("e2e-crash")
+    await fed.submit(name, replicas=4, gpus=2)
+
+    async def crashed() -> str:
+        for cluster in CLUSTERS:
+            if fed.agents[f"{cluster}-crash"].poll() is not None:
+                return cluster
+        return ""
+
+    cluster = await eventually("an armed agent died mid-binding", crashed, 90, interval=0.1)
+    assert fed.agents[f"{cluster}-crash"].returncode == KILLED
+    raw = fed.control_plane.request(cluster, "GET",
+                                    f"/api/v1/namespaces/default/pods?labelSelector={LABEL_JOB}%3D{name}")
+    bound = [p for p in raw["items"] if p["spec"].get("nodeName")]
+    assert len(bound) == 2 and len(raw["items"]) <= 4, [p["metadata"]["name"] for p in raw["items"]]
+
+    fed.start_agent(cluster, f"{cluster}-b")  # no memory of the dead one: reads the cluster
+    after = await eventually("the gang Running under the new leader", lambda: _running(fed, cluster, name, 4), 90)
+    assert sorted(after) == [f"{name}-worker-{i}" for i in range(4)]
+    raw = fed.control_plane.request(cluster, "GET",
+                                    f"/api/v1/namespaces/default/pods?labelSelector={LABEL_JOB}%3D{name}")
+    assert len(raw["items"]) == 4  # nothing duplicated
+    job = await fed.state(name, "JOB_STATE_RUNNING")
+    assert job["cluster"] == cluster
+    assert {p.node for p in await _pods(fed, cluster, name)} <= fed.trees[cluster].members[job["hypernode"]]
