@@ -15,6 +15,7 @@ NEVER = "never"
 
 
 def _grace(text: str) -> float | None:
+    """Seconds >= 0, or None for 'never'."""
     if text.strip().lower() == NEVER:
         return None
     try:
@@ -44,6 +45,11 @@ def add_policy_flags(parser: argparse.ArgumentParser) -> None:
         "--topology-wait", type=_seconds, default=defaults.topology_wait_seconds, metavar="SECONDS",
         help=f"a multi-pod gang holds out this long for a domain of the lowest tier that could hold it before "
              f"wider domains are offered; 0 widens at once (default: {defaults.topology_wait_seconds:g})")
+    kept = NEVER if defaults.reserve_after_seconds is None else f"{defaults.reserve_after_seconds:g}"
+    parser.add_argument(
+        "--reserve-after", type=_grace, default=defaults.reserve_after_seconds, metavar="SECONDS|never",
+        help=f"a job of a queue below its fair share that has waited this long and cannot be placed gets one "
+             f"domain kept for it (smaller jobs of its band and below may not start there) (default: {kept})")
 
 
 def policy_limits(args: argparse.Namespace, base: PlanLimits | None = None) -> PlanLimits:
@@ -51,4 +57,5 @@ def policy_limits(args: argparse.Namespace, base: PlanLimits | None = None) -> P
     limits = base or PlanLimits()
     return replace(limits,
                    preemption_grace_seconds=getattr(args, "preemption_grace", limits.preemption_grace_seconds),
-                   topology_wait_seconds=getattr(args, "topology_wait", limits.topology_wait_seconds))
+                   topology_wait_seconds=getattr(args, "topology_wait", limits.topology_wait_seconds),
+                   reserve_after_seconds=getattr(args, "reserve_after", limits.reserve_after_seconds))

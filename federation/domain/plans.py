@@ -107,6 +107,9 @@ class PlanLimits:
     # A gang of several pods holds out this long (since submission) for a domain of the
     # lowest tier that could hold it before wider domains are offered (same note).
     topology_wait_seconds: float = 86_400.0
+    # A job pending this long that cannot be placed gets one domain kept for it: other jobs
+    # of its band and below may not start there (placement/reserve.py); None disables.
+    reserve_after_seconds: float | None = None
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from collections import deque
 from federation.domain.plans import FederationSnapshot, PendingJob, Plan, PlanLimits, Unplaced
 from federation.placement.preempt import preempt_for
 from federation.placement.reasons import Diagnoses
+from federation.placement.reserve import reserve_for_starved
 from federation.placement.rounds import Round
 
 
@@ -98,5 +99,6 @@ def greedy_plan(snapshot: FederationSnapshot, limits: PlanLimits = DEFAULT_LIMIT
     started = time.monotonic()
     rnd = Round(snapshot, deadline=started + max(5.0, limits.time_limit_seconds * 10),
                 grace=limits.preemption_grace_seconds, topology_wait=limits.topology_wait_seconds)
+    reserve_for_starved(rnd, limits.reserve_after_seconds)
     left = run_bands(rnd, snapshot.pending)
     return finish(rnd, left, "GREEDY", started, timed_out=rnd.expired())

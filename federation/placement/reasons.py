@@ -102,6 +102,22 @@ def _freest(rnd: Round, names: list[str]) -> str | None:
     return best[1] if best else None
 
 
+def _kept_for_another(rnd: Round, job: Job, ever: list[str]) -> Unplaced | None:
+    """Room exists, but only on the nodes a reservation keeps for a starved job."""
+    if rnd.reserved is None or job.name not in rnd.barred or rnd.reserved[0] == job.name:
+        return None
+    held = rnd.barred.pop(job.name)
+    try:
+        home = next((h for g in rnd.groups(job) if (h := rnd.find_home(job, tuple(n for n in g if n in ever)))), None)
+    finally:
+        rnd.barred[job.name] = held
+    if home is None:
+        return None
+    starved, cluster, domain = rnd.reserved
+    return Unplaced(job.name, f"the room that fits it, in {cluster}, is kept for {starved} (pending longest in a "
+                    f"queue below its fair share) until {domain} can hold it", "fairness", cluster)
+
+
 def diagnose(rnd: Round, job: Job) -> Unplaced:
     """The blocking constraint of a job left pending at the end of the round."""
     names = list(dict.fromkeys(n for group in rnd.groups(job) for n in group))
@@ -126,6 +142,9 @@ def diagnose(rnd: Round, job: Job) -> Unplaced:
     if not rnd.ledger.guarantee_ok(job):
         return Unplaced(job.name, "the free capacity is held for other queues' unused guarantees", "fairness",
                         ever[0])
+    kept = _kept_for_another(rnd, job, ever)
+    if kept is not None:
+        return kept
     wait = rnd.waiting_tier(job)
     if wait is not None:
         for group in rnd.groups(job):
@@ -174,8 +193,10 @@ class Diagnoses:
         self._cache: dict[object, Unplaced] = {}
 
     def __call__(self, job: Job) -> Unplaced:
+        rnd = self.rnd
         key = (shape_key(job), job.queue, job.priority, job.network_topology, job.propagation, job.min_available,
-               self.rnd.waiting_tier(job))
+               rnd.waiting_tier(job), rnd.barred.get(job.name),
+               rnd.reserved is not None and rnd.reserved[0] == job.name)
         found = self._cache.get(key)
         if found is None:
             found = diagnose(self.rnd, job)

@@ -63,12 +63,13 @@ class Round:
             self.running_by_cluster.setdefault(r.placement.cluster, []).append(r)
         self._groups: dict[PropagationPolicy | None, tuple[tuple[str, ...], ...]] = {}
         self._tainted = {c.name for c in snapshot.clusters if any(n.taints for n in c.nodes if n.usable)}
-        self._allowed_nodes: dict[tuple[str, object], dict[str, Node]] = {}
+        self._allowed_nodes: dict[tuple[str, object, frozenset[tuple[str, str]] | None], dict[str, Node]] = {}
         self._pods: dict[str, tuple[list[Vector], Vector]] = {}
         self._failed: set[object] = set()
         self._sets: dict[tuple[str, ...], frozenset[str]] = {}
         self._limits: dict[tuple[object, tuple[str, ...], int | None], tuple[dict[str, int | None], int | None]] = {}
         self.barred: dict[str, frozenset[tuple[str, str]]] = {}
+        self.reserved: tuple[str, str, str] | None = None  # (job, cluster, domain) kept by ``reserve``
 
     def bar_returning_victims(self, previous: Plan | None) -> None:
         """Keep last round's victims off the room last round planned for still-pending jobs.
@@ -130,14 +131,14 @@ class Round:
     def allowed_nodes(self, cluster: ClusterSnapshot, job: Job) -> dict[str, Node] | None:
         """The nodes the job may use in ``cluster``; None when that is every usable node."""
         held = self.barred.get(job.name)
-        if held is not None:
-            return {n.name: n for n in usable_nodes(cluster, job) if (cluster.name, n.name) not in held}
-        if cluster.name not in self._tainted:
+        if held is None and cluster.name not in self._tainted:
             return None
-        key = (cluster.name, job.tolerations)
-        if key not in self._allowed_nodes:
-            self._allowed_nodes[key] = {n.name: n for n in usable_nodes(cluster, job)}
-        return self._allowed_nodes[key]
+        key = (cluster.name, job.tolerations, held)
+        found = self._allowed_nodes.get(key)
+        if found is None:
+            found = self._allowed_nodes[key] = {
+                n.name: n for n in usable_nodes(cluster, job) if held is None or (cluster.name, n.name) not in held}
+        return found
 
     def demand(self, job: Job) -> tuple[list[Vector], Vector]:
         if job.name not in self._pods:

@@ -78,12 +78,14 @@ class DemoOptions:
     plan_time_limit: float = 0.5
     preemption_grace: float | None = PlanLimits().preemption_grace_seconds
     topology_wait: float = PlanLimits().topology_wait_seconds
+    reserve_after: float | None = PlanLimits().reserve_after_seconds
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> DemoOptions:
         known = {k: getattr(args, k) for k in cls.__dataclass_fields__ if getattr(args, k, None) is not None}
-        if hasattr(args, "preemption_grace"):
-            known["preemption_grace"] = args.preemption_grace  # None means never, not "unset"
+        for never_able in ("preemption_grace", "reserve_after"):  # None means never here, not "unset"
+            if hasattr(args, never_able):
+                known[never_able] = getattr(args, never_able)
         return cls(**known)
 
 
@@ -147,7 +149,8 @@ class Demo:
                 agent_grace_seconds=self.options.agent_grace_seconds, round_debounce_seconds=0.1,
                 plan_limits=PlanLimits(time_limit_seconds=self.options.plan_time_limit,
                                        preemption_grace_seconds=self.options.preemption_grace,
-                                       topology_wait_seconds=self.options.topology_wait))
+                                       topology_wait_seconds=self.options.topology_wait,
+                                       reserve_after_seconds=self.options.reserve_after))
             try:
                 return await self._run(store, server)
             finally:

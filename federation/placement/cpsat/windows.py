@@ -29,6 +29,7 @@ from federation.placement.cpsat.classes import attach_candidates, group_jobs, hi
 from federation.placement.cpsat.solve import Outcome
 from federation.placement.cpsat.variables import Window
 from federation.placement.greedy import finish, run_bands
+from federation.placement.reserve import reserve_for_starved
 from federation.placement.rounds import Round
 from federation.placement.score import FAIR_BONUS, VALUE
 
@@ -171,6 +172,7 @@ def plan_cpsat(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan 
     deadline = started + budget - reserve
     rnd = Round(snapshot, grace=limits.preemption_grace_seconds, topology_wait=limits.topology_wait_seconds)
     rnd.bar_returning_victims(previous)
+    reserve_for_starved(rnd, limits.reserve_after_seconds)
     weights = joint_weights(rnd) if len(snapshot.pending) <= JOINT_MAX_JOBS else None
     if weights is not None:
         fresh = rnd.checkpoint()

@@ -1,4 +1,4 @@
-"""The shipped policy knobs: the preemption grace and the topology wait.
+"""The shipped policy knobs: the preemption grace, the topology wait and reservations.
 
 ``placement_builders.FAST`` turns both off to test the rules alone; here each knob is
 checked on both sides of its threshold, through the greedy planner and ``plan()``.
@@ -48,6 +48,7 @@ def test_shipped_defaults_are_the_documented_ones() -> None:
     limits = PlanLimits()
     assert limits.preemption_grace_seconds is None
     assert limits.topology_wait_seconds == 86_400.0
+    assert limits.reserve_after_seconds is None
 
 
 @pytest.mark.parametrize("planner", PLANNERS)
@@ -110,3 +111,46 @@ def test_the_wait_targets_the_lowest_tier_an_empty_federation_offers(planner: st
 def test_single_pods_never_wait_for_topology(planner: str) -> None:
     s = submitted(snap([tiered("a", [8, 0, 8, 0])], [job("one", 1, topology=soft(1))], now=1.0), 0.0)
     assert run(planner, s, PlanLimits(time_limit_seconds=0.3, workers=1)).placement("one") is not None
+
+
+def starving(now: float, small_priority: int = 0, gang_queue: str = "q") -> FederationSnapshot:
+    # Leaves {n0,n1} (4 GPUs free each) and {n2,n3} (full): the 2 x 8-GPU gang fits nowhere.
+    c = tiered("a", [4, 4, 0, 0])
+    runs, extra = [], []
+    if gang_queue != "q":  # the gang's queue already holds its fair share (half) on n2, n3 ...
+        runs = [running(job("hold", 2, queue=gang_queue), flat("a", [8, 8, 8, 8]), ["a-n2", "a-n3"])]
+        c = tiered("a", [4, 4, 8, 8])
+        extra = [job("big", 4, queue="q")]  # ... because q, just submitted, wants the other half
+    s = snap([c], [job("g", 2, queue=gang_queue), job("s", 1, gpus=4, queue="q", priority=small_priority), *extra],
+             runs=runs, now=now)
+    times = (0.0, 1.0, now)
+    return replace(s, pending=tuple(PendingJob(p.job, t) for p, t in zip(s.pending, times, strict=False)))
+
+
+RESERVE = replace(FAST, reserve_after_seconds=1800.0)
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_a_starved_gang_keeps_its_domain_from_smaller_jobs(planner: str) -> None:
+    result = run(planner, starving(1800.0), RESERVE)
+    assert result.placements == ()  # s may not take a GPU of the leaf kept for g
+    (held,) = [u for u in result.unplaced if u.job == "s"]
+    assert held.constraint == "fairness" and "kept for g" in held.reason, held
+    unreserved = run(planner, starving(1800.0), replace(RESERVE, reserve_after_seconds=None))
+    assert [p.job for p in unreserved.placements] == ["s"]
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_no_reservation_before_the_wait(planner: str) -> None:
+    assert [p.job for p in run(planner, starving(1799.0), RESERVE).placements] == ["s"]
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_a_higher_band_is_never_held_back_by_a_reservation(planner: str) -> None:
+    assert [p.job for p in run(planner, starving(1800.0, small_priority=5), RESERVE).placements] == ["s"]
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+def test_a_queue_at_its_fair_share_reserves_nothing(planner: str) -> None:
+    result = run(planner, starving(1800.0, gang_queue="b"), RESERVE)
+    assert [p.job for p in result.placements] == ["s"]
