@@ -15,11 +15,12 @@ round and drains as its jobs finish:
 
 1. candidates: pending jobs that have waited at least ``reserve_after`` and whose queue is
    below its fair share (a queue at its share is not starved, however long one of its
-   jobs waits), highest priority band first, then oldest; the first few are tried, and the first that cannot be placed
-   now but fits some allowed domain when empty is chosen;
+   jobs waits), highest priority band first, then oldest; the first few are tried, and
+   the first that cannot be placed now but fits some allowed domain when empty is chosen;
 2. its domain: among the domains of its first affinity group within its tier cap (the
-   topology wait included) that could hold it empty, the one with the most free GPUs
-   now — the closest to fitting — then the lowest tier, then the name;
+   topology wait included) that could hold it empty, the lowest tier (the smallest set
+   of nodes to keep), then the fewest GPUs still missing — the closest to fitting — then
+   the name;
 3. every other pending job of the same or a lower band is barred from that domain's
    nodes this round; jobs of higher bands are not (priority still comes first).
 """
@@ -51,6 +52,7 @@ def _target(rnd: Round, job: Job) -> DomainState | None:
     if not groups:
         return None
     gi = rnd.state.gpu_index
+    _, need = rnd.demand(job)
     best: tuple[tuple[int, int, str, str], DomainState] | None = None
     for name in groups[0]:
         cap = rnd.tier_cap(job, rnd.state.clusters[name])
@@ -60,7 +62,7 @@ def _target(rnd: Round, job: Job) -> DomainState | None:
                 continue
             if not _holds_when_empty(rnd, dom, job):
                 continue
-            key = (-dom.free[gi], dom.tier, name, dom.domain.name)
+            key = (dom.tier, max(0, need[gi] - dom.free[gi]), name, dom.domain.name)
             if best is None or key < best[0]:
                 best = (key, dom)
     return best[1] if best else None

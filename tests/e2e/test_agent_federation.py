@@ -235,6 +235,19 @@ async def test_fedctl_job_is_bound_in_its_hypernode_restarts_one_pod_and_fails_a
     assert "maxRetry 1 exhausted" in reason and victim in reason, failed
 
 
+async def _gone(fed: Federation, name: str) -> None:
+    """Cancel ``name`` and wait until no cluster has a pod of it (tests share the GPU nodes)."""
+    with contextlib.suppress(AssertionError):
+        await fed.fedctl("cancel", name)
+
+    async def empty() -> bool:
+        return all(not fed.control_plane.request(
+            c, "GET", f"/api/v1/namespaces/default/pods?labelSelector={LABEL_JOB}%3D{name}")["items"]
+            for c in CLUSTERS)
+
+    await eventually(f"no pod of {name} left", empty, 60)
+
+
 async def test_fedctl_cancel_leaves_no_pods_services_or_config_maps(federation) -> None:
     fed = federation
     name = unique("e2e-cancel")
@@ -282,6 +295,7 @@ async def test_agent_leader_handover_keeps_the_job_running_without_duplicates(fe
     after = await eventually("pods still Running", lambda: _running(fed, cluster, name, 2), 30)
     assert after == before
     assert (await fed.state(name, "JOB_STATE_RUNNING"))["cluster"] == cluster
+    await _gone(fed, name)
 
 
 async def _async(value: bool) -> bool:
@@ -336,6 +350,13 @@ async def test_fedctl_job_restarts_its_task_or_its_whole_gang_on_a_pod_failure(f
     path = fed.tmp / f"{name}.yaml"
     path.write_text(text)
     await fed.fedctl("submit", "-f", str(path))
+    try:
+        await _restarts(fed, name, action)
+    finally:
+        await _gone(fed, name)
+
+
+async def _restarts(fed: Federation, name: str, action: str) -> None:
     cluster = (await fed.state(name, "JOB_STATE_RUNNING"))["cluster"]
     before = await eventually("gang Running", lambda: _running(fed, cluster, name, 3), 60)
     master, workers = f"{name}-master-0", [f"{name}-worker-{i}" for i in range(2)]
@@ -375,7 +396,13 @@ async def test_agent_process_dying_mid_binding_leaves_no_duplicate_and_no_half_g
         fed.start_agent(cluster, f"{cluster}-crash", env={CRASH_AFTER_BINDS: "2"})
     name = unique("e2e-crash")
     await fed.submit(name, replicas=4, gpus=2)
+    try:
+        await _crash_then_complete(fed, name)
+    finally:
+        await _gone(fed, name)
 
+
+async def _crash_then_complete(fed: Federation, name: str) -> None:
     async def crashed() -> str:
         for cluster in CLUSTERS:
             if fed.agents[f"{cluster}-crash"].poll() is not None:
