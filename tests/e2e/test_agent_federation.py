@@ -150,9 +150,16 @@ spec:
     env: []
     svc: []
   tasks:
-    - name: worker
+{task_yaml("worker", replicas, gpus)}"""
+
+
+def task_yaml(name: str, replicas: int, gpus: int, policies: str = "") -> str:
+    """One Volcano task whose pods tolerate kwok's nodes and ask for ``gpus`` GPUs each."""
+    block = f"      policies:\n{policies}" if policies else ""
+    return f"""\
+    - name: {name}
       replicas: {replicas}
-      template:
+{block}      template:
         spec:
           tolerations:
             - key: kwok.x-k8s.io/node
@@ -305,27 +312,6 @@ async def _async(value: bool) -> bool:
 def two_task_job(name: str, *, job_policies: str = "", worker_policies: str = "") -> str:
     """A master (1 pod, 1 GPU) and workers (2 pods, 2 GPUs each): Volcano task-level and
     job-level lifecycle policies as a user writes them."""
-    def task(task_name: str, replicas: int, gpus: int, policies: str) -> str:
-        block = f"      policies:\n{policies}" if policies else ""
-        return f"""\
-    - name: {task_name}
-      replicas: {replicas}
-{block}      template:
-        spec:
-          tolerations:
-            - key: kwok.x-k8s.io/node
-              operator: Exists
-              effect: NoSchedule
-          containers:
-            - name: trainer
-              image: ghcr.io/example/train:1.0
-              resources:
-                requests:
-                  cpu: "1"
-                  nvidia.com/gpu: {gpus}
-                limits:
-                  nvidia.com/gpu: {gpus}
-"""
     spec_policies = f"  policies:\n{job_policies}" if job_policies else ""
     return f"""\
 apiVersion: batch.volcano.sh/v1alpha1
@@ -337,7 +323,7 @@ spec:
   minAvailable: 3
   maxRetry: 3
 {spec_policies}  tasks:
-{task("master", 1, 1, "")}{task("worker", 2, 2, worker_policies)}"""
+{task_yaml("master", 1, 1)}{task_yaml("worker", 2, 2, worker_policies)}"""
 
 
 @pytest.mark.parametrize("action", ["RestartTask", "RestartJob"])
