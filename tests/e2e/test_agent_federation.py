@@ -131,8 +131,8 @@ class Federation:
                                            f"/apis/coordination.k8s.io/v1/namespaces/default/leases/{lease}")
 
 
-def volcano_job(name: str, *, replicas: int = 3, gpus: int = 4, max_retry: int = 3, tier: int = 1,
-                policies: str = "    - event: PodFailed\n      action: RestartPod\n") -> str:
+def job_header(name: str, min_available: int, max_retry: int) -> str:
+    """The first lines of a Volcano Job in queue ``e2e``, up to its spec's other fields."""
     return f"""\
 apiVersion: batch.volcano.sh/v1alpha1
 kind: Job
@@ -140,8 +140,14 @@ metadata:
   name: {name}
 spec:
   queue: e2e
-  minAvailable: {replicas}
+  minAvailable: {min_available}
   maxRetry: {max_retry}
+"""
+
+
+def volcano_job(name: str, *, replicas: int = 3, gpus: int = 4, max_retry: int = 3, tier: int = 1,
+                policies: str = "    - event: PodFailed\n      action: RestartPod\n") -> str:
+    return job_header(name, replicas, max_retry) + f"""\
   networkTopology:
     mode: hard
     highestTierAllowed: {tier}
@@ -313,15 +319,7 @@ def two_task_job(name: str, *, job_policies: str = "", worker_policies: str = ""
     """A master (1 pod, 1 GPU) and workers (2 pods, 2 GPUs each): Volcano task-level and
     job-level lifecycle policies as a user writes them."""
     spec_policies = f"  policies:\n{job_policies}" if job_policies else ""
-    return f"""\
-apiVersion: batch.volcano.sh/v1alpha1
-kind: Job
-metadata:
-  name: {name}
-spec:
-  queue: e2e
-  minAvailable: 3
-  maxRetry: 3
+    return job_header(name, 3, 3) + f"""\
 {spec_policies}  tasks:
 {task_yaml("master", 1, 1)}{task_yaml("worker", 2, 2, worker_policies)}"""
 
