@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from federation.domain.plans import PodAssignment
 from federation.store.clusters import check_epoch
@@ -39,6 +40,23 @@ def work_record(row: WorkRow) -> WorkRecord:
     return WorkRecord(id=row.id, job=row.job, cluster=row.cluster, version=row.version, state=row.state,
                       message=row.message, payload=dict(row.payload), created_at=row.created_at,
                       updated_at=row.updated_at)
+
+
+def _locked_work(session: Session, work_id: int, epoch: int | None) -> WorkRow:
+    """The Work row locked for update, after checking the reporting agent's epoch.
+
+    Lock order everywhere: cluster, then job, then work — so the cluster row (read lock)
+    comes first when an epoch is checked.
+    """
+    cluster_name = session.scalar(select(WorkRow.cluster).where(WorkRow.id == work_id))
+    if cluster_name is None:
+        raise NotFound("work", str(work_id))
+    if epoch is not None:
+        cluster = session.scalars(
+            select(ClusterRow).where(ClusterRow.name == cluster_name).with_for_update(read=True)
+        ).one()
+        check_epoch(cluster, epoch)
+    return session.scalars(select(WorkRow).where(WorkRow.id == work_id).with_for_update()).one()
 
 
 class WorkRepository:
@@ -79,15 +97,7 @@ class WorkRepository:
         """
         now = self._db.now()
         with self._db.write() as session:
-            cluster_name = session.scalar(select(WorkRow.cluster).where(WorkRow.id == work_id))
-            if cluster_name is None:
-                raise NotFound("work", str(work_id))
-            if epoch is not None:  # lock order everywhere: cluster, then job, then work
-                cluster = session.scalars(
-                    select(ClusterRow).where(ClusterRow.name == cluster_name).with_for_update(read=True)
-                ).one()
-                check_epoch(cluster, epoch)
-            row = session.scalars(select(WorkRow).where(WorkRow.id == work_id).with_for_update()).one()
+            row = _locked_work(session, work_id, epoch)
             if state == row.state:
                 if message and message != row.message:
                     row.message, row.updated_at = message, now
@@ -114,15 +124,7 @@ class WorkRepository:
         """
         now = self._db.now()
         with self._db.write() as session:
-            cluster_name = session.scalar(select(WorkRow.cluster).where(WorkRow.id == work_id))
-            if cluster_name is None:
-                raise NotFound("work", str(work_id))
-            if epoch is not None:  # lock order everywhere: cluster, then job, then work
-                cluster = session.scalars(
-                    select(ClusterRow).where(ClusterRow.name == cluster_name).with_for_update(read=True)
-                ).one()
-                check_epoch(cluster, epoch)
-            row = session.scalars(select(WorkRow).where(WorkRow.id == work_id).with_for_update()).one()
+            row = _locked_work(session, work_id, epoch)
             if row.state not in ACTIVE_WORK_STATES:
                 raise Conflict(f"work {work_id} (job {row.job!r}) is {row.state}; its pods are no longer recorded")
             row.payload = {**row.payload, "pods": [[p.task, p.index, p.node] for p in pods]}

@@ -170,19 +170,20 @@ class _Issued:
         return _key_pem(self.key)
 
 
-def _make_ca(common_name: str) -> _Issued:
-    key = _new_key()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+def _base_builder(subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey,
+                  *, ca: bool) -> x509.CertificateBuilder:
+    """Subject, issuer, key, a week's validity, and the constraints and key usage of a CA
+    (signs certificates) or of a leaf (signs handshakes only)."""
     now = _dt.datetime.now(_dt.UTC)
-    cert = (
+    return (
         x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
+        .subject_name(subject)
+        .issuer_name(issuer)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - _dt.timedelta(hours=1))
         .not_valid_after(now + _dt.timedelta(days=7))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
                 digital_signature=True,
@@ -190,13 +191,21 @@ def _make_ca(common_name: str) -> _Issued:
                 key_encipherment=False,
                 data_encipherment=False,
                 key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
+                key_cert_sign=ca,
+                crl_sign=ca,
                 encipher_only=False,
                 decipher_only=False,
             ),
             critical=True,
         )
+    )
+
+
+def _make_ca(common_name: str) -> _Issued:
+    key = _new_key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    cert = (
+        _base_builder(name, name, key, ca=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -215,30 +224,8 @@ def _issue(
     key = _new_key()
     attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
     attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
-    now = _dt.datetime.now(_dt.UTC)
     builder = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name(attrs))
-        .issuer_name(ca.cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _dt.timedelta(hours=1))
-        .not_valid_after(now + _dt.timedelta(days=7))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        _base_builder(x509.Name(attrs), ca.cert.subject, key, ca=False)
         .add_extension(
             x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]),
             critical=False,

@@ -3,11 +3,10 @@ kwok-simulated GPU nodes and pods, the HyperNode CRD, and cluster isolation."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 
 import pytest
+from fixtures_federation import eventually
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -33,19 +32,6 @@ async def _fixture_node_names(api: client.ApiClient, cluster: str) -> list[str]:
 
 def _suffix() -> str:
     return uuid.uuid4().hex[:8]
-
-
-async def _eventually(what: str, check, timeout: float = 30.0, interval: float = 0.25):
-    """Await ``check()`` until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while True:
-        last = await check()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
-        await asyncio.sleep(interval)
 
 
 def _pod(name: str, labels: dict[str, str] | None = None) -> client.V1Pod:
@@ -122,7 +108,7 @@ async def test_bound_pod_becomes_running_and_is_deleted(kube_clients):
         ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
         return pod if pod.status.phase == "Running" and ready else None
 
-    pod = await _eventually(f"pod {name} Running", running)
+    pod = await eventually(f"pod {name} Running", running)
     assert pod.spec.node_name == node
     assert pod.status.pod_ip and pod.status.container_statuses[0].state.running
 
@@ -136,7 +122,7 @@ async def test_bound_pod_becomes_running_and_is_deleted(kube_clients):
             return e.status == 404
         return False
 
-    await _eventually(f"pod {name} deleted", gone)
+    await eventually(f"pod {name} deleted", gone)
 
 
 @pytest.mark.asyncio
@@ -150,7 +136,7 @@ async def test_chaos_labelled_pod_fails(kube_clients):
         pod = await core.read_namespaced_pod(name, "default")
         return pod if pod.status.phase == "Failed" else None
 
-    pod = await _eventually(f"pod {name} Failed", failed)
+    pod = await eventually(f"pod {name} Failed", failed)
     term = pod.status.container_statuses[0].state.terminated
     assert term is not None and term.exit_code == 1
     await core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
