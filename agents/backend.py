@@ -18,6 +18,8 @@ Contract details both implementations honour (the unit tests pin them on the fak
 - ``list_hypernodes`` raises ``InvalidInput`` (federation.domain.errors) when a
   HyperNode object cannot be read as a spec; tree-level checks (cycles, two parents,
   tiers) are done by the snapshot builder so that a bad tree is refused as a whole.
+- Secrets are read one by name (``read_secret``) and never listed: the agent is not
+  allowed to list Secrets, and a Secret is read back without its ``data``.
 - ``watch`` yields ``ChangeEvent`` for every mutation until cancelled; the runtime uses
   events only as triggers to re-list and reconcile.
 """
@@ -33,6 +35,7 @@ from agents.core.records import (
     NodeRecord,
     PodManifest,
     PodRecord,
+    SecretManifest,
     ServiceManifest,
 )
 from federation.domain.topology import HyperNodeSpec
@@ -92,6 +95,14 @@ class ClusterBackend(Protocol):
     async def create_config_map(self, manifest: ConfigMapManifest) -> None: ...
 
     async def delete_config_map(self, namespace: str, name: str) -> bool: ...
+
+    async def read_secret(self, namespace: str, name: str) -> SecretManifest | None:
+        """One Secret by name, without its data (None when absent)."""
+        ...
+
+    async def create_secret(self, manifest: SecretManifest) -> None: ...
+
+    async def delete_secret(self, namespace: str, name: str) -> bool: ...
 
     def watch(self) -> AsyncIterator[ChangeEvent]:
         """Change events from now on, until the iterator is closed."""

@@ -33,7 +33,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from agents.backend import BackendError, ClusterBackend
-from agents.core.records import ChangeEvent, ConfigMapManifest, NodeRecord, PodManifest, PodRecord, ServiceManifest
+from agents.core.records import (
+    ChangeEvent,
+    ConfigMapManifest,
+    NodeRecord,
+    PodManifest,
+    PodRecord,
+    SecretManifest,
+    ServiceManifest,
+)
 from federation.domain.topology import HyperNodeSpec
 
 log = logging.getLogger(__name__)
@@ -317,6 +325,17 @@ class GuardedBackend:
     async def delete_config_map(self, namespace: str, name: str) -> bool:
         self._check()
         return await self._backend.delete_config_map(namespace, name)
+
+    async def read_secret(self, namespace: str, name: str) -> SecretManifest | None:
+        return await self._backend.read_secret(namespace, name)
+
+    async def create_secret(self, manifest: SecretManifest) -> None:
+        self._check()
+        await self._backend.create_secret(manifest)
+
+    async def delete_secret(self, namespace: str, name: str) -> bool:
+        self._check()
+        return await self._backend.delete_secret(namespace, name)
 
     def watch(self) -> AsyncIterator[ChangeEvent]:
         return self._backend.watch()

@@ -26,7 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from agents.core.controller import JobController, PassReport
-from agents.core.operations import DeleteConfigMap, DeletePod, DeleteService, Op
+from agents.core.operations import DeleteConfigMap, DeletePod, DeleteSecret, DeleteService, Op
+from agents.core.plugins import ssh_secret_name
 from agents.core.reconcile import W_CANCELLED, W_FAILED, W_REPLAN, W_SUCCEEDED
 from agents.core.records import LABEL_JOB, ConfigMapManifest, PodRecord, ServiceManifest
 from agents.core.recovery import Action
@@ -186,6 +187,9 @@ def orphan_ops(pods: Sequence[PodRecord], services: Sequence[ServiceManifest],
     for svc in services:
         job = svc.labels.get(LABEL_JOB)
         if job and job not in keep:
+            # The agent may not list Secrets: a job's ssh Secret is found by its Service
+            # (deleted first; a job without one answers 404, which is fine).
+            ops.append(DeleteSecret(svc.namespace, ssh_secret_name(job)))
             ops.append(DeleteService(svc.namespace, svc.name))
     for cm in config_maps:
         job = cm.labels.get(LABEL_JOB)

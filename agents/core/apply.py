@@ -9,6 +9,7 @@ left from the cluster itself.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,15 +18,18 @@ from agents.core.operations import (
     BindPod,
     CreateConfigMap,
     CreatePod,
+    CreateSecret,
     CreateService,
     DeleteConfigMap,
     DeletePod,
+    DeleteSecret,
     DeleteService,
     Op,
 )
 from agents.core.reconcile import Observed
 from agents.core.records import LABEL_JOB
 from agents.core.snapshot import SnapshotResult, build_snapshot, to_nodes
+from agents.core.ssh_keys import with_key_pair
 from federation.domain.errors import InvalidInput
 from federation.domain.topology import HyperNodeTree
 
@@ -63,6 +67,11 @@ async def _apply_one(backend: ClusterBackend, op: Op) -> None:
             await backend.create_config_map(manifest)
         case DeleteConfigMap(namespace, name):
             await backend.delete_config_map(namespace, name)
+        case CreateSecret(manifest):
+            # Key generation is CPU-bound: off the event loop.
+            await backend.create_secret(await asyncio.to_thread(with_key_pair, manifest))
+        case DeleteSecret(namespace, name):
+            await backend.delete_secret(namespace, name)
         case CreatePod(manifest):
             await backend.create_pod(manifest)
         case BindPod(namespace, name, node):
@@ -83,12 +92,15 @@ async def read_snapshot(backend: ClusterBackend, *, label_keys: Sequence[str] = 
 
 
 async def observe_job(
-    backend: ClusterBackend, job: str, *, tree: HyperNodeTree | None, label_keys: Sequence[str] = ()
+    backend: ClusterBackend, job: str, *, tree: HyperNodeTree | None, label_keys: Sequence[str] = (),
+    secrets: Sequence[tuple[str, str]] = (),
 ) -> Observed:
     """The job's objects plus the nodes (free computed over ALL pods) and the tree to bind in.
 
     ``tree`` is the last valid tree the runtime holds; it is replaced by the current one
-    when the cluster's HyperNodes are valid now, and kept when they are not.
+    when the cluster's HyperNodes are valid now, and kept when they are not. ``secrets``
+    are the (namespace, name) of the job's Secrets, read one by one: the agent may not
+    list Secrets.
     """
     selector = {LABEL_JOB: job}
     pods = await backend.list_pods({})
@@ -103,6 +115,7 @@ async def observe_job(
         pods=tuple(p for p in pods if p.labels.get(LABEL_JOB) == job),
         services=tuple(await backend.list_services(selector)),
         config_maps=tuple(await backend.list_config_maps(selector)),
+        secrets=tuple(s for s in [await backend.read_secret(ns, name) for ns, name in secrets] if s is not None),
         nodes=to_nodes(nodes, pods),
         tree=current,
     )

@@ -26,6 +26,7 @@ from agents.backend import ClusterBackend
 from agents.core.apply import Applied, apply_ops, observe_job
 from agents.core.events import job_pods, observe, pod_events
 from agents.core.operations import BindPod, CreatePod, DeletePod
+from agents.core.plugins import secret_refs
 from agents.core.reconcile import W_REPLAN, Observed, ops_for_actions, reconcile
 from agents.core.records import LABEL_JOB, PodRecord
 from agents.core.recovery import (
@@ -89,7 +90,8 @@ class JobController:
 
     async def sync(self, backend: ClusterBackend, now: float, tree: HyperNodeTree | None) -> PassReport:
         work = self.work
-        observed = await observe_job(backend, work.name, tree=tree, label_keys=self.label_keys)
+        observed = await observe_job(backend, work.name, tree=tree, label_keys=self.label_keys,
+                                     secrets=secret_refs(work.job))
         pods = tuple(job_pods(work.job, observed.pods, work.version))
         executed: list[Action] = []
         wake_at: float | None = None
@@ -98,7 +100,8 @@ class JobController:
             executed, wake_at, applied = await self._recover(backend, observed, pods, now)
             error = applied.error
             if executed and applied.ok:
-                observed = await observe_job(backend, work.name, tree=tree, label_keys=self.label_keys)
+                observed = await observe_job(backend, work.name, tree=tree, label_keys=self.label_keys,
+                                             secrets=secret_refs(work.job))
         result = reconcile(work, observed, job_phase=self.state.phase, hints=self.hints)
         applied = await apply_ops(backend, result.ops)
         error = error or applied.error

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.core.records import ConfigMapManifest, PodManifest, ServiceManifest
+from agents.core.records import ConfigMapManifest, PodManifest, SecretManifest, ServiceManifest
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,23 @@ class DeleteConfigMap:
 
 
 @dataclass(frozen=True)
+class CreateSecret:
+    manifest: SecretManifest
+
+    def describe(self) -> str:
+        return f"create secret {self.manifest.namespace}/{self.manifest.name}"
+
+
+@dataclass(frozen=True)
+class DeleteSecret:
+    namespace: str
+    name: str
+
+    def describe(self) -> str:
+        return f"delete secret {self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
 class CreatePod:
     manifest: PodManifest
 
@@ -76,4 +93,5 @@ class DeletePod:
         return f"delete pod {self.namespace}/{self.name}{why}"
 
 
-Op = CreateService | DeleteService | CreateConfigMap | DeleteConfigMap | CreatePod | BindPod | DeletePod
+Op = (CreateService | DeleteService | CreateConfigMap | DeleteConfigMap | CreateSecret | DeleteSecret
+      | CreatePod | BindPod | DeletePod)

@@ -7,8 +7,8 @@ memory of what it was doing: it reads the cluster and carries on.
 Rules, in order:
 
 1. A cancelled Work withdraws everything labelled with the job.
-2. The headless Service and hosts ConfigMap are created when missing and replaced when
-   their content hash differs.
+2. The headless Service, the hosts ConfigMap and the ssh Secret are created when
+   missing and replaced when their content hash differs.
 3. Pods of another work version (or no longer wanted) are deleted. Their names and room
    are only reused once they are gone, so a pass that still sees such pods creates only
    non-clashing pods and binds nothing (a version change converges in two passes; each
@@ -41,9 +41,11 @@ from agents.core.operations import (
     BindPod,
     CreateConfigMap,
     CreatePod,
+    CreateSecret,
     CreateService,
     DeleteConfigMap,
     DeletePod,
+    DeleteSecret,
     DeleteService,
     Op,
 )
@@ -55,6 +57,7 @@ from agents.core.records import (
     SUCCEEDED,
     ConfigMapManifest,
     PodRecord,
+    SecretManifest,
     ServiceManifest,
 )
 from agents.core.recovery import (
@@ -77,7 +80,7 @@ from federation.domain.topology import Domain, HyperNodeTree
 W_PENDING, W_BOUND, W_RUNNING = "Pending", "Bound", "Running"
 W_SUCCEEDED, W_FAILED, W_CANCELLED, W_REPLAN = "Succeeded", "Failed", "Cancelled", "Replan"
 
-M = TypeVar("M", ServiceManifest, ConfigMapManifest)
+M = TypeVar("M", ServiceManifest, ConfigMapManifest, SecretManifest)
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,7 @@ class Observed:
     pods: tuple[PodRecord, ...] = ()
     services: tuple[ServiceManifest, ...] = ()
     config_maps: tuple[ConfigMapManifest, ...] = ()
+    secrets: tuple[SecretManifest, ...] = ()
     nodes: tuple[Node, ...] = ()
     tree: HyperNodeTree | None = None
 
@@ -120,6 +124,7 @@ def reconcile(
     ops: list[Op] = []
     ops += _sync(observed.services, desired.service, job.namespace, CreateService, DeleteService)
     ops += _sync(observed.config_maps, desired.config_map, job.namespace, CreateConfigMap, DeleteConfigMap)
+    ops += _sync(observed.secrets, desired.secret, job.namespace, CreateSecret, DeleteSecret)
 
     wanted = {m.name for m in desired.pods}
     current: dict[str, PodRecord] = {}
@@ -209,9 +214,12 @@ def _sync(
 
 def _withdraw(work: Work, observed: Observed, mine: Sequence[PodRecord]) -> Reconciliation:
     ops: list[Op] = [DeletePod(p.namespace, p.name, "work cancelled") for p in mine if not p.deleting]
+    # The Secret goes before the Service: the orphan sweep finds a job's Secret by its
+    # Service (the agent may not list Secrets), so the Service is the last marker.
+    ops += [DeleteSecret(s.namespace, s.name) for s in observed.secrets]
     ops += [DeleteService(s.namespace, s.name) for s in observed.services]
     ops += [DeleteConfigMap(c.namespace, c.name) for c in observed.config_maps]
-    left = len(mine) + len(observed.services) + len(observed.config_maps)
+    left = len(mine) + len(observed.services) + len(observed.config_maps) + len(observed.secrets)
     return Reconciliation(tuple(ops), W_CANCELLED, f"withdrawing {left} objects" if left else "withdrawn")
 
 

@@ -100,6 +100,20 @@ class PodRecord:
             return -1
 
 
+# The ssh plugin's Secret keys (Volcano's names) and the subPath its volume is mounted with.
+SSH_PRIVATE_KEY, SSH_PUBLIC_KEY, SSH_CONFIG, SSH_SUBPATH = "id_rsa", "id_rsa.pub", "config", ".ssh"
+
+
+@dataclass(frozen=True)
+class SshMount:
+    """The ssh plugin's volume: the Secret's ``id_rsa``, ``id_rsa.pub`` (also as
+    ``authorized_keys``) and ``config`` under ``path`` with file ``mode``."""
+
+    secret: str
+    path: str
+    mode: int
+
+
 @dataclass(frozen=True)
 class PodManifest:
     """The pod the agent asks for. There is deliberately no ``node_name``: pods are created
@@ -119,6 +133,10 @@ class PodManifest:
     tolerations: tuple[Toleration, ...] = ()
     # (ConfigMap name, mount path) pairs, e.g. the hosts files at /etc/volcano.
     config_map_mounts: tuple[tuple[str, str], ...] = ()
+    # The job's ssh Secret mounted as Volcano's ssh plugin does (None without ssh).
+    ssh: SshMount | None = None
+    # (name, port) container ports the framework plugins open (mpijob-port, pytorchjob-port).
+    ports: tuple[tuple[str, int], ...] = ()
     # Canonical JSON of the user's pod template; the adapter merges the fields above into it.
     template_json: str = ""
 
@@ -158,9 +176,27 @@ class ConfigMapManifest:
         return hash((self.namespace, self.name))
 
 
-ObjectRecord = NodeRecord | PodRecord | ServiceManifest | ConfigMapManifest | str
+@dataclass(frozen=True)
+class SecretManifest:
+    """The ssh plugin's Secret ``<job>-ssh``: ``data`` holds the ssh ``config`` naming
+    every pod; with ``key_pair`` the creator adds a fresh ``id_rsa``/``id_rsa.pub`` (the
+    only impure part, done at creation so rendering stays deterministic). Read back
+    without ``data``: the agent never needs a private key in memory again."""
 
-EVENT_KINDS = ("Node", "Pod", "Service", "ConfigMap", "HyperNode")
+    name: str
+    namespace: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    data: Mapping[str, str] = field(default_factory=dict)
+    key_pair: bool = False
+
+    def __hash__(self) -> int:
+        return hash((self.namespace, self.name))
+
+
+ObjectRecord = NodeRecord | PodRecord | ServiceManifest | ConfigMapManifest | SecretManifest | str
+
+EVENT_KINDS = ("Node", "Pod", "Service", "ConfigMap", "Secret", "HyperNode")
 EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
 
 

@@ -29,6 +29,7 @@ from agents.core.records import (
     ObjectRecord,
     PodManifest,
     PodRecord,
+    SecretManifest,
     ServiceManifest,
 )
 from agents.fake.clock import ManualClock
@@ -37,7 +38,7 @@ from federation.domain.resources import Resources
 from federation.domain.topology import HyperNodeSpec
 
 Key = tuple[str, str]  # (namespace, name)
-_M = TypeVar("_M", ServiceManifest, ConfigMapManifest)
+_M = TypeVar("_M", ServiceManifest, ConfigMapManifest, SecretManifest)
 
 
 @dataclass
@@ -93,6 +94,7 @@ class FakeCluster:
         self._pods: dict[Key, _Pod] = {}
         self._services: dict[Key, ServiceManifest] = {}
         self._config_maps: dict[Key, ConfigMapManifest] = {}
+        self._secrets: dict[Key, SecretManifest] = {}
         self._subscribers: list[asyncio.Queue[ChangeEvent]] = []
         self.calls: list[tuple[str, str]] = []  # (method, object) for every mutating call
         self.bind_count = 0
@@ -177,6 +179,18 @@ class FakeCluster:
         self.calls.append(("delete_config_map", name))
         return self._delete(self._config_maps, namespace, name, "ConfigMap")
 
+    async def read_secret(self, namespace: str, name: str) -> SecretManifest | None:
+        secret = self._secrets.get((namespace, name))
+        return replace(secret, data={}, key_pair=False) if secret is not None else None
+
+    async def create_secret(self, manifest: SecretManifest) -> None:
+        self.calls.append(("create_secret", manifest.name))
+        self._create(self._secrets, manifest, "Secret")
+
+    async def delete_secret(self, namespace: str, name: str) -> bool:
+        self.calls.append(("delete_secret", name))
+        return self._delete(self._secrets, namespace, name, "Secret")
+
     def watch(self) -> AsyncIterator[ChangeEvent]:
         return _Watch(self._subscribers)
 
@@ -200,6 +214,10 @@ class FakeCluster:
 
     def config_maps(self) -> list[ConfigMapManifest]:
         return list(self._config_maps.values())
+
+    def secrets(self) -> list[SecretManifest]:
+        """Secrets as created, key material included (``read_secret`` omits the data)."""
+        return list(self._secrets.values())
 
     def free(self, node: str) -> Resources:
         """Allocatable minus the requests of non-terminal pods bound to ``node``."""

@@ -51,6 +51,7 @@ from agents.core.records import (
     NodeRecord,
     PodManifest,
     PodRecord,
+    SecretManifest,
     ServiceManifest,
 )
 from agents.k8s import api as k8s
@@ -66,6 +67,8 @@ from agents.k8s.convert import (
     node_record,
     pod_body,
     pod_record,
+    secret_body,
+    secret_record,
     service_body,
     service_record,
 )
@@ -335,6 +338,19 @@ class KubernetesBackend:
         return await self._delete(self.config_maps, self._core.delete_namespaced_config_map, namespace, name,
                                   {"propagationPolicy": "Background"})
 
+    # ------------------------------------------------------------------ secrets (read by name, never listed)
+    async def read_secret(self, namespace: str, name: str) -> SecretManifest | None:
+        obj = await self._read(self._core.read_namespaced_secret, namespace, name)
+        return secret_record(obj) if obj is not None else None
+
+    async def create_secret(self, manifest: SecretManifest) -> None:
+        await self._create_labelled(None, self._core.create_namespaced_secret, self._core.read_namespaced_secret,
+                                    "secret", manifest.namespace, manifest.name, secret_body(manifest),
+                                    manifest.annotations)
+
+    async def delete_secret(self, namespace: str, name: str) -> bool:
+        return await self._delete(None, self._core.delete_namespaced_secret, namespace, name, {})
+
     def watch(self) -> AsyncIterator[ChangeEvent]:
         return _Subscription(self)
 
@@ -358,7 +374,7 @@ class KubernetesBackend:
                 return None
             raise _fail(f"read {namespace}/{name}", exc) from exc
 
-    async def _create_labelled(self, cache: Informer[Any], create: Any, read: Any, what: str, namespace: str,
+    async def _create_labelled(self, cache: Informer[Any] | None, create: Any, read: Any, what: str, namespace: str,
                                name: str, body: dict[str, Any], annotations: Mapping[str, str]) -> None:
         try:
             obj = await call(create(namespace, body, _preload_content=False, _request_timeout=k8s.REQUEST_TIMEOUT))
@@ -368,22 +384,27 @@ class KubernetesBackend:
             existing = await self._read(read, namespace, name)
             theirs = ((existing or {}).get("metadata") or {}).get("annotations") or {}
             if existing is not None and theirs.get(ANNOTATION_SPEC_HASH) == annotations.get(ANNOTATION_SPEC_HASH):
-                if ((existing.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB):
+                if cache is not None and ((existing.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB):
                     cache.upsert(existing)
                 return
             raise AlreadyExists(f"{what} {namespace}/{name} already exists") from exc
-        cache.upsert(obj)
+        if cache is not None:
+            cache.upsert(obj)
 
-    async def _delete(self, cache: Informer[Any], delete: Any, namespace: str, name: str,
+    async def _delete(self, cache: Informer[Any] | None, delete: Any, namespace: str, name: str,
                       body: dict[str, Any]) -> bool:
+        """Delete one object; ``cache`` (None for uncached kinds) follows the answer."""
         try:
             obj = await call(delete(name, namespace, body=body, _preload_content=False,
                                     _request_timeout=k8s.REQUEST_TIMEOUT))
         except ApiError as exc:
             if exc.status == 404:
-                cache.remove((namespace, name))
+                if cache is not None:
+                    cache.remove((namespace, name))
                 return False
             raise _fail(f"delete {namespace}/{name}", exc) from exc
+        if cache is None:
+            return True
         meta = obj.get("metadata") or {}
         still_there = (obj.get("kind") == cache_kind(cache) and meta.get("deletionTimestamp")
                        and (meta.get("finalizers") or (obj.get("spec") or {}).get("nodeName")))

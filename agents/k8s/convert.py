@@ -12,6 +12,7 @@ the manifest's labels, annotations and requests; services and config maps likewi
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from collections.abc import Mapping, Sequence
@@ -21,12 +22,18 @@ from typing import Any
 from agents.core.records import (
     PENDING,
     RUNNING,
+    SSH_CONFIG,
+    SSH_PRIVATE_KEY,
+    SSH_PUBLIC_KEY,
+    SSH_SUBPATH,
     TERMINAL_PHASES,
     ConfigMapManifest,
     NodeRecord,
     PodManifest,
     PodRecord,
+    SecretManifest,
     ServiceManifest,
+    SshMount,
 )
 from federation.domain.errors import InvalidInput
 from federation.domain.nodes import TAINT_EFFECTS, Taint, Toleration
@@ -221,6 +228,26 @@ def _with_limits(resources: Mapping[str, Any]) -> JSON:
     return out
 
 
+def _ssh_volume(ssh: SshMount) -> JSON:
+    """Volcano's ssh volume: the key pair, the public key again as ``authorized_keys``
+    and the config, under ``.ssh/`` (mounted with that subPath) with the plugin's mode."""
+    items = [(SSH_PRIVATE_KEY, SSH_PRIVATE_KEY), (SSH_PUBLIC_KEY, SSH_PUBLIC_KEY),
+             (SSH_PUBLIC_KEY, "authorized_keys"), (SSH_CONFIG, SSH_CONFIG)]
+    return {"name": ssh.secret, "secret": {
+        "secretName": ssh.secret, "defaultMode": ssh.mode,
+        "items": [{"key": key, "path": f"{SSH_SUBPATH}/{path}"} for key, path in items]}}
+
+
+def _open_ports(current: Sequence[Mapping[str, Any]], ours: Sequence[tuple[str, int]]) -> list[JSON]:
+    """The container's ports plus each plugin port it does not already open (Volcano's
+    openContainerPort: a port already listed, under any name, is left alone)."""
+    ports = [dict(p) for p in current]
+    for name, number in ours:
+        if not any(p.get("containerPort") == number for p in ports):
+            ports.append({"name": name, "containerPort": number})
+    return ports
+
+
 def _merge_env(current: Sequence[Mapping[str, Any]], ours: Sequence[tuple[str, str]]) -> list[JSON]:
     names = {name for name, _ in ours}
     return [dict(e) for e in current if e.get("name") not in names] + [{"name": n, "value": v} for n, v in ours]
@@ -269,6 +296,9 @@ def pod_body(m: PodManifest) -> JSON:
         volumes = [v for v in volumes if v.get("name") != volume]
         volumes.append({"name": volume, "configMap": {"name": config_map}})
         mounts.append({"name": volume, "mountPath": path, "readOnly": True})
+    if m.ssh is not None:
+        volumes = [v for v in volumes if v.get("name") != m.ssh.secret] + [_ssh_volume(m.ssh)]
+        mounts.append({"name": m.ssh.secret, "mountPath": m.ssh.path, "subPath": SSH_SUBPATH})
     for c in containers:
         if c.get("resources"):
             c["resources"] = _with_limits(c["resources"])
@@ -277,6 +307,8 @@ def pod_body(m: PodManifest) -> JSON:
         if mounts:
             paths = {mt["mountPath"] for mt in mounts}
             c["volumeMounts"] = [mt for mt in c.get("volumeMounts") or [] if mt.get("mountPath") not in paths] + mounts
+        if m.ports:
+            c["ports"] = _open_ports(c.get("ports") or [], m.ports)
     spec["containers"] = containers
     for c in spec.get("initContainers") or []:
         if c.get("resources"):
@@ -346,6 +378,27 @@ def config_map_record(obj: Mapping[str, Any]) -> ConfigMapManifest:
         name=str(meta.get("name")), namespace=str(meta.get("namespace") or "default"),
         labels=_strings(meta.get("labels")), annotations=_strings(meta.get("annotations")),
         data=_strings(obj.get("data")),
+    )
+
+
+def secret_body(m: SecretManifest) -> JSON:
+    """An Opaque Secret; ``data`` base64-encoded as the API wants it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {"name": m.name, "namespace": m.namespace, "labels": dict(m.labels),
+                     "annotations": dict(m.annotations)},
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in m.data.items()},
+    }
+
+
+def secret_record(obj: Mapping[str, Any]) -> SecretManifest:
+    """Metadata only: the agent never reads key material back."""
+    meta = _meta(obj)
+    return SecretManifest(
+        name=str(meta.get("name")), namespace=str(meta.get("namespace") or "default"),
+        labels=_strings(meta.get("labels")), annotations=_strings(meta.get("annotations")),
     )
 
 

@@ -9,17 +9,18 @@ follow Volcano's.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from federation.domain.errors import InvalidInput, require
 from federation.domain.nodes import Toleration
+from federation.domain.plugins import PluginOptions, resolve_plugins
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.resources import Resources
 
 RESTART_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "TaskCompleted", "Unknown")
 RESTART_ACTIONS = ("RestartPod", "RestartTask", "RestartJob", "AbortJob", "TerminateJob", "CompleteJob")
-PLUGINS = ("env", "svc", "ssh", "pytorch", "mpi", "tensorflow", "deepspeed")
 TOPOLOGY_MODES = ("hard", "soft")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DEFAULT_MAX_RETRY = 3
@@ -131,9 +132,15 @@ class Job:
             require(self.min_available <= self.total_replicas, "spec.minAvailable",
                     f"must not exceed the total replicas ({self.total_replicas})")
         require(self.max_retry >= 0, "spec.maxRetry", "must be >= 0")
-        for i, (plugin, _) in enumerate(self.plugins):
-            require(plugin in PLUGINS, f"spec.plugins.{plugin}", f"unknown plugin (one of {', '.join(PLUGINS)})")
-            del i
+        _ = self.plugin_options  # every plugin and option checked at construction
+
+    @cached_property
+    def plugin_options(self) -> Mapping[str, PluginOptions]:
+        """The plugins the job runs with (implied ones included), options resolved."""
+        return resolve_plugins(self.plugins)
+
+    def plugin(self, name: str) -> PluginOptions | None:
+        return self.plugin_options.get(name)
 
     @property
     def total_replicas(self) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agents.core.apply import apply_ops, observe_job
+from agents.core.plugins import secret_refs
 from agents.core.reconcile import Observed, Reconciliation, reconcile
 from agents.core.records import NodeRecord
 from agents.core.works import Work
@@ -73,7 +74,7 @@ def fake(nodes: Sequence[NodeRecord] | None = None, clock: ManualClock | None = 
 
 
 async def observe(cluster: FakeCluster, w: Work) -> Observed:
-    return await observe_job(cluster, w.name, tree=None, label_keys=LABEL_KEYS)
+    return await observe_job(cluster, w.name, tree=None, label_keys=LABEL_KEYS, secrets=secret_refs(w.job))
 
 
 async def step(cluster: FakeCluster, w: Work, **kw: object) -> Reconciliation:

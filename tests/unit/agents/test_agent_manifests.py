@@ -53,6 +53,16 @@ def test_no_plugins_means_no_env_and_no_config_map() -> None:
     assert all(p.env == () and p.config_map_mounts == () for p in rendered.pods)
 
 
+def svc(name: str = "train", **tasks: int) -> dict[str, str]:
+    """The svc plugin's env for ``tasks`` (task name -> replicas); implied by pytorch and mpi."""
+    out = {}
+    for task, replicas in tasks.items():
+        key = task.upper().replace("-", "_")
+        out[f"VC_{key}_HOSTS"] = ",".join(f"{name}-{task}-{i}.{name}" for i in range(replicas))
+        out[f"VC_{key}_NUM"] = str(replicas)
+    return out
+
+
 ENV_CASES = [
     pytest.param(job(tasks=(("worker", 3, 8),), plugins=(("env", ()),)), "train-worker-2",
                  {"VC_TASK_INDEX": "2", "VK_TASK_INDEX": "2"}, id="env-plugin-task-index"),
@@ -60,20 +70,29 @@ ENV_CASES = [
                  {"VC_PS_HOSTS": "train-ps-0.train", "VC_PS_NUM": "1",
                   "VC_DATA_LOADER_HOSTS": "train-data-loader-0.train,train-data-loader-1.train",
                   "VC_DATA_LOADER_NUM": "2"}, id="svc-plugin-hosts-for-every-task-dash-to-underscore"),
+    pytest.param(job(tasks=(("worker", 2, 0),), plugins=(("svc", ("--inject-hosts-env=false",)),)),
+                 "train-worker-0", {}, id="svc-inject-hosts-env-false-leaves-the-env-out"),
     pytest.param(job(tasks=(("master", 1, 8), ("worker", 3, 8)), plugins=(("pytorch", ()),)), "train-master-0",
-                 {"MASTER_ADDR": "train-master-0.train", "MASTER_PORT": "23456", "WORLD_SIZE": "4", "RANK": "0"},
-                 id="pytorch-master-is-rank-0"),
+                 {"MASTER_ADDR": "train-master-0.train", "MASTER_PORT": "23456", "WORLD_SIZE": "4", "RANK": "0",
+                  **svc(master=1, worker=3)}, id="pytorch-master-is-rank-0-and-svc-is-implied"),
     pytest.param(job(tasks=(("master", 1, 8), ("worker", 3, 8)), plugins=(("pytorch", ()),)), "train-worker-2",
-                 {"MASTER_ADDR": "train-master-0.train", "MASTER_PORT": "23456", "WORLD_SIZE": "4", "RANK": "3"},
-                 id="pytorch-worker-rank-is-index-plus-one"),
+                 {"MASTER_ADDR": "train-master-0.train", "MASTER_PORT": "23456", "WORLD_SIZE": "4", "RANK": "3",
+                  **svc(master=1, worker=3)}, id="pytorch-worker-rank-is-index-plus-one"),
     pytest.param(job(tasks=(("chief", 1, 8), ("trainer", 2, 8), ("eval", 1, 0)),
                      plugins=(("pytorch", ("--master=chief", "--worker=trainer", "--port=29500")),)), "train-eval-0",
-                 {"MASTER_ADDR": "train-chief-0.train", "MASTER_PORT": "29500", "WORLD_SIZE": "3"},
-                 id="pytorch-custom-names-and-port-other-tasks-get-no-rank"),
-    pytest.param(job(tasks=(("worker", 2, 8),), plugins=(("pytorch", ()),)), "train-worker-0", {},
-                 id="pytorch-without-master-task-injects-nothing"),
-    pytest.param(job(tasks=(("launcher", 1, 0), ("worker", 2, 8)), plugins=(("mpi", ()),)), "train-launcher-0",
-                 {"MPI_HOST": "train-worker-0.train,train-worker-1.train"}, id="mpi-hosts-are-the-workers"),
+                 {"MASTER_ADDR": "train-chief-0.train", "MASTER_PORT": "29500", "WORLD_SIZE": "3",
+                  **svc(chief=1, trainer=2, eval=1)}, id="pytorch-custom-names-and-port-other-tasks-get-no-rank"),
+    pytest.param(job(tasks=(("worker", 2, 8),), plugins=(("pytorch", ()),)), "train-worker-0", svc(worker=2),
+                 id="pytorch-without-master-task-injects-only-the-implied-svc-hosts"),
+    pytest.param(job(tasks=(("master", 1, 0), ("worker", 2, 8)), plugins=(("mpi", ()),)), "train-master-0",
+                 {"MPI_HOST": "train-worker-0.train,train-worker-1.train", **svc(master=1, worker=2)},
+                 id="mpi-host-lists-the-workers-on-the-master"),
+    pytest.param(job(tasks=(("master", 1, 0), ("worker", 2, 8)), plugins=(("mpi", ()),)), "train-worker-1",
+                 svc(master=1, worker=2), id="mpi-workers-get-no-mpi-host-as-in-volcano"),
+    pytest.param(job(tasks=(("launcher", 1, 0), ("mpiworker", 2, 8)),
+                     plugins=(("mpi", ("--master=launcher", "--worker=mpiworker")),)), "train-launcher-0",
+                 {"MPI_HOST": "train-mpiworker-0.train,train-mpiworker-1.train", **svc(launcher=1, mpiworker=2)},
+                 id="mpi-master-and-worker-options"),
     pytest.param(job(plugins=(("deepspeed", ()),)), "train-worker-0",
                  {"DEEPSPEED_HOSTFILE": "/etc/volcano/hostfile"}, id="deepspeed-points-at-the-hostfile"),
 ]
