@@ -96,6 +96,7 @@ def bind_gang(
     planned: Sequence[PodAssignment] = (),
     pending: Sequence[PodKey] | None = None,
     bound: Sequence[PodAssignment] = (),
+    waiting: frozenset[str] = frozenset(),
 ) -> GangBinding:
     """Assign nodes inside ``domain`` to the ``pending`` pods (default: every pod of the job).
 
@@ -104,6 +105,7 @@ def bind_gang(
     reused when the node is still eligible and still has room; the remaining pods are
     packed best-fit-decreasing, pods that a task's own ``minAvailable`` requires first.
     Pods beyond the gang minimum that do not fit are simply left out (elastic jobs).
+    ``waiting`` tasks (dependsOn not met, no pods yet) do not count their own minimum.
     """
     keys: list[PodKey] = list(pending) if pending is not None else [(t, i) for t, i, _ in job.pods()]
     requests = {(t.name, i): t.resources for t in job.tasks for i in range(t.replicas)}
@@ -146,7 +148,7 @@ def bind_gang(
         return GangBinding(None, _shortfall(job, domain, total, missed, requests, len(candidates)))
     for task in job.tasks:
         have = bound_per_task.get(task.name, 0) + sum(1 for k in chosen if k[0] == task.name)
-        if task.min_available is not None and have < task.min_available:
+        if task.min_available is not None and have < task.min_available and task.name not in waiting:
             return GangBinding(
                 None,
                 f"task {task.name} needs {task.min_available} pods in {domain.name}, only {have} fit",

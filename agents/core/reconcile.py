@@ -16,7 +16,7 @@ Rules, in order:
 4. A finished job (Completed/Failed/Aborted/Terminated) keeps its terminal pods for
    inspection and deletes the rest; nothing is created.
 5. Missing pods are created unbound. Pod names are deterministic, so a pod is never
-   created twice.
+   created twice. A task with ``dependsOn`` gets its pods only once its dependencies run.
 6. **All-or-nothing binding.** Unbound pods are bound only when every pod of the gang
    exists and the gang reaches ``minAvailable`` inside the Work's HyperNode: planned
    nodes are reused when still valid, the rest re-packed in the same domain
@@ -31,7 +31,7 @@ next pass could not complete.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -72,6 +72,7 @@ from agents.core.recovery import (
 )
 from agents.core.recovery import RUNNING as JOB_RUNNING
 from agents.core.works import Work
+from federation.domain.jobs import Job
 from federation.domain.nodes import Node
 from federation.domain.plans import PodAssignment
 from federation.domain.topology import Domain, HyperNodeTree
@@ -144,7 +145,9 @@ def reconcile(
         return Reconciliation(tuple(ops), W_SUCCEEDED if job_phase == COMPLETED else W_FAILED, f"job {job_phase}")
 
     held = {p.name for p in stale if p.namespace == job.namespace}
-    missing = [m for m in desired.pods if m.name not in current and m.name not in held]
+    waiting_tasks = waiting_on_dependencies(job, current.values())
+    missing = [m for m in desired.pods if m.name not in current and m.name not in held
+               and m.labels[LABEL_TASK] not in waiting_tasks]
     ops += [CreatePod(m) for m in missing]
     waiting = len(stale) + sum(1 for p in current.values() if p.deleting)
     if waiting:
@@ -160,7 +163,7 @@ def reconcile(
     domain = observed.tree.domains.get(work.placement.hypernode)
     planned = _merge(work.placement.pods, hints)
     result = bind_gang(job, domain or Domain(work.placement.hypernode, 0, frozenset()), observed.nodes,
-                       planned=planned, pending=sorted(unbound), bound=bound)
+                       planned=planned, pending=sorted(unbound), bound=bound, waiting=waiting_tasks)
     if result.assignments is None:
         reason = result.reason if domain is not None else f"HyperNode {work.placement.hypernode} not found"
         ops += [DeletePod(job.namespace, p.name, "gang cannot be completed; unbinding")
@@ -171,6 +174,31 @@ def reconcile(
     ops += [BindPod(job.namespace, names[(a.task, a.index)], a.node) for a in result.assignments]
     phase = W_RUNNING if _started(current) >= job.gang_size else W_BOUND
     return Reconciliation(tuple(ops), phase, "")
+
+
+def waiting_on_dependencies(job: Job, pods: Iterable[PodRecord]) -> frozenset[str]:
+    """Tasks whose pods may not be created yet: a dependency (Volcano task ``dependsOn``)
+    has fewer than its minAvailable (default: all replicas) pods Running or Succeeded.
+    Volcano's ``waitDependsOnTaskMeetCondition``/``isDependsOnPodsReady``
+    (pkg/controllers/job/job_controller_actions.go): all dependencies, or any one with
+    ``iteration: any``. It only gates creation: pods that exist are kept."""
+    started: dict[str, int] = {}
+    for pod in pods:
+        if pod.phase in (RUNNING, SUCCEEDED) and not pod.deleting:
+            started[pod.task] = started.get(pod.task, 0) + 1
+
+    def ready(name: str) -> bool:
+        task = job.task(name)
+        need = task.min_available if task.min_available is not None else task.replicas
+        return started.get(name, 0) >= need
+
+    waiting = set()
+    for task in job.tasks:
+        if task.depends_on:
+            met = [ready(d) for d in task.depends_on]
+            if not (any(met) if task.depends_on_any else all(met)):
+                waiting.add(task.name)
+    return frozenset(waiting)
 
 
 def _merge(planned: Sequence[PodAssignment], hints: Sequence[PodAssignment]) -> tuple[PodAssignment, ...]:

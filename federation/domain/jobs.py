@@ -90,6 +90,9 @@ class Task:
     policies: tuple[LifecyclePolicy, ...] = ()
     max_retry: int | None = None
     template_json: str = ""  # canonical JSON of the pod template (spec passed through to the cluster)
+    # Volcano dependsOn: pods are created once these tasks run (any one of them with depends_on_any).
+    depends_on: tuple[str, ...] = ()
+    depends_on_any: bool = False
 
     def __post_init__(self) -> None:
         _dns_label(self.name, "name")
@@ -133,6 +136,38 @@ class Job:
                     f"must not exceed the total replicas ({self.total_replicas})")
         require(self.max_retry >= 0, "spec.maxRetry", "must be >= 0")
         _ = self.plugin_options  # every plugin and option checked at construction
+        self._check_depends_on()
+
+    def _check_depends_on(self) -> None:
+        """Volcano's task dependsOn, checked whole: known tasks, no cycle, and a gang that
+        can start before any dependent task exists (else it would wait forever)."""
+        names = {t.name: i for i, t in enumerate(self.tasks)}
+        for i, task in enumerate(self.tasks):
+            for dep in task.depends_on:
+                require(dep in names and dep != task.name, f"spec.tasks[{i}].dependsOn.name",
+                        f"{dep!r} must name another task of this job")
+        waiting = set()
+        for task in self.tasks:  # tasks that wait, directly or through another task
+            if task.depends_on:
+                waiting.add(task.name)
+        changed = True
+        free = {t.name for t in self.tasks if not t.depends_on}
+        while changed:
+            changed = False
+            for task in self.tasks:
+                if task.name in free:
+                    continue
+                ready = [d in free for d in task.depends_on]
+                if any(ready) if task.depends_on_any else all(ready):
+                    free.add(task.name)
+                    changed = True
+        stuck = sorted(waiting - free)
+        require(not stuck, f"spec.tasks[{names[stuck[0]]}].dependsOn" if stuck else "spec.tasks",
+                f"tasks {', '.join(stuck)} depend on each other in a cycle")
+        first = sum(t.replicas for t in self.tasks if not t.depends_on)
+        require(not waiting or self.gang_size <= first, "spec.minAvailable",
+                f"dependsOn: the gang needs {self.gang_size} pods but only {first} exist before the "
+                f"dependent tasks ({', '.join(sorted(waiting))}) start; it would never start")
 
     @cached_property
     def plugin_options(self) -> Mapping[str, PluginOptions]:

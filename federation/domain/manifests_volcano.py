@@ -63,8 +63,8 @@ PRIORITY_CLASSES: Mapping[str, int] = {
 _JOB_SPEC_KEYS = ("queue", "minAvailable", "priorityClassName", "maxRetry", "tasks", "policies", "plugins",
                   "networkTopology", "schedulerName", "ttlSecondsAfterFinished", "runningEstimate")
 _JOB_SPEC_UNSUPPORTED = ("volumes", "minSuccess")
-_TASK_KEYS = ("name", "replicas", "minAvailable", "template", "policies", "maxRetry")
-_TASK_UNSUPPORTED = ("topologyPolicy", "dependsOn", "partitionPolicy")
+_TASK_KEYS = ("name", "replicas", "minAvailable", "template", "policies", "maxRetry", "dependsOn")
+_TASK_UNSUPPORTED = ("topologyPolicy", "partitionPolicy")
 _QUEUE_SPEC_KEYS = ("weight", "priority", "capability", "guarantee", "deserved", "reclaimable", "parent")
 _QUEUE_SPEC_UNSUPPORTED = ("affinity", "type", "extendClusters", "dequeueStrategy")
 
@@ -174,6 +174,7 @@ def _task(raw: object, path: str) -> tuple[Task, tuple[Toleration, ...]]:
     pod_spec = mapping(template.get("spec"), f"{path}.template.spec")
     resources = _pod_requests(pod_spec, f"{path}.template.spec")
     tolerations = _tolerations(pod_spec, f"{path}.template.spec.tolerations")
+    depends_on, depends_on_any = _depends_on(item.get("dependsOn"), f"{path}.dependsOn")
     try:
         task = Task(
             name=string(item["name"], f"{path}.name"),
@@ -183,10 +184,27 @@ def _task(raw: object, path: str) -> tuple[Task, tuple[Toleration, ...]]:
             policies=_policies(item.get("policies"), f"{path}.policies"),
             max_retry=integer(item["maxRetry"], f"{path}.maxRetry") if "maxRetry" in item else None,
             template_json=json.dumps(template, sort_keys=True, separators=(",", ":"), default=str),
+            depends_on=depends_on,
+            depends_on_any=depends_on_any,
         )
     except InvalidInput as exc:
         raise exc if exc.path.startswith(path) else _rooted(path, exc) from None
     return task, tolerations
+
+
+def _depends_on(value: object, path: str) -> tuple[tuple[str, ...], bool]:
+    """Volcano ``dependsOn: {name: [tasks], iteration: any|all}`` (all by default)."""
+    if value is None:
+        return (), False
+    item = mapping(value, path)
+    check_keys(item, path, ("name", "iteration"))
+    names = strings(item.get("name"), f"{path}.name")
+    if not names:
+        raise InvalidInput(f"{path}.name", "at least one task is required")
+    iteration = string(item.get("iteration", "all"), f"{path}.iteration")
+    if iteration not in ("any", "all"):
+        raise InvalidInput(f"{path}.iteration", "must be any or all")
+    return names, iteration == "any"
 
 
 def _network_topology(value: object, path: str) -> NetworkTopology:

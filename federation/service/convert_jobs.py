@@ -138,6 +138,7 @@ def task_to_proto(task: Task) -> types_pb2.TaskSpec:
     msg = types_pb2.TaskSpec(
         name=task.name, replicas=task.replicas, resources=resources_to_proto(task.resources),
         policies=[policy_to_proto(p) for p in task.policies], template_json=task.template_json,
+        depends_on=list(task.depends_on), depends_on_any=task.depends_on_any,
     )
     if task.min_available is not None:
         msg.min_available = task.min_available
@@ -156,6 +157,8 @@ def task_from_proto(msg: types_pb2.TaskSpec, path: str) -> Task:
         policies=tuple(policy_from_proto(p, f"{path}.policies[{i}]") for i, p in enumerate(msg.policies)),
         max_retry=msg.max_retry if msg.HasField("max_retry") else None,
         template_json=msg.template_json,
+        depends_on=tuple(msg.depends_on),
+        depends_on_any=msg.depends_on_any,
     )
 
 

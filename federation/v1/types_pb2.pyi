@@ -237,6 +237,8 @@ class TaskSpec(_message.Message):
     POLICIES_FIELD_NUMBER: _builtins.int
     MAX_RETRY_FIELD_NUMBER: _builtins.int
     TEMPLATE_JSON_FIELD_NUMBER: _builtins.int
+    DEPENDS_ON_FIELD_NUMBER: _builtins.int
+    DEPENDS_ON_ANY_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     replicas: _builtins.int
     min_available: _builtins.int
@@ -246,12 +248,19 @@ class TaskSpec(_message.Message):
     because Struct turns every integer into a double (ports, GPU counts) and the agent
     must hand the template to the kube-apiserver unchanged.
     """
+    depends_on_any: _builtins.bool
     @_builtins.property
     def resources(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Requests of ONE pod, as Kubernetes quantities."""
 
     @_builtins.property
     def policies(self) -> _containers.RepeatedCompositeFieldContainer[Global___LifecyclePolicy]: ...
+    @_builtins.property
+    def depends_on(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Volcano task dependsOn: this task's pods are created only once the named tasks have
+        their minAvailable pods running (any one of them with depends_on_any).
+        """
+
     def __init__(
         self,
         *,
@@ -262,10 +271,12 @@ class TaskSpec(_message.Message):
         policies: _abc.Iterable[Global___LifecyclePolicy] | None = ...,
         max_retry: _builtins.int | None = ...,
         template_json: _builtins.str = ...,
+        depends_on: _abc.Iterable[_builtins.str] | None = ...,
+        depends_on_any: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "max_retry", b"max_retry", "min_available", b"min_available"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "max_retry", b"max_retry", "min_available", b"min_available", "name", b"name", "policies", b"policies", "replicas", b"replicas", "resources", b"resources", "template_json", b"template_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "depends_on", b"depends_on", "depends_on_any", b"depends_on_any", "max_retry", b"max_retry", "min_available", b"min_available", "name", b"name", "policies", b"policies", "replicas", b"replicas", "resources", b"resources", "template_json", b"template_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__max_retry: _TypeAlias = _typing.Literal["max_retry"]  # noqa: Y015
     _WhichOneofArgType__max_retry: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry"]  # noqa: Y015
