@@ -37,6 +37,7 @@ from agents.core.records import (
     PodRecord,
     SecretManifest,
     ServiceManifest,
+    WorkloadManifest,
 )
 from federation.domain.topology import HyperNodeSpec
 
@@ -103,6 +104,16 @@ class ClusterBackend(Protocol):
     async def create_secret(self, manifest: SecretManifest) -> None: ...
 
     async def delete_secret(self, namespace: str, name: str) -> bool: ...
+
+    async def read_workload(self, kind: str, namespace: str, name: str) -> WorkloadManifest | None:
+        """A Deployment or StatefulSet by name, metadata only (None when absent)."""
+        ...
+
+    async def create_workload(self, manifest: WorkloadManifest) -> None: ...
+
+    async def delete_workload(self, kind: str, namespace: str, name: str) -> bool:
+        """Deletes it only when it carries our job label (a user's own object is left alone)."""
+        ...
 
     def watch(self) -> AsyncIterator[ChangeEvent]:
         """Change events from now on, until the iterator is closed."""

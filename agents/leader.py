@@ -41,6 +41,7 @@ from agents.core.records import (
     PodRecord,
     SecretManifest,
     ServiceManifest,
+    WorkloadManifest,
 )
 from federation.domain.topology import HyperNodeSpec
 
@@ -336,6 +337,17 @@ class GuardedBackend:
     async def delete_secret(self, namespace: str, name: str) -> bool:
         self._check()
         return await self._backend.delete_secret(namespace, name)
+
+    async def read_workload(self, kind: str, namespace: str, name: str) -> WorkloadManifest | None:
+        return await self._backend.read_workload(kind, namespace, name)
+
+    async def create_workload(self, manifest: WorkloadManifest) -> None:
+        self._check()
+        await self._backend.create_workload(manifest)
+
+    async def delete_workload(self, kind: str, namespace: str, name: str) -> bool:
+        self._check()
+        return await self._backend.delete_workload(kind, namespace, name)
 
     def watch(self) -> AsyncIterator[ChangeEvent]:
         return self._backend.watch()

@@ -26,12 +26,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from agents.core.controller import JobController, PassReport
-from agents.core.operations import DeleteConfigMap, DeletePod, DeleteSecret, DeleteService, Op
+from agents.core.operations import DeleteConfigMap, DeletePod, DeleteSecret, DeleteService, DeleteWorkload, Op
 from agents.core.plugins import ssh_secret_name
 from agents.core.reconcile import W_CANCELLED, W_FAILED, W_REPLAN, W_SUCCEEDED
-from agents.core.records import LABEL_JOB, ConfigMapManifest, PodRecord, ServiceManifest
+from agents.core.records import LABEL_JOB, LABEL_TASK_INDEX, ConfigMapManifest, PodRecord, ServiceManifest
 from agents.core.recovery import Action
 from agents.core.works import Work
+from federation.domain.workloads import WORKLOAD_KINDS
 
 
 def signature(report: PassReport) -> tuple[object, ...]:
@@ -180,9 +181,15 @@ def orphan_ops(pods: Sequence[PodRecord], services: Sequence[ServiceManifest],
                config_maps: Sequence[ConfigMapManifest], keep: set[str]) -> tuple[Op, ...]:
     """Deletions for objects labelled with a job that is in no desired set."""
     ops: list[Op] = []
+    owners: set[tuple[str, str]] = set()
     for pod in pods:
         job = pod.labels.get(LABEL_JOB)
         if job and job not in keep and not pod.deleting:
+            if LABEL_TASK_INDEX not in pod.labels and (pod.namespace, job) not in owners:
+                # A workload's pod (its controller named it): the workload goes first, or
+                # it would recreate the pod. Deleted only when it carries our job label.
+                owners.add((pod.namespace, job))
+                ops += [DeleteWorkload(kind, pod.namespace, job) for kind in WORKLOAD_KINDS]
             ops.append(DeletePod(pod.namespace, pod.name, "job not in the desired set"))
     for svc in services:
         job = svc.labels.get(LABEL_JOB)

@@ -20,10 +20,12 @@ from agents.core.operations import (
     CreatePod,
     CreateSecret,
     CreateService,
+    CreateWorkload,
     DeleteConfigMap,
     DeletePod,
     DeleteSecret,
     DeleteService,
+    DeleteWorkload,
     Op,
 )
 from agents.core.reconcile import Observed
@@ -72,6 +74,10 @@ async def _apply_one(backend: ClusterBackend, op: Op) -> None:
             await backend.create_secret(await asyncio.to_thread(with_key_pair, manifest))
         case DeleteSecret(namespace, name):
             await backend.delete_secret(namespace, name)
+        case CreateWorkload(manifest):
+            await backend.create_workload(manifest)
+        case DeleteWorkload(kind, namespace, name):
+            await backend.delete_workload(kind, namespace, name)
         case CreatePod(manifest):
             await backend.create_pod(manifest)
         case BindPod(namespace, name, node):
@@ -93,14 +99,14 @@ async def read_snapshot(backend: ClusterBackend, *, label_keys: Sequence[str] = 
 
 async def observe_job(
     backend: ClusterBackend, job: str, *, tree: HyperNodeTree | None, label_keys: Sequence[str] = (),
-    secrets: Sequence[tuple[str, str]] = (),
+    secrets: Sequence[tuple[str, str]] = (), workloads: Sequence[tuple[str, str, str]] = (),
 ) -> Observed:
     """The job's objects plus the nodes (free computed over ALL pods) and the tree to bind in.
 
     ``tree`` is the last valid tree the runtime holds; it is replaced by the current one
     when the cluster's HyperNodes are valid now, and kept when they are not. ``secrets``
     are the (namespace, name) of the job's Secrets, read one by one: the agent may not
-    list Secrets.
+    list Secrets; ``workloads`` likewise for the (kind, namespace, name) of a workload job.
     """
     selector = {LABEL_JOB: job}
     pods = await backend.list_pods({})
@@ -116,6 +122,7 @@ async def observe_job(
         services=tuple(await backend.list_services(selector)),
         config_maps=tuple(await backend.list_config_maps(selector)),
         secrets=tuple(s for s in [await backend.read_secret(ns, name) for ns, name in secrets] if s is not None),
+        workloads=tuple(w for w in [await backend.read_workload(*ref) for ref in workloads] if w is not None),
         nodes=to_nodes(nodes, pods),
         tree=current,
     )

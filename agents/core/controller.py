@@ -43,6 +43,7 @@ from agents.core.recovery import (
     decide,
     record,
 )
+from agents.core.workloads import reconcile_workload, workload_refs
 from agents.core.works import Work
 from federation.domain.plans import PodAssignment
 from federation.domain.topology import HyperNodeTree
@@ -90,19 +91,20 @@ class JobController:
 
     async def sync(self, backend: ClusterBackend, now: float, tree: HyperNodeTree | None) -> PassReport:
         work = self.work
-        observed = await observe_job(backend, work.name, tree=tree, label_keys=self.label_keys,
-                                     secrets=secret_refs(work.job))
+        observed = await self._observe(backend, tree)
         pods = tuple(job_pods(work.job, observed.pods, work.version))
         executed: list[Action] = []
         wake_at: float | None = None
         error = ""
-        if not work.cancelled:
+        if not work.cancelled and work.job.workload is None:  # a workload's controller repairs its pods
             executed, wake_at, applied = await self._recover(backend, observed, pods, now)
             error = applied.error
             if executed and applied.ok:
-                observed = await observe_job(backend, work.name, tree=tree, label_keys=self.label_keys,
-                                             secrets=secret_refs(work.job))
-        result = reconcile(work, observed, job_phase=self.state.phase, hints=self.hints)
+                observed = await self._observe(backend, tree)
+        if work.job.workload is not None:
+            result = reconcile_workload(work, observed)
+        else:
+            result = reconcile(work, observed, job_phase=self.state.phase, hints=self.hints)
         applied = await apply_ops(backend, result.ops)
         error = error or applied.error
         if executed or any(isinstance(op, _POD_OPS) for op in applied.done):
@@ -118,6 +120,11 @@ class JobController:
             phase, message = W_REPLAN, replans[-1].record.message
         return PassReport(work.work_id, work.name, work.version, phase, message, pods, tuple(executed),
                           tuple(a.record for a in executed), wake_at, error)
+
+    async def _observe(self, backend: ClusterBackend, tree: HyperNodeTree | None) -> Observed:
+        job = self.work.job
+        return await observe_job(backend, job.name, tree=tree, label_keys=self.label_keys,
+                                 secrets=secret_refs(job), workloads=workload_refs(job))
 
     async def _recover(
         self, backend: ClusterBackend, observed: Observed, pods: Sequence[PodRecord], now: float

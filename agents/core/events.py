@@ -33,12 +33,14 @@ def _ref(pod: PodRecord) -> PodRef:
 
 
 def job_pods(job: Job, pods: Iterable[PodRecord], version: int | None = None) -> list[PodRecord]:
-    """The job's pods (of ``version`` when given), sorted by name."""
-    return sorted(
-        (p for p in pods if p.job == job.name and p.namespace == job.namespace
-         and (version is None or p.version == version)),
-        key=lambda p: p.name,
-    )
+    """The job's pods (of ``version`` when given), sorted by name; a workload job's pods
+    get their index here (agents/core/workloads.py), its controller having named them."""
+    mine = [p for p in pods if p.job == job.name and p.namespace == job.namespace]
+    if job.workload is not None:
+        from agents.core.workloads import index_pods  # workloads imports reconcile, which imports us
+
+        mine = index_pods(job, mine)
+    return sorted((p for p in mine if version is None or p.version == version), key=lambda p: p.name)
 
 
 def pod_events(job: Job, pods: Sequence[PodRecord], nodes: Sequence[Node], now: float) -> list[PodEvent]:

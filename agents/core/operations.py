@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.core.records import ConfigMapManifest, PodManifest, SecretManifest, ServiceManifest
+from agents.core.records import ConfigMapManifest, PodManifest, SecretManifest, ServiceManifest, WorkloadManifest
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,24 @@ class DeleteSecret:
 
 
 @dataclass(frozen=True)
+class CreateWorkload:
+    manifest: WorkloadManifest
+
+    def describe(self) -> str:
+        return f"create {self.manifest.kind.lower()} {self.manifest.namespace}/{self.manifest.name}"
+
+
+@dataclass(frozen=True)
+class DeleteWorkload:
+    kind: str
+    namespace: str
+    name: str
+
+    def describe(self) -> str:
+        return f"delete {self.kind.lower()} {self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
 class CreatePod:
     manifest: PodManifest
 
@@ -94,4 +112,4 @@ class DeletePod:
 
 
 Op = (CreateService | DeleteService | CreateConfigMap | DeleteConfigMap | CreateSecret | DeleteSecret
-      | CreatePod | BindPod | DeletePod)
+      | CreateWorkload | DeleteWorkload | CreatePod | BindPod | DeletePod)

@@ -59,6 +59,7 @@ from agents.core.records import (
     PodRecord,
     SecretManifest,
     ServiceManifest,
+    WorkloadManifest,
 )
 from agents.core.recovery import (
     ABORT_JOB,
@@ -94,6 +95,7 @@ class Observed:
     services: tuple[ServiceManifest, ...] = ()
     config_maps: tuple[ConfigMapManifest, ...] = ()
     secrets: tuple[SecretManifest, ...] = ()
+    workloads: tuple[WorkloadManifest, ...] = ()
     nodes: tuple[Node, ...] = ()
     tree: HyperNodeTree | None = None
 

@@ -194,6 +194,22 @@ class SecretManifest:
         return hash((self.namespace, self.name))
 
 
+@dataclass(frozen=True)
+class WorkloadManifest:
+    """A Deployment or StatefulSet the agent creates for a workload job: ``body_json`` is
+    the whole object to create. Read back by name with metadata only."""
+
+    kind: str
+    name: str
+    namespace: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    body_json: str = ""
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.namespace, self.name))
+
+
 ObjectRecord = NodeRecord | PodRecord | ServiceManifest | ConfigMapManifest | SecretManifest | str
 
 EVENT_KINDS = ("Node", "Pod", "Service", "ConfigMap", "Secret", "HyperNode")

@@ -31,6 +31,7 @@ from agents.core.records import (
     PodRecord,
     SecretManifest,
     ServiceManifest,
+    WorkloadManifest,
 )
 from agents.fake.clock import ManualClock
 from federation.domain.errors import InvalidInput
@@ -95,6 +96,7 @@ class FakeCluster:
         self._services: dict[Key, ServiceManifest] = {}
         self._config_maps: dict[Key, ConfigMapManifest] = {}
         self._secrets: dict[Key, SecretManifest] = {}
+        self._workloads: dict[tuple[str, str, str], WorkloadManifest] = {}
         self._subscribers: list[asyncio.Queue[ChangeEvent]] = []
         self.calls: list[tuple[str, str]] = []  # (method, object) for every mutating call
         self.bind_count = 0
@@ -190,6 +192,29 @@ class FakeCluster:
     async def delete_secret(self, namespace: str, name: str) -> bool:
         self.calls.append(("delete_secret", name))
         return self._delete(self._secrets, namespace, name, "Secret")
+
+    async def read_workload(self, kind: str, namespace: str, name: str) -> WorkloadManifest | None:
+        workload = self._workloads.get((kind, namespace, name))
+        return replace(workload, body_json="") if workload is not None else None
+
+    async def create_workload(self, manifest: WorkloadManifest) -> None:
+        """Stores the workload; the fake runs no controllers (tests create its pods)."""
+        self.calls.append(("create_workload", manifest.name))
+        key = (manifest.kind, manifest.namespace, manifest.name)
+        if key in self._workloads:
+            raise AlreadyExists(f"{manifest.kind} {manifest.namespace}/{manifest.name} already exists")
+        self._workloads[key] = manifest
+        self._emit(manifest.kind, "ADDED", manifest.name)
+
+    async def delete_workload(self, kind: str, namespace: str, name: str) -> bool:
+        self.calls.append(("delete_workload", name))
+        gone = self._workloads.pop((kind, namespace, name), None)
+        if gone is not None:
+            self._emit(kind, "DELETED", name)
+        return gone is not None
+
+    def workloads(self) -> list[WorkloadManifest]:
+        return list(self._workloads.values())
 
     def watch(self) -> AsyncIterator[ChangeEvent]:
         return _Watch(self._subscribers)

@@ -125,6 +125,10 @@ def core_api(api: Any) -> Any:
     return k8s_client.CoreV1Api(api)
 
 
+def apps_api(api: Any) -> Any:
+    return k8s_client.AppsV1Api(api)
+
+
 def custom_api(api: Any) -> Any:
     return k8s_client.CustomObjectsApi(api)
 

@@ -51,7 +51,6 @@ from agents.core.records import (
     NodeRecord,
     PodManifest,
     PodRecord,
-    SecretManifest,
     ServiceManifest,
 )
 from agents.k8s import api as k8s
@@ -67,12 +66,11 @@ from agents.k8s.convert import (
     node_record,
     pod_body,
     pod_record,
-    secret_body,
-    secret_record,
     service_body,
     service_record,
 )
 from agents.k8s.informer import WATCH_SECONDS, Informer, Key
+from agents.k8s.named import NamedObjects, fail
 from federation.domain.resources import Resources
 from federation.domain.topology import HyperNodeSpec
 
@@ -84,13 +82,6 @@ _KIND_EVENT = {"nodes": "Node", "pods": "Pod", "hypernodes": "HyperNode", "servi
 
 def _matches(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
-
-
-def _fail(what: str, exc: ApiError) -> BackendError:
-    detail = exc.message or exc.reason or "no detail"
-    if exc.status == 0:
-        return BackendError(f"{what}: apiserver unreachable ({detail})")
-    return BackendError(f"{what}: HTTP {exc.status} {exc.reason}: {detail}")
 
 
 class _Subscription:
@@ -115,7 +106,7 @@ class _Subscription:
             self._backend._subscribers.remove(self._queue)
 
 
-class KubernetesBackend:
+class KubernetesBackend(NamedObjects):
     """One member cluster through its kube-apiserver. Informers start on first use (or
     ``start()``), so a replica that is not the leader never lists or watches anything."""
 
@@ -126,6 +117,7 @@ class KubernetesBackend:
         self._owns_client = owns_client
         self._sync_timeout = sync_timeout
         self._core = k8s.core_api(api_client)
+        self._apps = k8s.apps_api(api_client)
         custom = k8s.custom_api(api_client)
         self._subscribers: list[asyncio.Queue[ChangeEvent]] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -246,7 +238,7 @@ class KubernetesBackend:
                                                               _request_timeout=k8s.REQUEST_TIMEOUT))
         except ApiError as exc:
             if exc.status != 409:
-                raise _fail(f"create pod {ns}/{name}", exc) from exc
+                raise fail(f"create pod {ns}/{name}", exc) from exc
             existing = await self._read(self._core.read_namespaced_pod, ns, name)
             if existing is not None:
                 record = pod_record(existing)
@@ -284,7 +276,7 @@ class KubernetesBackend:
                 return
             if exc.status == 409 or (400 <= exc.status < 500 and exc.status != 403):
                 raise BindingRejected(f"bind pod {namespace}/{name} to {node}: {exc.message or exc.reason}") from exc
-            raise _fail(f"bind pod {namespace}/{name} to {node}", exc) from exc
+            raise fail(f"bind pod {namespace}/{name} to {node}", exc) from exc
         self.pods.update(key, lambda p: replace(p, node=node))
 
     def _check_room(self, pod: PodRecord | None, name: str, node: str) -> None:
@@ -338,19 +330,6 @@ class KubernetesBackend:
         return await self._delete(self.config_maps, self._core.delete_namespaced_config_map, namespace, name,
                                   {"propagationPolicy": "Background"})
 
-    # ------------------------------------------------------------------ secrets (read by name, never listed)
-    async def read_secret(self, namespace: str, name: str) -> SecretManifest | None:
-        obj = await self._read(self._core.read_namespaced_secret, namespace, name)
-        return secret_record(obj) if obj is not None else None
-
-    async def create_secret(self, manifest: SecretManifest) -> None:
-        await self._create_labelled(None, self._core.create_namespaced_secret, self._core.read_namespaced_secret,
-                                    "secret", manifest.namespace, manifest.name, secret_body(manifest),
-                                    manifest.annotations)
-
-    async def delete_secret(self, namespace: str, name: str) -> bool:
-        return await self._delete(None, self._core.delete_namespaced_secret, namespace, name, {})
-
     def watch(self) -> AsyncIterator[ChangeEvent]:
         return _Subscription(self)
 
@@ -372,39 +351,34 @@ class KubernetesBackend:
         except ApiError as exc:
             if exc.status == 404:
                 return None
-            raise _fail(f"read {namespace}/{name}", exc) from exc
+            raise fail(f"read {namespace}/{name}", exc) from exc
 
-    async def _create_labelled(self, cache: Informer[Any] | None, create: Any, read: Any, what: str, namespace: str,
+    async def _create_labelled(self, cache: Informer[Any], create: Any, read: Any, what: str, namespace: str,
                                name: str, body: dict[str, Any], annotations: Mapping[str, str]) -> None:
         try:
             obj = await call(create(namespace, body, _preload_content=False, _request_timeout=k8s.REQUEST_TIMEOUT))
         except ApiError as exc:
             if exc.status != 409:
-                raise _fail(f"create {what} {namespace}/{name}", exc) from exc
+                raise fail(f"create {what} {namespace}/{name}", exc) from exc
             existing = await self._read(read, namespace, name)
             theirs = ((existing or {}).get("metadata") or {}).get("annotations") or {}
             if existing is not None and theirs.get(ANNOTATION_SPEC_HASH) == annotations.get(ANNOTATION_SPEC_HASH):
-                if cache is not None and ((existing.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB):
+                if ((existing.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB):
                     cache.upsert(existing)
                 return
             raise AlreadyExists(f"{what} {namespace}/{name} already exists") from exc
-        if cache is not None:
-            cache.upsert(obj)
+        cache.upsert(obj)
 
-    async def _delete(self, cache: Informer[Any] | None, delete: Any, namespace: str, name: str,
+    async def _delete(self, cache: Informer[Any], delete: Any, namespace: str, name: str,
                       body: dict[str, Any]) -> bool:
-        """Delete one object; ``cache`` (None for uncached kinds) follows the answer."""
         try:
             obj = await call(delete(name, namespace, body=body, _preload_content=False,
                                     _request_timeout=k8s.REQUEST_TIMEOUT))
         except ApiError as exc:
             if exc.status == 404:
-                if cache is not None:
-                    cache.remove((namespace, name))
+                cache.remove((namespace, name))
                 return False
-            raise _fail(f"delete {namespace}/{name}", exc) from exc
-        if cache is None:
-            return True
+            raise fail(f"delete {namespace}/{name}", exc) from exc
         meta = obj.get("metadata") or {}
         still_there = (obj.get("kind") == cache_kind(cache) and meta.get("deletionTimestamp")
                        and (meta.get("finalizers") or (obj.get("spec") or {}).get("nodeName")))

@@ -18,6 +18,7 @@ from federation.domain.nodes import Toleration
 from federation.domain.plugins import PluginOptions, resolve_plugins
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.resources import Resources
+from federation.domain.workloads import Workload
 
 RESTART_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "TaskCompleted", "Unknown")
 RESTART_ACTIONS = ("RestartPod", "RestartTask", "RestartJob", "AbortJob", "TerminateJob", "CompleteJob")
@@ -120,6 +121,8 @@ class Job:
     labels: tuple[tuple[str, str], ...] = field(default=())
     # Pod tolerations (from the pod templates) checked against node taints by the planner.
     tolerations: tuple[Toleration, ...] = ()
+    # A Deployment/StatefulSet realised as itself in the member cluster (one task), or None.
+    workload: Workload | None = None
 
     def __post_init__(self) -> None:
         _dns_label(self.name, "metadata.name")
@@ -136,6 +139,9 @@ class Job:
                     f"must not exceed the total replicas ({self.total_replicas})")
         require(self.max_retry >= 0, "spec.maxRetry", "must be >= 0")
         _ = self.plugin_options  # every plugin and option checked at construction
+        if self.workload is not None:
+            require(len(self.tasks) == 1 and not self.plugins and not self.policies, "spec",
+                    "a workload job has one task and no plugins or policies (its controller runs the pods)")
         self._check_depends_on()
 
     def _check_depends_on(self) -> None:

@@ -34,10 +34,12 @@ from federation.domain.manifests_volcano import (
     PRIORITY_CLASSES,
     parse_job,
     parse_queue,
+    parse_workload,
     priority_for_class,
 )
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.queues import Queue
+from federation.domain.workloads import WORKLOAD_API, WORKLOAD_KINDS
 
 __all__ = [
     "OWNERS_ANNOTATION",
@@ -55,7 +57,8 @@ __all__ = [
 JOB_API = "batch.volcano.sh/v1alpha1"
 POLICY_API = "policy.karmada.io/v1alpha1"
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
-_SUBMISSION_KINDS = {"Job": JOB_API, "PropagationPolicy": POLICY_API, "ClusterPropagationPolicy": POLICY_API}
+_SUBMISSION_KINDS = {"Job": JOB_API, "Deployment": WORKLOAD_API, "StatefulSet": WORKLOAD_API,
+                     "PropagationPolicy": POLICY_API, "ClusterPropagationPolicy": POLICY_API}
 _QUEUE_KINDS = {"Queue": QUEUE_API}
 
 
@@ -99,10 +102,11 @@ def load_manifests(text: str) -> Submission:
     for index, doc in _documents(text):
         kind = _check_kind(doc, index, _SUBMISSION_KINDS, " (queues go through `fedctl queue create -f`)"
                            if doc.get("kind") == "Queue" else "")
-        if kind == "Job":
+        if kind in ("Job", *WORKLOAD_KINDS):
             if job_doc is not None:
                 raise InvalidInput(f"documents[{index}].kind",
-                                   f"only one Job per file (another at documents[{job_doc[0]}])")
+                                   "only one Job, Deployment or StatefulSet per file "
+                                   f"(another at documents[{job_doc[0]}])")
             job_doc = (index, doc)
         else:
             if policy_doc is not None:
@@ -119,7 +123,8 @@ def load_manifests(text: str) -> Submission:
         propagation = parse_propagation(policy_doc[1], f"documents[{policy_doc[0]}]",
                                         name if isinstance(name, str) else "",
                                         namespace if isinstance(namespace, str) else "default")
-    return Submission(parse_job(job_doc[1], job_path, propagation), propagation)
+    parse = parse_workload if job_doc[1].get("kind") in WORKLOAD_KINDS else parse_job
+    return Submission(parse(job_doc[1], job_path, propagation), propagation)
 
 
 def load_queue_manifests(text: str) -> tuple[Queue, ...]:

@@ -41,6 +41,7 @@ from federation.domain.nodes import Toleration
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
+from federation.domain.workloads import WORKLOAD_TASK, read_workload
 
 PRIORITY_ANNOTATION = "federation.io/priority"
 OWNERS_ANNOTATION = "federation.io/owners"
@@ -278,6 +279,35 @@ def parse_job(doc: Mapping[str, object], path: str, propagation: PropagationPoli
             max_retry=integer(spec["maxRetry"], f"{path}.spec.maxRetry") if "maxRetry" in spec else DEFAULT_MAX_RETRY,
             propagation=propagation,
             tolerations=_common_tolerations([tols for _, tols in parsed]),
+        )
+    except InvalidInput as exc:
+        raise exc if exc.path.startswith(path) else _rooted(path, exc) from None
+
+
+def parse_workload(doc: Mapping[str, object], path: str, propagation: PropagationPolicy | None) -> Job:
+    """An ``apps/v1`` Deployment or StatefulSet with Volcano's gang and topology
+    annotations as a one-task job carrying the workload (federation/domain/workloads.py)."""
+    fields = read_workload(doc, path)
+    task, tolerations = _task({"name": WORKLOAD_TASK, "replicas": fields.replicas, "template": fields.template},
+                              f"{path}.spec")
+    pod_spec = mapping(fields.template.get("spec"), f"{path}.spec.template.spec")
+    priority_class = string(pod_spec.get("priorityClassName", ""), f"{path}.spec.template.spec.priorityClassName")
+    annotations = string_map(mapping(doc.get("metadata"), f"{path}.metadata").get("annotations"),
+                             f"{path}.metadata.annotations")
+    try:
+        priority = _priority(annotations, priority_class, path)
+    except InvalidInput as exc:  # the class of a workload sits in its pod template
+        raise InvalidInput(exc.path.replace(f"{path}.spec.", f"{path}.spec.template.spec."), exc.rule) from None
+    topology = None
+    if fields.topology_mode is not None or fields.topology_tier is not None:
+        topology = NetworkTopology(mode=fields.topology_mode or "hard", highest_tier_allowed=fields.topology_tier)
+    try:
+        return Job(
+            name=fields.name, namespace=fields.namespace, labels=tuple(fields.labels.items()), queue=fields.queue,
+            tasks=(task,), min_available=fields.min_member,
+            priority=priority,
+            priority_class=priority_class, network_topology=topology, propagation=propagation,
+            tolerations=tolerations, workload=fields.workload,
         )
     except InvalidInput as exc:
         raise exc if exc.path.startswith(path) else _rooted(path, exc) from None

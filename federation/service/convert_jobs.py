@@ -21,6 +21,7 @@ from federation.domain.propagation import (
     ReplicaScheduling,
     SpreadConstraint,
 )
+from federation.domain.workloads import Workload
 from federation.service.convert_base import (
     build,
     resources_from_proto,
@@ -184,6 +185,8 @@ def job_to_proto(job: Job) -> types_pb2.JobSpec:
             msg.network_topology.highest_tier_name = nt.highest_tier_name
     if job.propagation is not None:
         msg.propagation.CopyFrom(propagation_to_proto(job.propagation))
+    if job.workload is not None:
+        msg.workload.kind, msg.workload.body_json = job.workload.kind, job.workload.body_json
     return msg
 
 
@@ -217,6 +220,8 @@ def job_from_proto(msg: types_pb2.JobSpec, path: str = "spec") -> Job:
         propagation_from_proto(msg.propagation, f"{path}.propagation") if msg.HasField("propagation") else None
     )
     tolerations = tuple(toleration_from_proto(t, f"{path}.tolerations[{i}]") for i, t in enumerate(msg.tolerations))
+    workload = (build(f"{path}.workload", Workload, kind=msg.workload.kind, body_json=msg.workload.body_json)
+                if msg.HasField("workload") else None)
     try:  # only Job's own checks raise here; nested values were validated (and rooted) above
         return Job(
             name=msg.name,
@@ -233,6 +238,7 @@ def job_from_proto(msg: types_pb2.JobSpec, path: str = "spec") -> Job:
             namespace=msg.namespace or "default",
             labels=tuple(sorted(msg.labels.items())),
             tolerations=tolerations,
+            workload=workload,
         )
     except InvalidInput as exc:
         raise _job_error(exc, path) from None

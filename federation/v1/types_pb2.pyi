@@ -551,6 +551,7 @@ class JobSpec(_message.Message):
     PROPAGATION_FIELD_NUMBER: _builtins.int
     LABELS_FIELD_NUMBER: _builtins.int
     TOLERATIONS_FIELD_NUMBER: _builtins.int
+    WORKLOAD_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     namespace: _builtins.str
     """Empty = "default"."""
@@ -579,6 +580,10 @@ class JobSpec(_message.Message):
     def tolerations(self) -> _containers.RepeatedCompositeFieldContainer[Global___Toleration]:
         """Pod tolerations (from the pod templates) checked against node taints."""
 
+    @_builtins.property
+    def workload(self) -> Global___Workload:
+        """Set for a Deployment/StatefulSet: the agent creates it instead of the job's pods."""
+
     def __init__(
         self,
         *,
@@ -596,10 +601,11 @@ class JobSpec(_message.Message):
         propagation: Global___PropagationPolicy | None = ...,
         labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         tolerations: _abc.Iterable[Global___Toleration] | None = ...,
+        workload: Global___Workload | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_priority", b"_priority", "max_retry", b"max_retry", "min_available", b"min_available", "network_topology", b"network_topology", "priority", b"priority", "propagation", b"propagation"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_priority", b"_priority", "max_retry", b"max_retry", "min_available", b"min_available", "network_topology", b"network_topology", "priority", b"priority", "propagation", b"propagation", "workload", b"workload"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_priority", b"_priority", "labels", b"labels", "max_retry", b"max_retry", "min_available", b"min_available", "name", b"name", "namespace", b"namespace", "network_topology", b"network_topology", "plugins", b"plugins", "policies", b"policies", "priority", b"priority", "priority_class", b"priority_class", "propagation", b"propagation", "queue", b"queue", "tasks", b"tasks", "tolerations", b"tolerations"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_priority", b"_priority", "labels", b"labels", "max_retry", b"max_retry", "min_available", b"min_available", "name", b"name", "namespace", b"namespace", "network_topology", b"network_topology", "plugins", b"plugins", "policies", b"policies", "priority", b"priority", "priority_class", b"priority_class", "propagation", b"propagation", "queue", b"queue", "tasks", b"tasks", "tolerations", b"tolerations", "workload", b"workload"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__max_retry: _TypeAlias = _typing.Literal["max_retry"]  # noqa: Y015
     _WhichOneofArgType__max_retry: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry"]  # noqa: Y015
@@ -615,6 +621,30 @@ class JobSpec(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__priority) -> _WhichOneofReturnType__priority | None: ...
 
 Global___JobSpec: _TypeAlias = JobSpec  # noqa: Y015
+
+@_typing.final
+class Workload(_message.Message):
+    """A Kubernetes workload (apps/v1 Deployment or StatefulSet) as canonical JSON."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    BODY_JSON_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    body_json: _builtins.str
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        body_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body_json", b"body_json", "kind", b"kind"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Workload: _TypeAlias = Workload  # noqa: Y015
 
 @_typing.final
 class PodAssignment(_message.Message):

@@ -1,0 +1,150 @@
+"""Kubernetes Deployments and StatefulSets placed as a gang, realised as themselves.
+
+Volcano schedules a Deployment or StatefulSet as a gang when its pods carry
+``scheduling.volcano.sh/group-min-member`` (the PodGroup's minMember) and keeps it in
+one HyperNode with ``volcano.sh/network-topology-mode`` (hard|soft) and
+``volcano.sh/network-topology-highest-tier`` (volcano-sh/volcano
+``docs/user-guide/how_to_use_network_topology_aware_scheduling.md``; the keys are
+``staging/src/volcano.sh/apis/pkg/apis/topology/v1alpha1/labels.go``). The annotations
+are read from the pod template (where Volcano's PodGroup controller reads them) or, when
+absent there, from the workload's own metadata; ``scheduling.volcano.sh/queue-name``
+picks the queue.
+
+The federation places such a workload as a one-task job (task ``pod``, ``replicas``
+pods) and the agent creates the workload itself in the member cluster, its pods going to
+our scheduler: the cluster's own controllers (ReplicaSet, StatefulSet) create and
+recreate the pods, and the agent binds them inside the chosen HyperNode. Every other
+field of the workload is passed to the member cluster unchanged, so the cluster honours
+it. Refused, naming the field: ``spec.template.spec.nodeName`` (binding is ours),
+``schedulerName`` other than ``volcano`` or ours, and a StatefulSet gang without
+``podManagementPolicy: Parallel`` (OrderedReady creates pod N+1 only once pod N runs,
+so an all-or-nothing gang of more than one pod would never start).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from federation.domain.errors import InvalidInput
+from federation.domain.manifests_fields import integer, mapping, string, string_map
+
+WORKLOAD_API = "apps/v1"
+WORKLOAD_KINDS = ("Deployment", "StatefulSet")
+WORKLOAD_TASK = "pod"
+MIN_MEMBER = "scheduling.volcano.sh/group-min-member"
+TOPOLOGY_MODE = "volcano.sh/network-topology-mode"
+TOPOLOGY_TIER = "volcano.sh/network-topology-highest-tier"
+QUEUE_NAME = "scheduling.volcano.sh/queue-name"
+_SCHEDULERS = ("", "volcano", "federation-scheduler")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The user's Deployment or StatefulSet (canonical JSON of apiVersion, kind, metadata
+    labels/annotations and spec) that the agent creates in the member cluster."""
+
+    kind: str
+    body_json: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in WORKLOAD_KINDS:
+            raise InvalidInput("kind", f"workload kind {self.kind!r} not supported "
+                                       f"(one of {', '.join(WORKLOAD_KINDS)})")
+        try:
+            body = json.loads(self.body_json)
+        except ValueError:
+            raise InvalidInput("bodyJson", "must be a JSON object") from None
+        if not isinstance(body, dict) or body.get("kind") != self.kind or not isinstance(body.get("spec"), dict):
+            raise InvalidInput("bodyJson", f"must be a {self.kind} object with a spec")
+
+    @property
+    def body(self) -> dict[str, Any]:
+        parsed: dict[str, Any] = json.loads(self.body_json)
+        return parsed
+
+
+@dataclass(frozen=True)
+class WorkloadFields:
+    """What the federation reads from a workload document to place it."""
+
+    workload: Workload
+    name: str
+    namespace: str
+    labels: Mapping[str, str]
+    replicas: int
+    min_member: int | None
+    topology_mode: str | None
+    topology_tier: int | None
+    queue: str
+    template: Mapping[str, object]
+
+
+def _annotation(template_ann: Mapping[str, str], own_ann: Mapping[str, str], key: str) -> tuple[str | None, str]:
+    if key in template_ann:
+        return template_ann[key], f"spec.template.metadata.annotations[{key}]"
+    if key in own_ann:
+        return own_ann[key], f"metadata.annotations[{key}]"
+    return None, ""
+
+
+def _int_annotation(value: str | None, where: str, path: str, minimum: int) -> int | None:
+    if value is None:
+        return None
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise InvalidInput(f"{path}.{where}", f"must be an integer, got {value!r}") from None
+    if number < minimum:
+        raise InvalidInput(f"{path}.{where}", f"must be >= {minimum}")
+    return number
+
+
+def read_workload(doc: Mapping[str, object], path: str) -> WorkloadFields:
+    """One ``apps/v1`` Deployment or StatefulSet document (``path`` = ``documents[i]``)."""
+    kind = string(doc.get("kind"), f"{path}.kind")
+    meta = mapping(doc.get("metadata"), f"{path}.metadata")
+    if "name" not in meta:
+        raise InvalidInput(f"{path}.metadata.name", "is required")
+    spec = mapping(doc.get("spec"), f"{path}.spec")
+    template = mapping(spec.get("template"), f"{path}.spec.template")
+    tmeta = mapping(template.get("metadata"), f"{path}.spec.template.metadata")
+    pod_spec = mapping(template.get("spec"), f"{path}.spec.template.spec")
+    if "nodeName" in pod_spec:
+        raise InvalidInput(f"{path}.spec.template.spec.nodeName", "not supported: the federation binds the pods")
+    scheduler = string(pod_spec.get("schedulerName", ""), f"{path}.spec.template.spec.schedulerName")
+    if scheduler not in _SCHEDULERS:
+        raise InvalidInput(f"{path}.spec.template.spec.schedulerName",
+                           f"{scheduler!r} not supported: the federation schedules these pods "
+                           "(leave it out or use volcano)")
+    own_ann = string_map(meta.get("annotations"), f"{path}.metadata.annotations")
+    tmpl_ann = string_map(tmeta.get("annotations"), f"{path}.spec.template.metadata.annotations")
+    replicas = integer(spec.get("replicas", 1), f"{path}.spec.replicas")
+    if replicas < 1:
+        raise InvalidInput(f"{path}.spec.replicas", "must be >= 1 (a workload scaled to zero has nothing to place)")
+    raw, where = _annotation(tmpl_ann, own_ann, MIN_MEMBER)
+    min_member = _int_annotation(raw, where, path, 1)
+    if min_member is not None and min_member > replicas:
+        raise InvalidInput(f"{path}.{where}", f"must not exceed spec.replicas ({replicas})")
+    mode, where = _annotation(tmpl_ann, own_ann, TOPOLOGY_MODE)
+    if mode is not None and mode not in ("hard", "soft"):
+        raise InvalidInput(f"{path}.{where}", f"must be hard or soft, got {mode!r}")
+    raw, where = _annotation(tmpl_ann, own_ann, TOPOLOGY_TIER)
+    tier = _int_annotation(raw, where, path, 1)
+    queue, _ = _annotation(tmpl_ann, own_ann, QUEUE_NAME)
+    if kind == "StatefulSet" and (min_member or 1) > 1 and spec.get("podManagementPolicy") != "Parallel":
+        raise InvalidInput(f"{path}.spec.podManagementPolicy",
+                           "a StatefulSet gang needs podManagementPolicy: Parallel (OrderedReady creates each pod "
+                           "only after the previous one runs, so the gang could never be bound all at once)")
+    body = {"apiVersion": WORKLOAD_API, "kind": kind,
+            "metadata": {k: meta[k] for k in ("labels", "annotations") if k in meta}, "spec": dict(spec)}
+    return WorkloadFields(
+        workload=Workload(kind, json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)),
+        name=string(meta["name"], f"{path}.metadata.name"),
+        namespace=string(meta.get("namespace", "default"), f"{path}.metadata.namespace"),
+        labels=string_map(meta.get("labels"), f"{path}.metadata.labels"),
+        replicas=replicas, min_member=min_member, topology_mode=mode, topology_tier=tier,
+        queue=queue or "default", template=template,
+    )

@@ -1,0 +1,155 @@
+"""A workload job (Deployment/StatefulSet) on the fake cluster: the workload is created
+for our scheduler, its controller's pods (made here by hand: the fake runs no
+controllers) are bound all-or-nothing inside the HyperNode, a lost pod's replacement is
+bound in the same domain, a new version replaces the workload, cancel withdraws it."""
+
+from __future__ import annotations
+
+import json
+
+from agentkit import LABEL_KEYS, fake, work
+
+from agents.core.apply import apply_ops, observe_job
+from agents.core.operations import CreateWorkload, DeleteWorkload
+from agents.core.reconcile import Reconciliation
+from agents.core.records import (
+    ANNOTATION_WORK_ID,
+    LABEL_JOB,
+    LABEL_TASK,
+    LABEL_WORK_VERSION,
+    SCHEDULER_NAME,
+    PodManifest,
+)
+from agents.core.snapshot import build_snapshot
+from agents.core.workloads import index_pods, reconcile_workload, render_workload, workload_refs
+from agents.core.works import Work
+from agents.fake.cluster import FakeCluster
+from agents.runtime_jobs import orphan_ops
+from federation.domain.jobs import Job
+from federation.domain.manifests import load_jobs
+from federation.domain.resources import Resources
+
+DEPLOYMENT = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: serve, labels: {team: a}}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: serve}}
+  template:
+    metadata:
+      labels: {app: serve}
+      annotations: {scheduling.volcano.sh/group-min-member: "3", volcano.sh/network-topology-mode: hard,
+                    volcano.sh/network-topology-highest-tier: "1"}
+    spec: {containers: [{name: c, image: nginx, resources: {requests: {nvidia.com/gpu: 4}}}]}
+"""
+
+
+def serve() -> Job:
+    [job] = load_jobs(DEPLOYMENT)
+    return job
+
+
+async def pass_(cluster: FakeCluster, w: Work) -> Reconciliation:
+    nodes = await cluster.list_nodes()
+    tree = build_snapshot("c1", nodes, await cluster.list_pods({}), [], label_keys=LABEL_KEYS).snapshot
+    assert tree is not None
+    observed = await observe_job(cluster, w.name, tree=tree.tree, label_keys=LABEL_KEYS, workloads=workload_refs(w.job))
+    result = reconcile_workload(w, observed)
+    applied = await apply_ops(cluster, result.ops)
+    assert applied.ok, applied.error
+    return result
+
+
+async def controller_creates(cluster: FakeCluster, w: Work, *suffixes: str) -> None:
+    """What the ReplicaSet controller would do: unbound pods from the workload's template."""
+    [made] = cluster.workloads()
+    template = json.loads(made.body_json)["spec"]["template"]
+    for suffix in suffixes:
+        await cluster.create_pod(PodManifest(
+            name=f"serve-7d9f-{suffix}", namespace="default", labels=template["metadata"]["labels"],
+            annotations=template["metadata"]["annotations"], requests=Resources.of(gpu=4)))
+
+
+def test_the_workload_goes_to_our_scheduler_with_our_labels_and_the_gang_replicas() -> None:
+    w = work(serve(), hypernode="t1-l0", version=2)
+    made = render_workload(w)
+    body = json.loads(made.body_json)
+    assert (made.kind, made.name, body["kind"]) == ("Deployment", "serve", "Deployment")
+    assert body["spec"]["replicas"] == 3
+    template = body["spec"]["template"]
+    assert template["spec"]["schedulerName"] == SCHEDULER_NAME
+    assert template["metadata"]["labels"] == {"app": "serve", LABEL_JOB: "serve", LABEL_TASK: "pod",
+                                              LABEL_WORK_VERSION: "2"}
+    assert template["metadata"]["annotations"][ANNOTATION_WORK_ID] == "w-serve"
+    assert body["spec"]["selector"] == {"matchLabels": {"app": "serve"}}
+    assert made.labels == {"team": "a", LABEL_JOB: "serve"}
+
+
+async def test_pods_are_bound_only_once_the_whole_gang_exists_and_inside_the_hypernode() -> None:
+    cluster = fake()
+    w = work(serve(), hypernode="t1-l0")
+    first = await pass_(cluster, w)
+    assert [type(op) for op in first.ops] == [CreateWorkload] and first.phase == "Pending"
+    await controller_creates(cluster, w, "a", "b")
+    assert (await pass_(cluster, w)).message == "waiting for 2 of 3 pods from the Deployment"
+    assert all(p.node is None for p in cluster.pods())
+    await controller_creates(cluster, w, "c")
+    await pass_(cluster, w)
+    assert {p.node for p in cluster.pods()} <= {"n00", "n01"}  # l0 holds n00 and n01
+    assert all(p.node is not None for p in cluster.pods())
+    assert (await pass_(cluster, w)).phase == "Running"
+
+
+async def test_a_lost_pod_is_replaced_by_the_controller_and_bound_in_the_same_domain() -> None:
+    cluster = fake()
+    w = work(serve(), hypernode="t1-l0")
+    await pass_(cluster, w)
+    await controller_creates(cluster, w, "a", "b", "c")
+    await pass_(cluster, w)
+    await cluster.delete_pod("default", "serve-7d9f-b")
+    await controller_creates(cluster, w, "d")
+    await pass_(cluster, w)
+    pods = cluster.pods()
+    assert sorted(p.name for p in pods) == ["serve-7d9f-a", "serve-7d9f-c", "serve-7d9f-d"]
+    assert all(p.node in ("n00", "n01") for p in pods)
+
+
+async def test_a_gang_that_no_longer_fits_is_released_and_replanned() -> None:
+    cluster = fake()
+    w = work(serve(), hypernode="t1-l0")
+    await pass_(cluster, w)
+    cluster.occupy("hog", "n00", Resources.of(gpu=8))
+    cluster.occupy("hog2", "n01", Resources.of(gpu=4))
+    await controller_creates(cluster, w, "a", "b", "c")
+    result = await pass_(cluster, w)
+    assert result.phase == "Replan" and "needs 3 pods inside" in result.message
+
+
+async def test_a_new_version_replaces_the_workload_and_cancel_withdraws_it() -> None:
+    cluster = fake()
+    job = serve()
+    await pass_(cluster, work(job, hypernode="t1-l0"))
+    second = await pass_(cluster, work(job, hypernode="t1-l1", version=2))
+    assert [type(op) for op in second.ops] == [DeleteWorkload, CreateWorkload]
+    [made] = cluster.workloads()
+    assert json.loads(made.body_json)["spec"]["template"]["metadata"]["labels"][LABEL_WORK_VERSION] == "2"
+    cancelled = await pass_(cluster, work(job, hypernode="t1-l1", version=2, cancelled=True))
+    assert cancelled.phase == "Cancelled" and cluster.workloads() == []
+
+
+async def test_statefulset_pods_take_their_ordinal_as_index_deployment_pods_their_rank() -> None:
+    cluster = fake()
+    await cluster.create_pod(PodManifest("serve-7d9f-zz", "default", labels={LABEL_JOB: "serve"}))
+    await cluster.create_pod(PodManifest("serve-7d9f-aa", "default", labels={LABEL_JOB: "serve"}))
+    indexed = index_pods(serve(), cluster.pods())
+    assert [(p.name, p.index, p.task) for p in indexed] == [("serve-7d9f-aa", 0, "pod"), ("serve-7d9f-zz", 1, "pod")]
+
+
+def test_orphaned_workload_pods_take_their_workload_with_them() -> None:
+    from agents.core.records import PodRecord
+
+    pod = PodRecord("serve-7d9f-a", "ns1", labels={LABEL_JOB: "serve", LABEL_TASK: "pod"})
+    ops = orphan_ops((pod,), (), (), set())
+    assert [type(op).__name__ for op in ops] == ["DeleteWorkload", "DeleteWorkload", "DeletePod"]
+    assert {op.kind for op in ops if isinstance(op, DeleteWorkload)} == {"Deployment", "StatefulSet"}
