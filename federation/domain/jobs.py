@@ -123,6 +123,8 @@ class Job:
     tolerations: tuple[Toleration, ...] = ()
     # A Deployment/StatefulSet realised as itself in the member cluster (one task), or None.
     workload: Workload | None = None
+    # Jobs (same namespace) that must succeed before this one is planned (a JobFlow's dependsOn).
+    after: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _dns_label(self.name, "metadata.name")
@@ -143,6 +145,9 @@ class Job:
             require(len(self.tasks) == 1 and not self.plugins and not self.policies, "spec",
                     "a workload job has one task and no plugins or policies (its controller runs the pods)")
         self._check_depends_on()
+        for i, other in enumerate(self.after):
+            _dns_label(other, f"after[{i}]")
+            require(other != self.name, f"after[{i}]", "a job cannot wait for itself")
 
     def _check_depends_on(self) -> None:
         """Volcano's task dependsOn, checked whole: known tasks, no cycle, and a gang that

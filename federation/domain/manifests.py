@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import yaml
 
 from federation.domain.errors import InvalidInput
+from federation.domain.jobflows import FLOW_API, FLOW_KINDS, flow_jobs
 from federation.domain.jobs import Job
 from federation.domain.manifests_fields import mapping
 from federation.domain.manifests_karmada import parse_propagation
@@ -150,8 +151,26 @@ def load_queue_manifest(text: str) -> Queue:
 
 
 def load_jobs(text: str) -> tuple[Job, ...]:
-    """The submission's jobs (one per file today), each carrying its propagation policy."""
-    return (load_manifests(text).job,)
+    """The submission's jobs, each carrying its propagation policy: one Job, Deployment or
+    StatefulSet, or every job of the file's JobFlows (federation/domain/jobflows.py)."""
+    documents = _documents(text)
+    if not any(doc.get("kind") in FLOW_KINDS for _, doc in documents):
+        return (load_manifests(text).job,)
+    templates: dict[str, tuple[Job, str]] = {}
+    flows: list[tuple[int, Mapping[str, object]]] = []
+    for index, doc in documents:
+        kind = _check_kind(doc, index, dict.fromkeys(FLOW_KINDS, FLOW_API),
+                           " (a JobFlow file holds only JobFlows and their JobTemplates)")
+        if kind == "JobFlow":
+            flows.append((index, doc))
+            continue
+        template = parse_job(doc, f"documents[{index}]", None)
+        if template.name in templates:
+            raise InvalidInput(f"documents[{index}].metadata.name", f"duplicate JobTemplate {template.name!r}")
+        templates[template.name] = (template, f"documents[{index}]")
+    if not flows:
+        raise InvalidInput("documents", "JobTemplates are used only by a JobFlow in the same file; none found")
+    return flow_jobs(flows, templates)
 
 
 def load_queues(text: str) -> tuple[Queue, ...]:

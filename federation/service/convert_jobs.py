@@ -172,7 +172,7 @@ def job_to_proto(job: Job) -> types_pb2.JobSpec:
         policies=[policy_to_proto(p) for p in job.policies],
         plugins={name: types_pb2.PluginArgs(args=list(args)) for name, args in job.plugins},
         max_retry=job.max_retry, labels=dict(job.labels),
-        tolerations=[toleration_to_proto(t) for t in job.tolerations],
+        tolerations=[toleration_to_proto(t) for t in job.tolerations], after=list(job.after),
     )
     if job.min_available is not None:
         msg.min_available = job.min_available
@@ -239,6 +239,7 @@ def job_from_proto(msg: types_pb2.JobSpec, path: str = "spec") -> Job:
             labels=tuple(sorted(msg.labels.items())),
             tolerations=tolerations,
             workload=workload,
+            after=tuple(msg.after),
         )
     except InvalidInput as exc:
         raise _job_error(exc, path) from None

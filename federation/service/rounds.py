@@ -44,6 +44,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 
+from federation.domain.jobflows import STOP
 from federation.domain.plans import FederationSnapshot, Placement, Plan, PlanLimits
 from federation.placement import plan as plan_round
 from federation.propagation.availability import with_availability
@@ -51,6 +52,7 @@ from federation.propagation.works import admissible, work_payload, works_to_crea
 from federation.service.snapshot_builder import PlanningInput, load
 from federation.store import Store, StoreError
 from federation.store.plan_records import decisions_from_plan, round_from_plan, updates_from_plan
+from federation.store.states import WAITING_EVENT
 
 log = logging.getLogger(__name__)
 
@@ -167,8 +169,8 @@ class RoundScheduler:
         async with self._lock:
             started = self._clock()
             data: PlanningInput = await asyncio.to_thread(load, self._store, started, self._max_pending)
-            if await self._fail_over_stranded(data) | await self._repair(data):  # re-read what changed
-                data = await asyncio.to_thread(load, self._store, started, self._max_pending)
+            if await self._fail_over_stranded(data) | await self._repair(data) | await self._hold_flows(data):
+                data = await asyncio.to_thread(load, self._store, started, self._max_pending)  # re-read
             snapshot = data.snapshot
             if not snapshot.pending:
                 return 0
@@ -237,6 +239,21 @@ class RoundScheduler:
             loss = await asyncio.to_thread(self._store.clusters.mark_lost, cluster, f"cluster {cluster} lost")
             log.warning("requeued %d job(s) placed on lost cluster %s", len(loss.requeued), cluster)
         return bool(data.stranded)
+
+    async def _hold_flows(self, data: PlanningInput) -> bool:
+        """Cancel the jobs whose flow dependency failed, naming it (Volcano's flow goes
+        Failed); say on the others what they wait for. True when a job was cancelled."""
+        cancelled = False
+        for name, (verdict, reason, recorded) in sorted(data.held.items()):
+            try:
+                if verdict == STOP:
+                    await asyncio.to_thread(self._store.jobs.cancel, name, reason)
+                    cancelled = True
+                elif recorded != reason:
+                    await asyncio.to_thread(self._store.jobs.annotate, name, reason=WAITING_EVENT, message=reason)
+            except StoreError as exc:  # changed meanwhile (cancelled by its owner): the next round sees it
+                log.info("flow hold for %s not recorded: %s", name, exc)
+        return cancelled
 
     async def _repair(self, data: PlanningInput) -> bool:
         """Create the missing Works of jobs a crashed round left placed without one."""

@@ -35,12 +35,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from federation.domain.clusters import ClusterSnapshot
+from federation.domain.jobflows import READY, flow_gate
 from federation.domain.nodes import Node
 from federation.domain.plans import FederationSnapshot, PendingJob, Placement, RunningJob
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
 from federation.propagation.works import placement_from_payload, reflected_in_snapshot
 from federation.store import ClusterRecord, JobRecord, Store, WorkRecord
+from federation.store.errors import NotFound
 from federation.store.lifecycle import ACTIVE_WORK_STATES
 from federation.store.states import ACTIVE_STATES, PENDING
 
@@ -62,6 +64,9 @@ class PlanningInput:
     unknown: tuple[ClusterSnapshot, ...] = ()
     # Why each cluster the planner may not use is unavailable: lost | unhealthy | no snapshot yet.
     unavailable: Mapping[str, str] = field(default_factory=dict)
+    # Pending jobs held back by their flow: job -> (WAIT|STOP, reason, the job's message
+    # as stored) (federation/domain/jobflows.py).
+    held: Mapping[str, tuple[str, str, str]] = field(default_factory=dict)
 
 
 def window(counts: Mapping[str, int], priorities: Mapping[str, int], limit: int) -> dict[str, int]:
@@ -98,9 +103,29 @@ def load(store: Store, now: float, max_pending: int | None = None) -> PlanningIn
         shares = window(store.jobs.pending_counts(), {q.name: q.priority for q in queues}, max_pending)
         pending = sorted((rec for q, n in shares.items() for rec in store.jobs.pending_head(q, n)),
                          key=lambda r: (r.created_at, r.name))  # submission order, as unbounded
+    held = _flow_gates(store, pending)
+    pending = [rec for rec in pending if rec.name not in held]
     active = store.jobs.in_states(ACTIVE_STATES)
     works = store.works.list(states=[*ACTIVE_WORK_STATES])
-    return build(snapshots, records, queues, pending, active, works, now)
+    return replace(build(snapshots, records, queues, pending, active, works, now), held=held)
+
+
+def _flow_gates(store: Store, pending: Sequence[JobRecord]) -> dict[str, tuple[str, str, str]]:
+    """Pending jobs whose flow dependencies (``Job.after``) do not release them yet."""
+    held: dict[str, tuple[str, str, str]] = {}
+    states: dict[str, tuple[str, str]] = {}
+    for rec in pending:
+        for dep in rec.job.after:
+            if dep not in states:
+                try:
+                    other = store.jobs.get(dep)
+                except NotFound:
+                    continue
+                states[dep] = (other.state, other.reason)
+        verdict, reason = flow_gate(rec.job.after, states)
+        if verdict != READY:
+            held[rec.name] = (verdict, reason, rec.message)
+    return held
 
 
 def build(

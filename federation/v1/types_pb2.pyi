@@ -552,6 +552,7 @@ class JobSpec(_message.Message):
     LABELS_FIELD_NUMBER: _builtins.int
     TOLERATIONS_FIELD_NUMBER: _builtins.int
     WORKLOAD_FIELD_NUMBER: _builtins.int
+    AFTER_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     namespace: _builtins.str
     """Empty = "default"."""
@@ -584,6 +585,10 @@ class JobSpec(_message.Message):
     def workload(self) -> Global___Workload:
         """Set for a Deployment/StatefulSet: the agent creates it instead of the job's pods."""
 
+    @_builtins.property
+    def after(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Jobs that must succeed before this one is planned (Volcano JobFlow dependsOn)."""
+
     def __init__(
         self,
         *,
@@ -602,10 +607,11 @@ class JobSpec(_message.Message):
         labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         tolerations: _abc.Iterable[Global___Toleration] | None = ...,
         workload: Global___Workload | None = ...,
+        after: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_priority", b"_priority", "max_retry", b"max_retry", "min_available", b"min_available", "network_topology", b"network_topology", "priority", b"priority", "propagation", b"propagation", "workload", b"workload"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_priority", b"_priority", "labels", b"labels", "max_retry", b"max_retry", "min_available", b"min_available", "name", b"name", "namespace", b"namespace", "network_topology", b"network_topology", "plugins", b"plugins", "policies", b"policies", "priority", b"priority", "priority_class", b"priority_class", "propagation", b"propagation", "queue", b"queue", "tasks", b"tasks", "tolerations", b"tolerations", "workload", b"workload"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_priority", b"_priority", "after", b"after", "labels", b"labels", "max_retry", b"max_retry", "min_available", b"min_available", "name", b"name", "namespace", b"namespace", "network_topology", b"network_topology", "plugins", b"plugins", "policies", b"policies", "priority", b"priority", "priority_class", b"priority_class", "propagation", b"propagation", "queue", b"queue", "tasks", b"tasks", "tolerations", b"tolerations", "workload", b"workload"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__max_retry: _TypeAlias = _typing.Literal["max_retry"]  # noqa: Y015
     _WhichOneofArgType__max_retry: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry"]  # noqa: Y015
