@@ -163,3 +163,10 @@ def test_secret_body_is_base64_and_reads_back_without_data() -> None:
     assert body["kind"] == "Secret" and body["data"] == {"config": "SG9zdCB4Cg=="}
     assert secret_record(body) == SecretManifest("train-ssh", "default", labels={LABEL_JOB: "train"},
                                                  annotations={"a": "b"})
+
+
+def test_svc_publishes_not_ready_addresses_only_when_asked_as_in_volcano() -> None:
+    assert not render(work(job(plugins=(("svc", ()),)))).service.publish_not_ready_addresses
+    asked = render(work(job(plugins=(("svc", ("--publish-not-ready-addresses=true",)),)))).service
+    assert asked.publish_not_ready_addresses
+    assert render(work(job())).service.publish_not_ready_addresses  # ours, without svc: DNS before readiness
