@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Build a real Kubernetes control plane (kube-apiserver + etcd) and kwok from
-# Go modules, for the end-to-end tests in tests/e2e/.
+# Build a real Kubernetes control plane (kube-apiserver, kube-controller-manager,
+# etcd) and kwok from Go modules, for the end-to-end tests in tests/e2e/.
 #
 #   hack/build-controlplane.sh            # prints the bin dir on the last line
 #   BIN=$(hack/build-controlplane.sh)     # stdout carries only the bin dir
 #
 # Output (keyed by version, reused when complete):
-#   ${FEDERATION_CACHE:-$HOME/.cache/federation}/controlplane/k8s-v1.34.9_etcd-v3.6.4_kwok-v0.8.0/bin/
-#     kube-apiserver  etcd  kwok  stages.yaml
+#   ${FEDERATION_CACHE:-$HOME/.cache/federation}/controlplane/k8s-v1.34.9-kcm_etcd-v3.6.4_kwok-v0.8.0/bin/
+#     kube-apiserver  kube-controller-manager  etcd  kwok  stages.yaml
+# The key names the set of binaries as well as their versions ("-kcm": the
+# controller manager joined the set), so a cache restored from before the
+# controller manager existed is never taken as complete.
 # Go's module and build caches live under ${FEDERATION_CACHE}/go so that a CI
 # cache of that one directory makes rebuilds quick.
 #
@@ -16,7 +19,10 @@
 # hack/controlplane/{k8s,etcd} pin the staging modules to real tags instead
 # (kubernetes/kubernetes#79384, etcd-io/etcd#18501). Kubernetes is 1.34.9, not
 # 1.34.7: the module proxy does not serve 15 k8s.io staging modules at v0.34.7
-# (see hack/controlplane/k8s/go.mod). kwok v0.8.0 ships no default stages, so
+# (see hack/controlplane/k8s/go.mod). kube-controller-manager is built from the
+# same k8s.io/kubernetes module as kube-apiserver, so the two always agree on
+# API versions (its ReplicaSet and StatefulSet controllers create the pods of
+# Deployments and StatefulSets in the e2e clusters, as in production). kwok v0.8.0 ships no default stages, so
 # stages.yaml is assembled from the kwok module's kustomize/stage directory.
 #
 # Progress goes to stderr; requires Go >= 1.26 (kwok v0.8.0) and the Go module
@@ -29,12 +35,12 @@ KWOK_VERSION=v0.8.0
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${FEDERATION_CACHE:-$HOME/.cache/federation}
-BIN=$CACHE/controlplane/k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}/bin
+BIN=$CACHE/controlplane/k8s-${K8S_VERSION}-kcm_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}/bin
 
 log() { printf '[build-controlplane] %s\n' "$*" >&2; }
 
 complete() {
-  [[ -x $BIN/kube-apiserver && -x $BIN/etcd && -x $BIN/kwok && -s $BIN/stages.yaml ]]
+  [[ -x $BIN/kube-apiserver && -x $BIN/kube-controller-manager && -x $BIN/etcd && -x $BIN/kwok && -s $BIN/stages.yaml ]]
 }
 
 # Warm run: everything is already there.
@@ -104,6 +110,7 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   K8S_LDFLAGS+=" -X '$p.gitTreeState=clean'"
 done
 build kube-apiserver "$ROOT/hack/controlplane/k8s" k8s.io/kubernetes/cmd/kube-apiserver "$K8S_LDFLAGS"
+build kube-controller-manager "$ROOT/hack/controlplane/k8s" k8s.io/kubernetes/cmd/kube-controller-manager "$K8S_LDFLAGS"
 
 build etcd "$ROOT/hack/controlplane/etcd" . \
   "-s -w -X 'go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION'"
@@ -156,6 +163,7 @@ fi
 mv -f "$BIN/.stages.yaml.tmp" "$BIN/stages.yaml"
 
 log "kube-apiserver: $("$BIN/kube-apiserver" --version 2>&1)"
+log "kube-controller-manager: $("$BIN/kube-controller-manager" --version 2>&1)"
 log "etcd: $("$BIN/etcd" --version 2>&1 | head -1)"
 log "done in $((SECONDS - start_all))s"
 complete

@@ -157,12 +157,9 @@ class Job:
             for dep in task.depends_on:
                 require(dep in names and dep != task.name, f"spec.tasks[{i}].dependsOn.name",
                         f"{dep!r} must name another task of this job")
-        waiting = set()
-        for task in self.tasks:  # tasks that wait, directly or through another task
-            if task.depends_on:
-                waiting.add(task.name)
+        waiting = {t.name for t in self.tasks if t.depends_on}
+        free = {t.name for t in self.tasks if not t.depends_on}  # grows to every task that can ever start
         changed = True
-        free = {t.name for t in self.tasks if not t.depends_on}
         while changed:
             changed = False
             for task in self.tasks:

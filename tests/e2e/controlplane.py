@@ -4,9 +4,11 @@ One etcd is shared by N kube-apiservers, each with its own ``--etcd-prefix``,
 CA, serving certificate, admin client certificate (``O=system:masters``) and
 service-account key, as Kubernetes' own integration tests do.  Each cluster
 gets a kwok controller that simulates fake nodes and pods, plus the HyperNode
-CRD (``deploy/crds/hypernode.yaml``).  No kube-controller-manager and no
-scheduler run: bind pods yourself (Binding subresource), and remember that
-Jobs/Deployments create no pods and namespaces never finish terminating.
+CRD (``deploy/crds/hypernode.yaml``), and a kube-controller-manager built from the
+same Kubernetes module running the Deployment, ReplicaSet, StatefulSet, garbage
+collector and namespace controllers, so workloads create their pods and owned
+objects go with their owners as in production.  No scheduler runs: bind pods
+yourself (Binding subresource).
 
 This module is plain Python (no pytest).  Typical use::
 
@@ -16,8 +18,8 @@ This module is plain Python (no pytest).  Typical use::
         async with await cp.api_client("east") as api:
             ...
 
-Binaries come from ``hack/build-controlplane.sh`` (kube-apiserver, etcd,
-kwok and kwok's ``stages.yaml``).  Set ``FEDERATION_E2E_KEEP_DIR=1`` to keep
+Binaries come from ``hack/build-controlplane.sh`` (kube-apiserver,
+kube-controller-manager, etcd, kwok and kwok's ``stages.yaml``).  Set ``FEDERATION_E2E_KEEP_DIR=1`` to keep
 the work directory (logs, kubeconfigs, certificates) after ``stop()``.
 """
 
@@ -127,7 +129,8 @@ def build_binaries(*, timeout: float | None = None, env: Mapping[str, str] | Non
         tail = "\n".join(proc.stderr.strip().splitlines()[-_LOG_TAIL_LINES:])
         raise ControlPlaneError(f"{BUILD_SCRIPT} failed with exit code {proc.returncode}:\n{tail}")
     bin_dir = Path(lines[-1])
-    missing = [n for n in ("kube-apiserver", "etcd", "kwok", "stages.yaml") if not (bin_dir / n).exists()]
+    missing = [n for n in ("kube-apiserver", "kube-controller-manager", "etcd", "kwok", "stages.yaml")
+               if not (bin_dir / n).exists()]
     if missing:
         raise ControlPlaneError(f"{BUILD_SCRIPT} printed {bin_dir}, which lacks {missing}")
     return bin_dir
@@ -367,6 +370,22 @@ def _wait(what: str, check, timeout: float, proc: _Process | None = None, interv
         time.sleep(interval)
 
 
+def _healthz(port: int, tls: bool) -> bool:
+    """GET /healthz on loopback (over TLS without verification: a self-signed serving cert)."""
+    if tls:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        conn: http.client.HTTPConnection = http.client.HTTPSConnection("127.0.0.1", port, timeout=5, context=context)
+    else:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    with contextlib.closing(conn) as c:
+        c.request("GET", "/healthz")
+        r = c.getresponse()
+        r.read()
+        return r.status == 200
+
+
 def _port_conflict(proc: _Process) -> bool:
     text = proc.tail(200).lower()
     return "address already in use" in text or "bind: address" in text
@@ -395,6 +414,7 @@ class Cluster:
     nodes: list[str] = field(default_factory=list)
     apiserver: _Process | None = field(default=None, repr=False)
     kwok: _Process | None = field(default=None, repr=False)
+    controller_manager: _Process | None = field(default=None, repr=False)
     _ssl: ssl.SSLContext | None = field(default=None, repr=False)
 
     @property
@@ -485,7 +505,7 @@ class ControlPlane:
         self.clusters: dict[str, Cluster] = {}
         self._started = False
         self._stopped = False
-        for name in ("kube-apiserver", "etcd") + (("kwok", "stages.yaml") if kwok else ()):
+        for name in ("kube-apiserver", "kube-controller-manager", "etcd") + (("kwok", "stages.yaml") if kwok else ()):
             if not (self.bin_dir / name).exists():
                 raise ControlPlaneError(f"{self.bin_dir / name} not found; run {BUILD_SCRIPT}")
 
@@ -527,6 +547,7 @@ class ControlPlane:
             return
         self._stopped = True
         procs: list[_Process] = [c.kwok for c in self.clusters.values() if c.kwok]
+        procs += [c.controller_manager for c in self.clusters.values() if c.controller_manager]
         procs += [c.apiserver for c in self.clusters.values() if c.apiserver]
         if self.etcd is not None:
             procs.append(self.etcd)
@@ -685,6 +706,7 @@ class ControlPlane:
         for crd in self.crds:
             self.install_crd(cluster, crd)
 
+        self._start_controller_manager(cluster)
         if self.use_kwok:
             self._start_kwok(cluster)
 
@@ -714,15 +736,62 @@ class ControlPlane:
         cluster.kubeconfig.write_text(yaml.safe_dump(kubeconfig, sort_keys=False))
         os.chmod(cluster.kubeconfig, 0o600)
 
-    def _start_kwok(self, cluster: Cluster) -> None:
-        assert self.work_dir is not None
+    def _start_on_free_port(self, what: str, start: Any, tls: bool, timeout: float) -> _Process:
+        """Start ``start(port)`` and wait for its ``/healthz`` on that port; retried on a
+        port taken between choosing it and binding it."""
         for attempt in range(3):
             port = _free_port()
-            kwok_home = cluster.dir / "kwok-home"
-            kwok_home.mkdir(exist_ok=True)
-            # Distinct pod CIDR per cluster so pod IPs differ across clusters.
-            octet = 64 + cluster.index % 128
-            proc = _Process(
+            proc: _Process = start(port)
+            try:
+                _wait(f"{what} /healthz", lambda port=port: _healthz(port, tls), timeout, proc)
+            except ControlPlaneError:
+                if attempt < 2 and not proc.alive() and _port_conflict(proc):
+                    proc.stop()
+                    continue
+                raise
+            return proc
+        raise ControlPlaneError(f"{what}: no free port after 3 attempts")
+
+    def _start_controller_manager(self, cluster: Cluster) -> None:
+        """kube-controller-manager with only the controllers the e2e tests rely on:
+        Deployments -> ReplicaSets -> pods, StatefulSets -> pods, the garbage collector
+        (owned objects go with their owner) and namespace deletion."""
+
+        def start(port: int) -> _Process:
+            cluster.controller_manager = _Process(
+                f"kube-controller-manager[{cluster.name}]",
+                [
+                    str(self.bin_dir / "kube-controller-manager"),
+                    f"--kubeconfig={cluster.kubeconfig}",
+                    f"--authentication-kubeconfig={cluster.kubeconfig}",
+                    f"--authorization-kubeconfig={cluster.kubeconfig}",
+                    "--controllers=deployment-controller,replicaset-controller,statefulset-controller,"
+                    "garbage-collector-controller,namespace-controller",
+                    "--leader-elect=false",
+                    "--bind-address=127.0.0.1",
+                    f"--secure-port={port}",
+                    f"--cert-dir={cluster.dir / 'kcm-certs'}",
+                    "--concurrent-deployment-syncs=2",
+                    "--concurrent-replicaset-syncs=2",
+                    "--concurrent-statefulset-syncs=2",
+                    "--profiling=false",
+                ],
+                cluster.dir / "kube-controller-manager.log",
+                env={"GOMAXPROCS": "1"},
+            )
+            return cluster.controller_manager
+
+        self._start_on_free_port(f"{cluster.name} kube-controller-manager", start, True, self.start_timeout)
+
+    def _start_kwok(self, cluster: Cluster) -> None:
+        assert self.work_dir is not None
+        kwok_home = cluster.dir / "kwok-home"
+        kwok_home.mkdir(exist_ok=True)
+        # Distinct pod CIDR per cluster so pod IPs differ across clusters.
+        octet = 64 + cluster.index % 128
+
+        def start(port: int) -> _Process:
+            cluster.kwok = _Process(
                 f"kwok[{cluster.name}]",
                 [
                     str(self.bin_dir / "kwok"),
@@ -739,23 +808,9 @@ class ControlPlane:
                 env={"GOMAXPROCS": "1", "HOME": str(kwok_home)},
                 cwd=cluster.dir,
             )
-            cluster.kwok = proc
+            return cluster.kwok
 
-            def healthy(port: int = port) -> bool:
-                with contextlib.closing(http.client.HTTPConnection("127.0.0.1", port, timeout=5)) as c:
-                    c.request("GET", "/healthz")
-                    r = c.getresponse()
-                    r.read()
-                    return r.status == 200
-
-            try:
-                _wait(f"{cluster.name} kwok /healthz", healthy, 60, proc)
-            except ControlPlaneError:
-                if attempt < 2 and not proc.alive() and _port_conflict(proc):
-                    proc.stop()
-                    continue
-                raise
-            return
+        self._start_on_free_port(f"{cluster.name} kwok", start, False, 60)
 
     # -- accessors -----------------------------------------------------------
 

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from agents.core.controller import JobController, PassReport
+from agents.core.plugins import ssh_secret_name
 from agents.core.records import LABEL_JOB, PodRecord
 from agents.core.works import Work
 from agents.k8s.backend import KubernetesBackend
@@ -184,6 +185,7 @@ async def cleanup(backend: KubernetesBackend, job: str, timeout: float = 30.0) -
         await backend.delete_service(svc.namespace, svc.name)
     for cm in await backend.list_config_maps(selector):
         await backend.delete_config_map(cm.namespace, cm.name)
+    await backend.delete_secret("default", ssh_secret_name(job))
 
     async def gone() -> bool:
         return not (await backend.list_pods(selector) or await backend.list_services(selector)

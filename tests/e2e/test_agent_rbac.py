@@ -76,7 +76,8 @@ async def test_agent_service_account_can_do_its_job_and_no_more(control_plane) -
         _create(control_plane, "west", doc)
     api = await _impersonating(control_plane, "west")
     backend = KubernetesBackend(api, "west")
-    job = gpu_job(unique("rbac"), (("worker", 2, 2),), plugins=(("svc", ()),))
+    # ssh: the Secret is created, read by name and deleted as the service account.
+    job = gpu_job(unique("rbac"), (("worker", 2, 2),), plugins=(("svc", ()), ("ssh", ())))
     try:
         await backend.start()  # list + watch nodes, pods, HyperNodes, services, config maps
         with Tree(control_plane, "west") as tree:
@@ -87,6 +88,7 @@ async def test_agent_service_account_can_do_its_job_and_no_more(control_plane) -
                     return len(pods) == 2 and all(p.phase == "Running" for p in pods)
 
                 await eventually("gang Running as the agent's service account", running, 45)
+                assert await backend.read_secret("default", f"{job.name}-ssh") is not None
                 assert not [e for e in driver.errors if "403" in e or "forbidden" in e.lower()], driver.errors
             finally:
                 await driver.stop()
