@@ -21,6 +21,7 @@ from dataclasses import replace
 from federation.domain.errors import InvalidInput
 from federation.domain.jobs import Job
 from federation.domain.manifests_fields import check_keys, mapping, sequence, string, strings
+from federation.domain.states import CANCELLED, FAILED, SUCCEEDED
 
 FLOW_API = "flow.volcano.sh/v1alpha1"
 FLOW_KINDS = ("JobFlow", "JobTemplate")
@@ -94,17 +95,17 @@ READY, WAIT, STOP = "ready", "wait", "stop"
 def flow_gate(after: Sequence[str], states: Mapping[str, tuple[str, str]]) -> tuple[str, str]:
     """Whether a job that waits for ``after`` may be planned: (READY|WAIT|STOP, reason).
 
-    ``states`` maps a dependency's name to its (state, reason) as stored (lower-case job
-    states; a missing name has not been submitted). One that failed or was cancelled
+    ``states`` maps a dependency's name to its (state, reason) as stored
+    (``federation/domain/states.py``; a missing name has not been submitted). One that failed or was cancelled
     stops the job (Volcano's flow goes Failed and creates nothing more); all succeeded
     releases it (Volcano's ``judge``: every target Completed); anything else waits.
     """
     for dep in after:
         state, reason = states.get(dep, ("", ""))
-        if state in ("failed", "cancelled"):
+        if state in (FAILED, CANCELLED):
             return STOP, f"dependency {dep} {state}" + (f": {reason}" if reason else "")
     waiting = [f"{dep} ({states[dep][0]})" if dep in states else f"{dep} (not submitted)"
-               for dep in after if states.get(dep, ("", ""))[0] != "succeeded"]
+               for dep in after if states.get(dep, ("", ""))[0] != SUCCEEDED]
     if waiting:
         return WAIT, "waiting for " + ", ".join(waiting)
     return READY, ""

@@ -8,8 +8,8 @@ from __future__ import annotations
 from fleetkit import eventually, fleet, has_snapshot
 
 from federation.domain.manifests import load_jobs
-from federation.service.convert_jobs import job_to_proto
 from federation.v1 import jobs_pb2
+from federation.wire.jobs import job_to_proto
 
 FLOW = """
 apiVersion: flow.volcano.sh/v1alpha1

@@ -13,8 +13,8 @@ from fleetkit import eventually, fleet, has_snapshot
 from agents.core.records import PodManifest
 from federation.domain.manifests import load_jobs
 from federation.domain.resources import Resources
-from federation.service.convert_jobs import job_to_proto
 from federation.v1 import jobs_pb2
+from federation.wire.jobs import job_to_proto
 
 DEPLOYMENT = """
 apiVersion: apps/v1

@@ -10,7 +10,7 @@ import pytest
 
 from federation.domain.errors import InvalidInput
 from federation.domain.manifests import load_jobs
-from federation.service.convert_jobs import job_from_proto, job_to_proto
+from federation.wire.jobs import job_from_proto, job_to_proto
 
 
 def workload(kind: str = "Deployment", *, replicas: int = 4, template_ann: str = "", own_ann: str = "",
