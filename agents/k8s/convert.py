@@ -34,6 +34,7 @@ from agents.core.records import (
     SecretManifest,
     ServiceManifest,
     SshMount,
+    WorkloadManifest,
 )
 from federation.domain.errors import InvalidInput
 from federation.domain.nodes import TAINT_EFFECTS, Taint, Toleration
@@ -326,6 +327,17 @@ def pod_body(m: PodManifest) -> JSON:
         },
         "spec": spec,
     }
+
+
+def workload_body(m: WorkloadManifest) -> JSON:
+    """The Deployment/StatefulSet to create: the rendered object, with every container
+    request Kubernetes refuses without a limit (GPUs) given an equal limit, as for pods."""
+    body: JSON = json.loads(m.body_json)
+    pod_spec = ((body.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for c in [*(pod_spec.get("containers") or []), *(pod_spec.get("initContainers") or [])]:
+        if c.get("resources"):
+            c["resources"] = _with_limits(c["resources"])
+    return body
 
 
 def binding_body(name: str, node: str) -> JSON:

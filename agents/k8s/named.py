@@ -10,14 +10,13 @@ Both are read once per pass of the job that owns them.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from agents.backend import AlreadyExists, BackendError
 from agents.core.records import ANNOTATION_SPEC_HASH, LABEL_JOB, SecretManifest, WorkloadManifest
 from agents.k8s import api as k8s
 from agents.k8s.api import ApiError, call
-from agents.k8s.convert import secret_body, secret_record
+from agents.k8s.convert import secret_body, secret_record, workload_body
 
 
 def fail(what: str, exc: ApiError) -> BackendError:
@@ -100,7 +99,7 @@ class NamedObjects:
     async def create_workload(self, manifest: WorkloadManifest) -> None:
         read, create, _ = self._calls(manifest.kind)
         await self._create(create, read, manifest.kind.lower(), manifest.namespace, manifest.name,
-                           json.loads(manifest.body_json))
+                           workload_body(manifest))
 
     async def delete_workload(self, kind: str, namespace: str, name: str) -> bool:
         read, _, delete = self._calls(kind)

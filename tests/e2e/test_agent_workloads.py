@@ -66,7 +66,10 @@ async def test_deployment_gang_is_bound_inside_the_hypernode_and_repaired(contro
     with Tree(control_plane, "east") as tree:
         driver = WorkDriver(backend, work_on(job, "east", tree.leaf_a)).start()
         try:
-            pods = await eventually("Deployment gang Running", lambda: _running(backend, name, 3), 60)
+            try:
+                pods = await eventually("Deployment gang Running", lambda: _running(backend, name, 3), 60)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; agent: {driver.last}; errors: {driver.errors[-3:]}") from None
             assert {p.node for p in pods} <= tree.members[tree.leaf_a]
             made = control_plane.request("east", "GET", apps)
             assert made["spec"]["template"]["spec"]["schedulerName"] == "federation-scheduler"

@@ -153,3 +153,11 @@ def test_orphaned_workload_pods_take_their_workload_with_them() -> None:
     ops = orphan_ops((pod,), (), (), set())
     assert [type(op).__name__ for op in ops] == ["DeleteWorkload", "DeleteWorkload", "DeletePod"]
     assert {op.kind for op in ops if isinstance(op, DeleteWorkload)} == {"Deployment", "StatefulSet"}
+
+
+def test_the_created_workload_gives_gpu_requests_an_equal_limit_as_pods_get() -> None:
+    from agents.k8s.convert import workload_body
+
+    body = workload_body(render_workload(work(serve())))
+    resources = body["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert resources["limits"] == {"nvidia.com/gpu": 4}
