@@ -68,7 +68,8 @@ async def test_two_step_jobflow_releases_the_second_job_when_the_first_succeeds(
         await eventually("the first step's pod Running", lambda: _running(fed, cluster, first, 1), 60)
         held = await fed.job(second)
         assert held["state"] == "JOB_STATE_PENDING" and f"waiting for {first}" in held.get("message", ""), held
-        assert all(not await fed.backends[c].list_pods({"federation.io/job": second}) for c in CLUSTERS)
+        for c in CLUSTERS:
+            assert not await fed.backends[c].list_pods({"federation.io/job": second})
 
         _succeed(fed.control_plane, cluster, f"{first}-worker-0")
         await fed.state(first, "JOB_STATE_SUCCEEDED")
