@@ -74,7 +74,7 @@ def _no_cluster(rnd: Round, job: Job) -> Unplaced:
 
 def _fits_at_start(rnd: Round, job: Job, names: list[str]) -> str | None:
     st = rnd.state
-    pods, need = rnd.demand(job)
+    _, need = rnd.demand(job)
     tries = 0
     for name in names:
         limit = rnd.tier_cap(job, st.clusters[name])
@@ -85,7 +85,7 @@ def _fits_at_start(rnd: Round, job: Job, names: list[str]) -> str | None:
             if any(f < n for f, n in zip(st.start_domain_free[uid], need, strict=True)):
                 continue
             tries += 1
-            if st.pack(dom, pods, rnd.allowed_nodes(dom.cluster, job), start=True) is not None:
+            if rnd.pack(dom, job, start=True) is not None:
                 return name
             if tries >= MAX_START_PACKS:
                 return None
@@ -150,9 +150,9 @@ def diagnose(rnd: Round, job: Job) -> Unplaced:
         for group in rnd.groups(job):
             wider = rnd.find_home(job, tuple(n for n in group if n in ever), waiting=False)
             if wider is not None:
-                return Unplaced(job.name, f"holding out for a tier-{wait} domain during its topology wait; room "
-                                f"exists now at tier {wider[0].tier} in {wider[0].cluster.name}", "topology",
-                                wider[0].cluster.name)
+                return Unplaced(job.name, f"holding out for a tier-{wait} domain during its "
+                                f"{rnd.wait_of(job).describe()}; room exists now at tier {wider[0].tier} in "
+                                f"{wider[0].cluster.name}", "topology", wider[0].cluster.name)
     start = _fits_at_start(rnd, job, ever)
     if start is not None:
         return Unplaced(job.name, f"it fitted in {start} at the start of the round, but work of higher or equal "

@@ -22,7 +22,7 @@ from federation.domain.nodes import Node
 from federation.domain.plans import FederationSnapshot, PodAssignment, RunningJob
 from federation.domain.resources import GPU, Resources
 from federation.domain.topology import Domain
-from federation.placement.packing import Vector, pack_vectors, resource_keys, vector
+from federation.placement.packing import Vector, pack_masked, pack_vectors, resource_keys, vector
 
 Key = tuple[int, int]  # (free amount of the primary resource, domain id)
 
@@ -189,6 +189,19 @@ class RoundState:
                 continue
             buckets.setdefault(free[name], []).append(name)
         return pack_vectors(pods, buckets)
+
+    def pack_masked(
+        self, dom: DomainState, pods: Sequence[Vector], classes: Sequence[int], masks: dict[str, int],
+        exclusive: int, start: bool = False,
+    ) -> list[str] | None:
+        """``pack`` for gangs whose tasks may use different nodes (``masks``: node -> task bits)."""
+        free = (self.start_node_free if start else self.node_free)[dom.cluster.name]
+        buckets: dict[tuple[Vector, int], list[str]] = {}
+        for name in dom.nodes:
+            mask = masks.get(name)
+            if mask:
+                buckets.setdefault((free[name], mask), []).append(name)
+        return pack_masked(pods, classes, buckets, exclusive)
 
     # -- updates ------------------------------------------------------------------------
     def _apply(self, cluster: str, changes: Sequence[tuple[str, Vector]], sign: int) -> None:

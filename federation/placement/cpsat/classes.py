@@ -49,7 +49,7 @@ class JobClass:
 
 def class_key(rnd: Round, job: Job) -> tuple[object, ...]:
     shape = tuple((t.name, t.replicas, t.resources) for t in job.tasks)
-    return (shape, job.queue, rnd.scoring.band(job), job.network_topology, job.propagation, job.tolerations,
+    return (shape, job.queue, rnd.scoring.band(job), job.network_topology, job.propagation, job.node_constraints,
             rnd.barred.get(job.name), job.name in rnd.may_evict, rnd.waiting_tier(job))
 
 
@@ -92,6 +92,12 @@ def _bound(rnd: Round, jc: JobClass, uid: int, extra: list[int] | None) -> int:
         ix, wanted = rnd.state.probe(jc.pods, jc.need)
         if ix > 0 and wanted > 0:
             best = min(best, dom.index[ix] // wanted)
+        allowed = rnd.allowed_nodes(dom.cluster, jc.jobs[0])
+        if allowed is not None and best > 0:  # node constraints: count only the nodes it may use
+            frees = rnd.state.node_free[dom.cluster.name]
+            for i, need in enumerate(jc.need):
+                if need > 0:
+                    best = min(best, sum(frees[n][i] for n in dom.nodes if n in allowed) // need)
     return max(0, best)
 
 
