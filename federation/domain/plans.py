@@ -19,6 +19,7 @@ BLOCKED_BY = (
     "fairness",          # capacity is held for queues under their fair share / guarantees
     "priority",          # higher-priority work took the room this round
     "unschedulable",     # no allowed cluster could ever hold it, even empty
+    "node-constraints",  # a task's nodeSelector / node affinity / tolerations match no node of any allowed cluster
     "time-limit",        # the solver ran out of time before placing it
 )
 

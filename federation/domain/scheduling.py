@@ -134,8 +134,8 @@ class NodeConstraints:
         if self.required is not None:
             parts.append("required node affinity " + " or ".join(f"[{t.describe()}]" for t in self.required))
         if self.tolerations or not parts:
-            parts.append("tolerations " + (",".join(_toleration(t) for t in self.tolerations) or "none")
-                         + " against node taints")
+            parts.append("tolerations (" + (",".join(_toleration(t) for t in self.tolerations) or "none")
+                         + ") against the nodes' taints")
         return "; ".join(parts)
 
     def with_tolerations(self, extra: tuple[Toleration, ...]) -> NodeConstraints:

@@ -25,6 +25,7 @@ from federation.placement.eligibility import (
     ever_holding,
     lowest_feasible_tier,
     shape_key,
+    unmatched_constraints,
 )
 from federation.placement.rounds import Round
 
@@ -131,11 +132,16 @@ def diagnose(rnd: Round, job: Job) -> Unplaced:
         waiting = _unavailable(rnd, job)
         if waiting is not None:
             return waiting
+        unmatched = unmatched_constraints(job, clusters)
+        if unmatched is not None:
+            return Unplaced(job.name, unmatched, "node-constraints", None, True)
         biggest = max(clusters, key=lambda c: (empty_capacity(c, job).get(GPU), c.name)).name
         if any(lowest_feasible_tier(job, c) is not None for c in clusters):
             return Unplaced(job.name, f"no allowed cluster has a domain within the hard tier limit that could hold "
                             f"the gang ({size}) even when empty", "topology", biggest, True)
-        return Unplaced(job.name, f"the gang ({size}) is larger than any allowed cluster could hold even when "
+        narrowed = "; ".join(dict.fromkeys(c.describe() for c in job.node_constraints if c.selective))
+        on = f" on the nodes its {narrowed} allows" if narrowed else ""
+        return Unplaced(job.name, f"the gang ({size}) is larger than any allowed cluster could hold{on} even when "
                         "empty (pod-level packing)", "unschedulable", biggest, True)
     if not rnd.ledger.capability_ok(job):
         return Unplaced(job.name, f"queue {job.queue} would exceed its capability", "queue-capability", ever[0])

@@ -9,7 +9,7 @@ the fullest domain that still packs (best fit keeps empty domains whole for big 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from federation.domain.clusters import ClusterSnapshot
@@ -165,8 +165,21 @@ class Round:
         """
         pods, _ = self.demand(job)
         allowed = self.allowed_nodes(dom.cluster, job)
+        if any(c.preferred for c in job.node_constraints):
+            # Preferred node affinity, a soft term below topology: the domain is already
+            # chosen; inside it, the nodes every task prefers are tried first, alone.
+            nodes = self.state.nodes[dom.cluster.name]
+            liked = {n for n in dom.nodes if n in nodes and (allowed is None or n in allowed)
+                     and all(c.preference(nodes[n]) > 0 for c in job.node_constraints if c.preferred)}
+            found = self._pack_on(dom, job, pods, liked, start) if liked else None
+            if found is not None:
+                return found
         if not needs_masks(job):
             return self.state.pack(dom, pods, allowed, start)
+        return self._pack_on(dom, job, pods, allowed, start)
+
+    def _pack_on(self, dom: DomainState, job: Job, pods: list[Vector], allowed: Collection[str] | None,
+                 start: bool) -> list[str] | None:
         masks = node_masks(dom.cluster, job)
         if allowed is not None:
             masks = {n: m for n, m in masks.items() if n in allowed}

@@ -27,6 +27,7 @@ from federation.placement.eligibility import (
     cluster_block,
     needs_masks,
     tier_limit,
+    unmatched_constraints,
     usable_nodes,
 )
 
@@ -274,6 +275,9 @@ def _never_fits(job: Job, snapshot: FederationSnapshot) -> Unplaced | None:
         blocks = {cluster_block(job, c, t) for c in snapshot.clusters for t in affinity_terms(job)}
         constraint = "taints" if "taints" in blocks else "affinity" if "affinity" in blocks else "capacity"
         return Unplaced(job.name, "no healthy cluster matches the job's affinity and tolerations", constraint)
+    unmatched = unmatched_constraints(job, clusters)
+    if unmatched is not None:
+        return Unplaced(job.name, unmatched, "node-constraints", unschedulable=True)
     limited = any(tier_limit(job, c) is not None for c in clusters)
     why = "within its hard tier limit " if limited else ""
     return Unplaced(job.name, f"no allowed cluster could hold the gang {why}even when empty", "unschedulable",

@@ -94,6 +94,8 @@ def apply(w: Window, v: Vars, solver: Any) -> list[Job]:
                 if not rnd.ledger.capability_ok(job):
                     left.append(job)
                     continue
+                if any(c.preferred for c in job.node_constraints):  # the soft term, inside the solver's domain
+                    nodes = rnd.pack(dom, job) or nodes
                 if not nodes or not _fits(w, dom.cluster.name, job, nodes) \
                         or not nodes_allowed(job, dom.cluster, nodes):
                     packed = rnd.pack(dom, job)

@@ -202,7 +202,7 @@ CASES = [
                       [job("g", propagation=PropagationPolicy(cluster_tolerations=(Toleration("gpu", "Exists"),)))]),
          placed_in("g", "a")),
     Case("node-taint-blocks-untolerating-pods",
-         lambda: snap([_tainted_node()], [job("g")]), blocked("g", "unschedulable", True)),
+         lambda: snap([_tainted_node()], [job("g")]), blocked("g", "node-constraints", True)),
     Case("node-taint-tolerated-by-pods",
          lambda: snap([_tainted_node()], [job("g", tolerations=(Toleration("dedicated", "Exists"),))]),
          placed_in("g", "a")),
