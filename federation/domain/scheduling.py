@@ -18,7 +18,7 @@ pods. Every other form is refused with the field's path, never dropped.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -289,7 +289,7 @@ def template_constraints(template_json: str) -> NodeConstraints:
 
 
 def template_for(node_selector: Mapping[str, str] | None = None, affinity: Mapping[str, object] | None = None,
-                 tolerations: list[Mapping[str, object]] | None = None,
+                 tolerations: Sequence[Mapping[str, object]] | None = None,
                  labels: Mapping[str, str] | None = None) -> str:
     """A minimal canonical template JSON carrying only scheduling fields (simulator jobs)."""
     spec: dict[str, object] = {}
