@@ -184,6 +184,32 @@ class Job:
         """Every pod as (task name, index within task, requests), in task order."""
         return tuple((t.name, i, t.resources) for t in self.tasks for i in range(t.replicas))
 
+    @cached_property
+    def gang_counts(self) -> tuple[int, ...]:
+        """Pods per task (task order) that must start together: each task's own
+        ``minAvailable``, then the lowest indices in task order up to the job's
+        ``minAvailable`` (Volcano's gang plugin: minAvailable pods, task minimums met)."""
+        counts = [t.min_available or 0 for t in self.tasks]
+        left = self.gang_size - sum(counts)
+        for i, t in enumerate(self.tasks):
+            if left <= 0:
+                break
+            extra = min(left, t.replicas - counts[i])
+            counts[i] += extra
+            left -= extra
+        return tuple(counts)
+
+    def gang_pods(self) -> tuple[tuple[str, int, Resources], ...]:
+        """The pods that must start together (``gang_counts``), in ``pods()`` order."""
+        return tuple((t.name, i, t.resources) for t, n in zip(self.tasks, self.gang_counts, strict=True)
+                     for i in range(n))
+
+    @property
+    def elastic(self) -> bool:
+        """Fewer pods must start together than the job has replicas: it may start smaller
+        and grow toward ``replicas`` (docs/design/elastic-gangs.md)."""
+        return sum(self.gang_counts) < self.total_replicas
+
     def task(self, name: str) -> Task:
         for t in self.tasks:
             if t.name == name:

@@ -125,8 +125,8 @@ def exclusive_mask(job: Job) -> int:
 
 
 def pod_classes(job: Job) -> list[int]:
-    """The task index of every pod, in ``job.pods()`` order."""
-    return [i for i, t in enumerate(job.tasks) for _ in range(t.replicas)]
+    """The task index of every gang pod, in ``job.gang_pods()`` order."""
+    return [i for i, n in enumerate(job.gang_counts) for _ in range(n)]
 
 
 def _usable_nodes(cluster: ClusterSnapshot, constraints: Constraints) -> tuple[Node, ...]:
@@ -148,7 +148,7 @@ def node_masks(cluster: ClusterSnapshot, job: Job) -> dict[str, int]:
 
 
 def nodes_allowed(job: Job, cluster: ClusterSnapshot, nodes: list[str]) -> bool:
-    """Whether pod i of ``job`` (``job.pods()`` order) may sit on ``nodes[i]``, one-per-node included."""
+    """Whether gang pod i of ``job`` (``job.gang_pods()`` order) may sit on ``nodes[i]``, one-per-node included."""
     if not needs_masks(job):
         c = job.node_constraints[0]
         allowed = {n.name for n in _usable_for(cluster, c)}
@@ -199,8 +199,8 @@ Shape = tuple[tuple[tuple[int, Resources], ...], Constraints]
 
 
 def shape_key(job: Job) -> Shape:
-    """What determines where a gang can fit: its pods' requests and node constraints."""
-    return (tuple((t.replicas, t.resources) for t in job.tasks), job.node_constraints)
+    """What determines where a gang can fit: its gang pods' requests and node constraints."""
+    return (tuple((n, t.resources) for t, n in zip(job.tasks, job.gang_counts, strict=True)), job.node_constraints)
 
 
 Profile = tuple[tuple[int, tuple[tuple[Resources, int, int], ...]], ...]

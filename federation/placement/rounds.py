@@ -18,6 +18,7 @@ from federation.domain.nodes import Node
 from federation.domain.plans import FederationSnapshot, Placement, Plan, Preemption, RunningJob
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.resources import GPU, Resources
+from federation.placement.elastic import extra_pods, placed_requests
 from federation.placement.eligibility import (
     allowed_clusters,
     exclusive_mask,
@@ -29,7 +30,7 @@ from federation.placement.eligibility import (
 )
 from federation.placement.intent import TopologyWait, topology_wait
 from federation.placement.ledger import Ledger
-from federation.placement.packing import Vector
+from federation.placement.packing import Vector, vector
 from federation.placement.score import Scoring
 from federation.placement.state import DomainState, RoundState
 
@@ -250,18 +251,25 @@ class Round:
 
     # -- recording ---------------------------------------------------------------------
     def commit(self, job: Job, dom: DomainState, nodes: Sequence[str]) -> Placement:
+        """Place the gang's pods on ``nodes`` (``job.gang_pods()`` order); an elastic job
+        also starts as many further replicas as fit in ``dom`` (placement/elastic.py)."""
         pods, _ = self.demand(job)
         self.state.take(dom.cluster.name, list(zip(nodes, pods, strict=True)))
-        self.ledger.add(job, +1)
-        placement = Placement(job.name, dom.cluster.name, dom.domain.name, dom.tier, self.state.assignments(job, nodes))
+        assigned = self.state.assignments(job, nodes)
+        if job.elastic:
+            assigned += tuple(extra_pods(self, job, dom, assigned))
+            self.ledger.add(job, +1, placed_requests(job, assigned))
+        else:
+            self.ledger.add(job, +1)
+        placement = Placement(job.name, dom.cluster.name, dom.domain.name, dom.tier, assigned)
         self.placements[job.name] = placement
         return placement
 
     def undo(self, job: Job) -> None:
         self._failed.clear()
         placement = self.placements.pop(job.name)
-        pods, _ = self.demand(job)
-        self.state.give(placement.cluster, [(a.node, v) for a, v in zip(placement.pods, pods, strict=True)])
+        vectors = {(t, i): vector(r, self.state.keys) for t, i, r in job.pods()}
+        self.state.give(placement.cluster, [(a.node, vectors[(a.task, a.index)]) for a in placement.pods])
         self.ledger.add(job, -1)
 
     def evict(self, running: RunningJob, reason: str, preemptor: str | None) -> None:

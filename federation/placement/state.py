@@ -125,8 +125,9 @@ class RoundState:
 
     # -- queries ------------------------------------------------------------------------
     def demand(self, job: Job) -> tuple[list[Vector], Vector]:
-        """Per-pod demand vectors (in ``job.pods()`` order) and their sum."""
-        shape = tuple((t.replicas, t.resources) for t in job.tasks)
+        """Per-pod demand vectors of the pods that must start together (``job.gang_pods()``
+        order: every replica unless the gang is elastic) and their sum."""
+        shape = tuple((n, t.resources) for t, n in zip(job.tasks, job.gang_counts, strict=True))
         found = self._demand.get(shape)
         if found is None:
             pods = [vector(res, self.keys) for replicas, res in shape for _ in range(replicas)]
@@ -276,4 +277,5 @@ class RoundState:
         return [(p.node, req[(p.task, p.index)]) for p in running.placement.pods if (p.task, p.index) in req]
 
     def assignments(self, job: Job, nodes: Sequence[str]) -> tuple[PodAssignment, ...]:
-        return tuple(PodAssignment(t, i, n) for (t, i, _), n in zip(job.pods(), nodes, strict=True))
+        """Assignments of the gang's pods (``job.gang_pods()`` order) to ``nodes``."""
+        return tuple(PodAssignment(t, i, n) for (t, i, _), n in zip(job.gang_pods(), nodes, strict=True))

@@ -82,8 +82,17 @@ def _placement(snapshot: FederationSnapshot, p: Placement, jobs: dict[str, Job],
         yield f"job {p.job}: HyperNode {p.hypernode} has tier {domain.tier} above the hard limit {limit}"
     wanted = sorted((t, i) for t, i, _ in job.pods())
     got = sorted((a.task, a.index) for a in p.pods)
-    if wanted != got:
+    if not job.elastic and wanted != got:
         yield f"job {p.job}: pods {got} do not match the gang's pods {wanted} (all replicas, each once)"
+    elif job.elastic:  # an elastic gang: at least minAvailable pods and every task's own minimum
+        if len(set(got)) != len(got) or not set(got) <= set(wanted):
+            yield f"job {p.job}: pods {got} are not distinct pods of the job"
+        if len(got) < job.gang_size:
+            yield f"job {p.job}: {len(got)} pods placed, fewer than minAvailable {job.gang_size}"
+        for task in job.tasks:
+            have = sum(1 for t, _ in got if t == task.name)
+            if task.min_available is not None and have < task.min_available:
+                yield f"job {p.job}: task {task.name} has {have} pods, fewer than its minAvailable {task.min_available}"
     known = nodes.setdefault(cluster.name, {n.name: n for n in cluster.nodes})
     constraints = {t.name: c for t, c in zip(job.tasks, job.node_constraints, strict=True)}
     exclusive: set[tuple[str, str]] = set()
@@ -200,7 +209,7 @@ def _earlier_fit(
             if cluster_block(job, c, term) is not None or c.name == p.cluster:
                 continue
             masks = node_masks(c, job)
-            pods = job.pods()
+            pods = job.gang_pods()
             keys = resource_keys(r for _, _, r in pods)
             demands = [vector(r, keys) for _, _, r in pods]
             for dom in c.tree.domains_up_to(tier_limit(job, c)):

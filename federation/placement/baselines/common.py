@@ -162,13 +162,15 @@ def assign_pods(
 ) -> tuple[PodAssignment, ...] | None:
     """Place pods one by one on the best-scoring node that fits (ties: node order).
 
-    All replicas or none (the federation binds whole jobs; ``validate`` requires every
-    replica once). The ledger is not changed.
+    The gang's pods (``Job.gang_pods``: every replica unless elastic) or none; an elastic
+    job's further replicas are placed after them where they fit, as Volcano's gang plugin
+    lets them. The ledger is not changed.
     """
     free = {n.name: ledger.node_free(cluster, n) for n in nodes}
     out: list[PodAssignment] = []
     allows = PodFilter(job)
-    for task, index, request in ledger.pods(job):
+    gang = {(t, i) for t, i, _ in job.gang_pods()}
+    for task, index, request in gang_first(job, ledger.pods(job)):
         best: Node | None = None
         best_score = 0.0
         wanted = tuple(request)
@@ -181,11 +183,25 @@ def assign_pods(
             if best is None or value > best_score:
                 best, best_score = node, value
         if best is None:
-            return None
+            if (task, index) in gang:
+                return None
+            continue
         free[best.name] = free[best.name] - request
         allows.took(task, best)
         out.append(PodAssignment(task, index, best.name))
     return tuple(out)
+
+
+def gang_first(job: Job, pods: Sequence[Pod]) -> list[Pod]:
+    """``pods`` with the gang's own pods first (stable), then an elastic job's extras."""
+    gang = {(t, i) for t, i, _ in job.gang_pods()}
+    return sorted(pods, key=lambda p: (p[0], p[1]) not in gang)
+
+
+def gang_met(job: Job, pods: Sequence[PodAssignment]) -> bool:
+    """Every gang pod is placed (the extras of an elastic job are optional)."""
+    placed = {(p.task, p.index) for p in pods}
+    return all((t, i) in placed for t, i, _ in job.gang_pods())
 
 
 class PodFilter:

@@ -42,6 +42,8 @@ from federation.placement.baselines.common import (
     assign_pods,
     by_submission,
     fraction_used,
+    gang_first,
+    gang_met,
     placed_request,
     placement_for,
     unplaced,
@@ -110,7 +112,7 @@ def _whole_cluster(job: Job, cluster: ClusterSnapshot, ledger: Ledger) -> Attemp
     free = {n.name: ledger.node_free(cluster.name, n) for n in nodes}
     out: list[PodAssignment] = []
     allows = PodFilter(job)
-    for task, index, request in ledger.pods(job):
+    for task, index, request in gang_first(job, ledger.pods(job)):
         best: Node | None = None
         best_score = 0.0
         for node in nodes:
@@ -120,12 +122,12 @@ def _whole_cluster(job: Job, cluster: ClusterSnapshot, ledger: Ledger) -> Attemp
                 if best is None or value > best_score:
                     best, best_score = node, value
         if best is None:
-            break
+            continue
         free[best.name] = free[best.name] - request
         allows.took(task, best)
         placed.add(best.name)
         out.append(PodAssignment(task, index, best.name))
-    if len(out) == job.total_replicas:
+    if gang_met(job, out):
         return Attempt(placement_for(job, cluster, tuple(out)))
     return Attempt(None, "capacity", f"Volcano in {cluster.name} cannot bind the gang (fragmented nodes)",
                    cluster.name)

@@ -48,7 +48,7 @@ class JobClass:
 
 
 def class_key(rnd: Round, job: Job) -> tuple[object, ...]:
-    shape = tuple((t.name, t.replicas, t.resources) for t in job.tasks)
+    shape = tuple((t.name, n, t.resources) for t, n in zip(job.tasks, job.gang_counts, strict=True))
     return (shape, job.queue, rnd.scoring.band(job), job.network_topology, job.propagation, job.node_constraints,
             rnd.barred.get(job.name), job.name in rnd.may_evict, rnd.waiting_tier(job))
 
@@ -60,7 +60,8 @@ def group_jobs(rnd: Round, jobs: Iterable[Job]) -> list[JobClass]:
         found = classes.get(key)
         if found is None:
             pods, need = rnd.demand(job)
-            tasks = [(t.name, t.replicas, vector(t.resources, rnd.state.keys)) for t in job.tasks]
+            tasks = [(t.name, n, vector(t.resources, rnd.state.keys))
+                     for t, n in zip(job.tasks, job.gang_counts, strict=True)]
             found = JobClass(len(classes), [], rnd.scoring.band(job), job.queue, rnd.scoring.units(job), pods, need,
                              tasks, may_evict=job.name in rnd.may_evict)
             classes[key] = found
