@@ -33,7 +33,8 @@ def guide_tree(cpus: int, used: dict[int, int] | None = None) -> ClusterSnapshot
     nodes = tuple(Node(f"node{i}", alloc, Resources.of(cpu=cpus - used.get(i, 0))) for i in range(8))
 
     def spec(name: str, tier: int, members: list[tuple[str, str]]) -> HyperNodeSpec:
-        return HyperNodeSpec(name, tier, tuple(HyperNodeMember(kind, MemberSelector(exact_name=m)) for kind, m in members))
+        return HyperNodeSpec(name, tier, tuple(HyperNodeMember(kind, MemberSelector(exact_name=m))
+                                               for kind, m in members))
 
     leaves = [spec(f"s{j}", 1, [("Node", f"node{2 * j}"), ("Node", f"node{2 * j + 1}")]) for j in range(4)]
     spines = [spec("s4", 2, [("HyperNode", "s0"), ("HyperNode", "s1")]),
