@@ -47,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="group commit: at most this many SubmitJob calls per store transaction")
     serve.add_argument("--submit-batch-delay-ms", type=float, default=2.0,
                        help="group commit: a submission waits at most this long for others to join its batch")
+    serve.add_argument("--metrics-listen", metavar="HOST:PORT",
+                       help="serve Prometheus metrics on http://HOST:PORT/metrics (off by default)")
 
     db = sub.add_parser("db", help="database schema migrations")
     db_sub = db.add_subparsers(dest="db_command", required=True)

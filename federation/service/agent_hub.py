@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from federation.domain.errors import InvalidInput
+from federation.metrics.instruments import NO_METRICS, ServiceMetrics
 from federation.propagation.failover import loss_reason, lost_clusters
 from federation.propagation.works import placement_from_payload
 from federation.service.agent_inbox import Inbox
@@ -99,6 +100,7 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         grace_seconds: float = 30.0,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        metrics: ServiceMetrics = NO_METRICS,
     ) -> None:
         """``monotonic`` times liveness (when each cluster was last heard from). ``clock``
         is the wall clock ``build_server`` passes; liveness never uses it, because a wall
@@ -109,6 +111,7 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         self._grace = grace_seconds
         self._clock = clock
         self._monotonic = monotonic
+        self._metrics = metrics
         self._sessions: dict[str, Session] = {}
         self._last_seen: dict[str, float] = {}
         self._watchdog: asyncio.Task[None] | None = None
@@ -146,6 +149,10 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
     def connected(self) -> dict[str, int]:
         """Connected clusters and their epochs (for status pages and tests)."""
         return {name: s.epoch for name, s in self._sessions.items() if not s.closed}
+
+    def stream_count(self) -> int:
+        """Open agent streams; safe to call from another thread (the metrics exporter)."""
+        return sum(1 for s in list(self._sessions.values()) if not s.closed)
 
     # ------------------------------------------------------------------ called by others
     def notify_works_changed(self, cluster: str) -> None:
@@ -258,6 +265,8 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
             placement = placement_from_payload(job, work.payload)
             session.send(agent_pb2.CentralMessage(work=work_to_proto(str(work.id), work.version, record.job,
                                                                      placement)))
+            if job not in session.sent:  # a new Work, not a new version of one already sent
+                self._metrics.work_dispatched(self._clock() - work.created_at.timestamp())
             session.sent[job] = (work.id, work.version)
 
     async def _read(self, session: Session, messages: AsyncIterator[agent_pb2.AgentMessage]) -> None:

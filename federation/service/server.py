@@ -33,6 +33,9 @@ import grpc.aio
 
 from federation.cli.policy_flags import policy_limits
 from federation.domain.plans import PlanLimits
+from federation.metrics.exporter import MetricsServer, parse_listen, serve_metrics, with_process_metrics
+from federation.metrics.gauges import FederationCollector
+from federation.metrics.instruments import NO_METRICS, ServiceMetrics
 from federation.service.agent_hub import AgentHub
 from federation.service.audit import AuditServicer
 from federation.service.auth import Authenticator
@@ -79,6 +82,7 @@ class RunningServer:
     rounds: RoundScheduler | None
     hub: AgentHub | None
     jobs: JobServicer
+    metrics: MetricsServer | None = None
     _stopped: bool = field(default=False, repr=False)
 
     async def stop(self, grace: float = 10.0) -> None:
@@ -95,6 +99,8 @@ class RunningServer:
             await self.jobs.close()  # submission batches still running commit before the store closes
             if self.rounds is not None:
                 await self.rounds.stop()
+            if self.metrics is not None:
+                await asyncio.to_thread(self.metrics.stop)
 
     async def wait_for_termination(self) -> None:
         await self.server.wait_for_termination()
@@ -123,20 +129,23 @@ async def build_server(
     max_message_bytes: int = MAX_MESSAGE_BYTES,
     watch_poll_seconds: float = 0.2,
     submit_batching: SubmitBatching | None = None,
+    metrics_listen: str | None = None,
 ) -> RunningServer:
     """Start the service on ``listen`` (port 0 = any free port) and return its handles.
 
     ``control_loop=False`` leaves out the round scheduler and the agent hub (API-only
-    tests that must not see jobs placed under them).
+    tests that must not see jobs placed under them). ``metrics_listen`` serves Prometheus
+    metrics on ``HOST:PORT/metrics``; without it no metric is kept at all.
     """
     auth = auth if auth is not None else Authenticator.open_mode()
+    metrics: ServiceMetrics = ServiceMetrics() if metrics_listen is not None else NO_METRICS
     rounds: RoundScheduler | None = None
     hub: AgentHub | None = None
     if control_loop:
         rounds = RoundScheduler(store, debounce_seconds=round_debounce_seconds,
                                 limits=plan_limits or PlanLimits(), clock=clock,
-                                max_pending=max_pending_per_round)
-        hub = AgentHub(store, rounds, auth, grace_seconds=agent_grace_seconds, clock=clock)
+                                max_pending=max_pending_per_round, metrics=metrics)
+        hub = AgentHub(store, rounds, auth, grace_seconds=agent_grace_seconds, clock=clock, metrics=metrics)
     server = grpc.aio.server(
         interceptors=[ErrorMapping()],
         options=[("grpc.max_receive_message_length", max_message_bytes),
@@ -144,7 +153,7 @@ async def build_server(
                  ("grpc.so_reuseport", 0)],
     )
     jobs = JobServicer(store, auth, rounds=rounds, hub=hub, spec_limit_bytes=spec_limit_bytes,
-                       watch_poll_seconds=watch_poll_seconds, batching=submit_batching)
+                       watch_poll_seconds=watch_poll_seconds, batching=submit_batching, metrics=metrics)
     jobs_pb2_grpc.add_JobServiceServicer_to_server(jobs, server)
     queues_pb2_grpc.add_QueueServiceServicer_to_server(QueueServicer(store, auth), server)
     clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth), server)
@@ -156,6 +165,12 @@ async def build_server(
     bound = server.add_secure_port(target, tls.credentials()) if tls else server.add_insecure_port(target)
     if bound == 0:
         raise OSError(f"cannot listen on {listen}")
+    exporter: MetricsServer | None = None
+    if metrics_listen is not None:
+        with_process_metrics(metrics.registry).register(FederationCollector(
+            store.stats, observed=(lambda: rounds.observed) if rounds is not None else (lambda: None),
+            streams=hub.stream_count if hub is not None else None))
+        exporter = serve_metrics(metrics_listen, metrics.registry)
     await server.start()
     if rounds is not None:
         await rounds.start()
@@ -163,7 +178,7 @@ async def build_server(
         await hub.start()
     address = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
     return RunningServer(server=server, port=bound, address=address, store=store, auth=auth,
-                         rounds=rounds, hub=hub, jobs=jobs)
+                         rounds=rounds, hub=hub, jobs=jobs, metrics=exporter)
 
 
 # ---------------------------------------------------------------------- the process
@@ -216,6 +231,12 @@ def serve_main(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if getattr(args, "metrics_listen", None) is not None:
+        try:
+            parse_listen(args.metrics_listen)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     try:
         auth = Authenticator.from_file(args.tokens) if args.tokens else Authenticator.open_mode()
     except (OSError, ValueError) as exc:
@@ -252,12 +273,15 @@ async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, args: a
         control_loop=not getattr(args, "no_control_loop", False),
         submit_batching=SubmitBatching(max_items=getattr(args, "submit_batch_size", 64),
                                        max_delay_seconds=getattr(args, "submit_batch_delay_ms", 2.0) / 1000),
+        metrics_listen=getattr(args, "metrics_listen", None),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     print(f"listening with {'TLS' if tls else 'plaintext'}, db {_redact(args.db)}", file=sys.stderr, flush=True)
+    if running.metrics is not None:
+        print(f"metrics on http://{running.metrics.address}/metrics", file=sys.stderr, flush=True)
     print(f"federation serving on {running.address}", flush=True)
     await stop.wait()
     print("federation: shutting down (in-flight requests finish)", file=sys.stderr, flush=True)

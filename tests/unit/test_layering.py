@@ -4,7 +4,8 @@
 - ``placement`` never imports grpc, sqlalchemy or asyncio;
 - only ``agents/k8s`` imports kubernetes_asyncio;
 - only ``store`` (and the Alembic environment) imports sqlalchemy/alembic;
-- only ``placement/cpsat`` imports ortools.
+- only ``placement/cpsat`` imports ortools;
+- only ``federation/metrics`` and ``agents/metrics.py`` import prometheus_client.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ RULES = [
      lambda m: top(m) in {"sqlalchemy", "alembic"}),
     ("only-cpsat-imports-ortools", lambda p: not rel(p).startswith("federation/placement/cpsat/"),
      lambda m: top(m) == "ortools"),
+    ("only-metrics-imports-prometheus-client",
+     lambda p: not rel(p).startswith("federation/metrics/") and rel(p) != "agents/metrics.py",
+     lambda m: top(m) == "prometheus_client"),
 ]
 
 
