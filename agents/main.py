@@ -34,6 +34,7 @@ from agents.backend import ClusterBackend
 from agents.failpoints import with_failpoints
 from agents.metrics import NO_AGENT_METRICS, AgentMetrics, measured
 from agents.runtime import AgentRuntime, Fenced, RuntimeConfig
+from federation.logs import add_secret, configure, set_fields
 
 EXIT_FENCED = 3
 log = logging.getLogger("agents.main")
@@ -64,6 +65,8 @@ def parser() -> argparse.ArgumentParser:
                    help="a label of the cluster (used by propagation policies), repeatable")
     p.add_argument("--heartbeat-seconds", type=float, default=5.0)
     p.add_argument("--snapshot-period-seconds", type=float, default=30.0)
+    p.add_argument("--log-format", choices=("text", "json"), default="text",
+                   help="text, or json: one JSON object per line with the cluster (and job) as fields")
     p.add_argument("--metrics-listen", metavar="HOST:PORT",
                    help="serve Prometheus metrics on http://HOST:PORT/metrics (off by default)")
     p.add_argument("-v", "--verbose", action="store_true")
@@ -162,7 +165,7 @@ async def run_runtime(backend: ClusterBackend, cfg: RuntimeConfig, stop: asyncio
         runtime.stop()
         await task
     except Fenced as exc:
-        print(f"federation-agent: {exc}", file=sys.stderr)
+        log.error("federation-agent: %s", exc)
         return EXIT_FENCED
     finally:
         stopping.cancel()
@@ -171,8 +174,12 @@ async def run_runtime(backend: ClusterBackend, cfg: RuntimeConfig, stop: asyncio
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    configure(args.log_format, level=logging.DEBUG if args.verbose else logging.INFO)
+    set_fields(cluster=args.cluster)
+    add_secret(args.token)
+    if args.token_file:
+        with contextlib.suppress(OSError):
+            add_secret(Path(args.token_file).read_text().strip())
     metrics: AgentMetrics = NO_AGENT_METRICS
     exporter = None
     if args.metrics_listen:

@@ -49,6 +49,7 @@ from agents.metrics import NO_AGENT_METRICS, AgentMetrics
 from agents.runtime_jobs import JobBook, JobSlot, orphan_ops, signature
 from agents.runtime_snapshots import snapshot_message
 from federation.domain.topology import HyperNodeTree
+from federation.logs import fields
 from federation.service.convert import timestamp_to_proto, work_from_proto
 from federation.v1 import agent_pb2, agent_pb2_grpc, types_pb2
 
@@ -367,10 +368,12 @@ class AgentRuntime:
             try:
                 report = await slot.controller.sync(self.backend, now, self._tree)
             except Exception:
-                log.exception("agent %s: pass for %s failed", self.config.cluster, slot.work.name)
+                log.exception("agent %s: pass for %s failed", self.config.cluster, slot.work.name,
+                              extra=fields(job=slot.work.name, queue=slot.work.job.queue, work=slot.work.work_id))
                 continue
             if report.error:
-                log.warning("agent %s: %s", self.config.cluster, report.error)
+                log.warning("agent %s: %s", self.config.cluster, report.error,
+                            extra=fields(job=slot.work.name, queue=slot.work.job.queue, work=slot.work.work_id))
                 self._dirty.set()
             if report.wake_at is not None:
                 wake = report.wake_at if wake is None else min(wake, report.wake_at)

@@ -47,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="group commit: at most this many SubmitJob calls per store transaction")
     serve.add_argument("--submit-batch-delay-ms", type=float, default=2.0,
                        help="group commit: a submission waits at most this long for others to join its batch")
+    serve.add_argument("--log-format", choices=("text", "json"), default="text",
+                       help="text, or json: one JSON object per line with job, queue, cluster and round fields")
     serve.add_argument("--metrics-listen", metavar="HOST:PORT",
                        help="serve Prometheus metrics on http://HOST:PORT/metrics (off by default)")
 

@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from federation.domain.errors import InvalidInput
+from federation.logs import fields, set_fields
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
 from federation.propagation.failover import loss_reason, lost_clusters
 from federation.propagation.works import placement_from_payload
@@ -188,10 +189,13 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         if not reg.accepted:
             current = reg.previous_epoch if reg.previous_epoch is not None else reg.cluster.epoch
             log.warning("fenced agent %s of cluster %s: epoch %d < current %d", hello.agent_id, hello.cluster,
-                        hello.epoch, current)
+                        hello.epoch, current, extra=fields(cluster=hello.cluster, agent=hello.agent_id,
+                                                           epoch=hello.epoch))
             yield fence(f"epoch {hello.epoch} is stale: cluster {hello.cluster} has a newer leader (epoch {current})",
                         current)
             return
+        # Every event of this stream's task, and of the tasks it starts, carries these fields.
+        set_fields(cluster=hello.cluster, agent=hello.agent_id, epoch=hello.epoch)
         session = Session(hello.cluster, hello.epoch, hello.agent_id)
         old = self._sessions.get(hello.cluster)
         if old is not None:
@@ -371,10 +375,11 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         try:
             loss = await self._call(self._store.clusters.mark_lost, cluster, reason, unless_heard_within=self._grace)
         except StoreError as exc:
-            log.warning("cannot mark %s lost yet (%s); retrying", cluster, exc)
+            log.warning("cannot mark %s lost yet (%s); retrying", cluster, exc, extra=fields(cluster=cluster))
             return False
         if not loss.marked:  # the store holds a heartbeat within the grace period (another replica, a re-hello)
-            log.info("cluster %s not marked lost: its agent was heard from within %gs", cluster, self._grace)
+            log.info("cluster %s not marked lost: its agent was heard from within %gs", cluster, self._grace,
+                     extra=fields(cluster=cluster))
             self._last_seen[cluster] = max(self._last_seen.get(cluster, seen), self._monotonic())
             return False
         if self._sessions.get(cluster) is session:  # no new hello meanwhile: stop watching, end the stream
@@ -382,7 +387,7 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
             if session is not None:
                 session.close()
         log.warning("%s: requeued %d job(s), withdrew %d work(s)", reason, len(loss.requeued),
-                    len(loss.withdrawn_works))
+                    len(loss.withdrawn_works), extra=fields(cluster=cluster))
         self._rounds.trigger("cluster-lost")
         return True
 

@@ -33,6 +33,7 @@ import grpc.aio
 
 from federation.cli.policy_flags import policy_limits
 from federation.domain.plans import PlanLimits
+from federation.logs import configure
 from federation.metrics.exporter import MetricsServer, parse_listen, serve_metrics, with_process_metrics
 from federation.metrics.gauges import FederationCollector
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
@@ -223,8 +224,11 @@ def _redact(url: str) -> str:
 
 def serve_main(args: argparse.Namespace) -> int:
     """``federation serve``: run until SIGTERM/SIGINT, then shut down gracefully (exit 0)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    try:
+        configure(getattr(args, "log_format", "text"))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         _host_port(args.listen)
@@ -263,7 +267,7 @@ def serve_main(args: argparse.Namespace) -> int:
 
 
 async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, args: argparse.Namespace) -> int:
-    print(auth.describe(), file=sys.stderr, flush=True)
+    log.info("%s", auth.describe())
     running = await build_server(
         store, listen=args.listen, auth=auth, tls=tls,
         agent_grace_seconds=args.agent_grace_seconds,
@@ -279,12 +283,12 @@ async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, args: a
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    print(f"listening with {'TLS' if tls else 'plaintext'}, db {_redact(args.db)}", file=sys.stderr, flush=True)
+    log.info("listening with %s, db %s", "TLS" if tls else "plaintext", _redact(args.db))
     if running.metrics is not None:
-        print(f"metrics on http://{running.metrics.address}/metrics", file=sys.stderr, flush=True)
+        log.info("metrics on http://%s/metrics", running.metrics.address)
     print(f"federation serving on {running.address}", flush=True)
     await stop.wait()
-    print("federation: shutting down (in-flight requests finish)", file=sys.stderr, flush=True)
+    log.info("federation: shutting down (in-flight requests finish)")
     await running.stop(grace=args.shutdown_grace_seconds)
-    print("federation: stopped", file=sys.stderr, flush=True)
+    log.info("federation: stopped")
     return 0
