@@ -10,6 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from federation.cli.durations import duration_flag
 from federation.cli.errors import EXIT_USAGE, fail
 from federation.cli.policy_flags import add_policy_flags
 from federation.domain.errors import InvalidInput
@@ -47,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="group commit: at most this many SubmitJob calls per store transaction")
     serve.add_argument("--submit-batch-delay-ms", type=float, default=2.0,
                        help="group commit: a submission waits at most this long for others to join its batch")
+    serve.add_argument("--audit-retention", metavar="DURATION", type=duration_flag(60, "DURATION"),
+                       help="prune planning rounds that ended longer ago than this (e.g. 30d), in the background; "
+                            "the latest decision of every live job is kept (default: keep everything)")
     serve.add_argument("--log-format", choices=("text", "json"), default="text",
                        help="text, or json: one JSON object per line with job, queue, cluster and round fields")
     serve.add_argument("--metrics-listen", metavar="HOST:PORT",

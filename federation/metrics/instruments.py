@@ -55,6 +55,11 @@ class ServiceMetrics:
             "federation_work_dispatch_seconds",
             "Seconds from a Work's creation to its being sent on its cluster's agent stream.",
             buckets=DISPATCH_BUCKETS, registry=r)
+        self._pruned = Counter(
+            "federation_audit_pruned", "Audit records deleted by --audit-retention, by record (rounds, decisions).",
+            ["record"], registry=r)
+        for record in ("rounds", "decisions"):
+            self._pruned.labels(record)
         for phase in PHASES:  # every phase is exported from the start, at 0, so rate() has a base
             self._round.labels(phase)
         for outcome in ("created", "existing"):
@@ -81,6 +86,10 @@ class ServiceMetrics:
     def work_dispatched(self, seconds: float) -> None:
         self._dispatch.observe(max(0.0, seconds))
 
+    def audit_pruned(self, rounds: int, decisions: int) -> None:
+        self._pruned.labels("rounds").inc(rounds)
+        self._pruned.labels("decisions").inc(decisions)
+
 
 class NoMetrics(ServiceMetrics):
     """Metrics off: every method does nothing (and nothing is registered)."""
@@ -104,6 +113,9 @@ class NoMetrics(ServiceMetrics):
         pass
 
     def work_dispatched(self, seconds: float) -> None:
+        pass
+
+    def audit_pruned(self, rounds: int, decisions: int) -> None:
         pass
 
 

@@ -44,6 +44,7 @@ from federation.service.clusters import ClusterServicer
 from federation.service.errors import ErrorMapping
 from federation.service.jobs import DEFAULT_SPEC_LIMIT, JobServicer, SubmitBatching
 from federation.service.queues import QueueServicer
+from federation.service.retention import AuditRetention
 from federation.service.rounds import DEFAULT_MAX_PENDING, RoundScheduler
 from federation.v1 import agent_pb2_grpc, audit_pb2_grpc, clusters_pb2_grpc, jobs_pb2_grpc, queues_pb2_grpc
 
@@ -84,6 +85,7 @@ class RunningServer:
     hub: AgentHub | None
     jobs: JobServicer
     metrics: MetricsServer | None = None
+    retention: AuditRetention | None = None
     _stopped: bool = field(default=False, repr=False)
 
     async def stop(self, grace: float = 10.0) -> None:
@@ -100,6 +102,8 @@ class RunningServer:
             await self.jobs.close()  # submission batches still running commit before the store closes
             if self.rounds is not None:
                 await self.rounds.stop()
+            if self.retention is not None:
+                await self.retention.stop()
             if self.metrics is not None:
                 await asyncio.to_thread(self.metrics.stop)
 
@@ -131,12 +135,14 @@ async def build_server(
     watch_poll_seconds: float = 0.2,
     submit_batching: SubmitBatching | None = None,
     metrics_listen: str | None = None,
+    audit_retention_seconds: float | None = None,
 ) -> RunningServer:
     """Start the service on ``listen`` (port 0 = any free port) and return its handles.
 
     ``control_loop=False`` leaves out the round scheduler and the agent hub (API-only
     tests that must not see jobs placed under them). ``metrics_listen`` serves Prometheus
     metrics on ``HOST:PORT/metrics``; without it no metric is kept at all.
+    ``audit_retention_seconds`` prunes the audit in the background (``retention``).
     """
     auth = auth if auth is not None else Authenticator.open_mode()
     metrics: ServiceMetrics = ServiceMetrics() if metrics_listen is not None else NO_METRICS
@@ -177,9 +183,14 @@ async def build_server(
         await rounds.start()
     if hub is not None:
         await hub.start()
+    retention = None
+    if audit_retention_seconds is not None:
+        retention = AuditRetention(store, audit_retention_seconds, metrics=metrics)
+        await retention.start()
     address = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
     return RunningServer(server=server, port=bound, address=address, store=store, auth=auth,
-                         rounds=rounds, hub=hub, jobs=jobs, metrics=exporter)
+                         rounds=rounds, hub=hub, jobs=jobs, metrics=exporter,
+                         retention=retention)
 
 
 # ---------------------------------------------------------------------- the process
@@ -278,6 +289,7 @@ async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, args: a
         submit_batching=SubmitBatching(max_items=getattr(args, "submit_batch_size", 64),
                                        max_delay_seconds=getattr(args, "submit_batch_delay_ms", 2.0) / 1000),
         metrics_listen=getattr(args, "metrics_listen", None),
+        audit_retention_seconds=getattr(args, "audit_retention", None),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
