@@ -33,8 +33,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from federation.domain.plans import FederationSnapshot, Plan
+from federation.domain.states import JOB_STATES, PENDING
 from federation.placement.ledger import Ledger
-from federation.store.states import JOB_STATES, PENDING
 from federation.store.stats import ClusterGauge
 
 log = logging.getLogger(__name__)

@@ -25,9 +25,9 @@ from datetime import datetime
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, aliased
 
+from federation.domain.states import JOB_STATES, TERMINAL_STATES
 from federation.store.engine import Database
 from federation.store.models import AuditPruningRow, DecisionRow, JobRow, RoundRow
-from federation.store.states import JOB_STATES, TERMINAL_STATES
 
 LIVE_STATES = tuple(s for s in JOB_STATES if s not in TERMINAL_STATES)
 MAX_BATCH = 5_000

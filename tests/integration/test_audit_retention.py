@@ -11,8 +11,8 @@ from fedctlkit import afedctl
 from fleetkit import eventually
 from servicekit import running
 
+from federation.control.retention import AuditRetention
 from federation.domain import Job, Plan, Queue, Resources, Task, Unplaced
-from federation.service.retention import AuditRetention
 from federation.store import Store
 from federation.store.plan_records import decisions_from_plan, round_from_plan
 
