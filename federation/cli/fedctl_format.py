@@ -103,6 +103,8 @@ def explain_block(resp: jobs_pb2.ExplainJobResponse) -> str:
             lines.append("unschedulable: no allowed cluster could hold it even empty")
         if e.round_id:
             lines.append(f"round: {e.round_id} at {when(e.round_time)}")
+    if resp.topology_wait:
+        lines.append(resp.topology_wait)
     if resp.message:
         lines.append(resp.message)
     return "\n".join(lines)

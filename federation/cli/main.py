@@ -88,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--policy", action="append", dest="policies",
                        help="policy to run (repeatable; default: all four)")
     bench.add_argument("--json", dest="json_out", help="write the bench JSON here")
+    bench.add_argument("--placements", dest="placements_out", metavar="FILE",
+                       help="write every job start (restarts included) as JSON lines: policy, job, cluster, "
+                            "hypernode, tier, at (simulated seconds), pods")
     add_policy_flags(bench)
     return parser
 
@@ -150,7 +153,8 @@ def _bench(args: argparse.Namespace) -> int:
     from federation.sim.bench import run_bench
 
     policies = args.policies or ["cpsat", "volcano-greedy", "karmada-spread", "armada-drf"]
-    run_bench(args.scenario, policies, args.json_out, Console(), limits=policy_limits(args))
+    run_bench(args.scenario, policies, args.json_out, Console(), limits=policy_limits(args),
+              placements_out=args.placements_out)
     return 0
 
 

@@ -36,6 +36,7 @@ from federation.domain.errors import InvalidInput
 from federation.domain.jobs import Job
 from federation.domain.queues import Queue
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
+from federation.placement.intent import topology_wait
 from federation.service.auth import Authenticator, Identity, check_queue, may_use_queue
 from federation.service.batching import Batcher
 from federation.service.errors import status_for
@@ -125,8 +126,10 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     def __init__(self, store: Any, auth: Authenticator, *, rounds: Trigger | None = None,
                  hub: Canceller | None = None, queues: QueueCache | None = None,
                  spec_limit_bytes: int = DEFAULT_SPEC_LIMIT, watch_poll_seconds: float = 0.2,
-                 batching: SubmitBatching | None = None, metrics: ServiceMetrics = NO_METRICS) -> None:
+                 batching: SubmitBatching | None = None, topology_wait_seconds: float = 0.0,
+                 metrics: ServiceMetrics = NO_METRICS) -> None:
         self._store = store
+        self._topology_wait = topology_wait_seconds  # the service default, for ExplainJob
         self._metrics = metrics
         self._auth = auth
         self._rounds = rounds
@@ -298,4 +301,10 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         record = await self._visible_record(who, request.name)
         latest = await self._call(self._store.audit.latest_decision, request.name)
         work = await self._call(self._store.works.latest, request.name)  # where pods actually are
-        return explain(record, latest, work)
+        resp = explain(record, latest, work)
+        try:
+            queue: Queue | None = await self.queues.get(record.queue)
+        except NotFound:
+            queue = None
+        resp.topology_wait = topology_wait(record.job, queue, self._topology_wait).describe()
+        return resp

@@ -182,7 +182,8 @@ async def build_server(
                  ("grpc.so_reuseport", 0)],
     )
     jobs = JobServicer(store, auth, rounds=rounds, hub=hub, spec_limit_bytes=spec_limit_bytes,
-                       watch_poll_seconds=watch_poll_seconds, batching=submit_batching, metrics=metrics)
+                       watch_poll_seconds=watch_poll_seconds, batching=submit_batching, metrics=metrics,
+                       topology_wait_seconds=(plan_limits or PlanLimits()).topology_wait_seconds)
     jobs_pb2_grpc.add_JobServiceServicer_to_server(jobs, server)
     queues_pb2_grpc.add_QueueServiceServicer_to_server(QueueServicer(store, auth), server)
     clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth), server)

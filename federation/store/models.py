@@ -105,6 +105,7 @@ class QueueRow(Base):
         String(63), ForeignKey("queues.name", ondelete="RESTRICT"), nullable=True, index=True
     )
     owners: Mapped[list[Any]] = mapped_column(Json)
+    topology_wait_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
     version: Mapped[int] = mapped_column(Integer, default=1)

@@ -1,7 +1,7 @@
 """Audit retention: the audit_pruning watermark (how far --audit-retention has pruned).
 
-Revision ID: 0002_audit_retention
-Revises: 0001
+Revision ID: 0003
+Revises: 0002
 Create Date: 2026-11-24
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0002_audit_retention"
-down_revision: str | Sequence[str] | None = "0001"
+revision: str = "0003"
+down_revision: str | Sequence[str] | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
