@@ -160,6 +160,7 @@ async def run_runtime(backend: ClusterBackend, cfg: RuntimeConfig, stop: asyncio
     runtime = AgentRuntime(measured(backend, metrics), cfg, epoch=epoch, metrics=metrics)
     task = asyncio.create_task(runtime.run())
     stopping = asyncio.create_task(stop.wait())
+    metrics.leading(True)
     try:
         await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
         runtime.stop()
@@ -168,6 +169,7 @@ async def run_runtime(backend: ClusterBackend, cfg: RuntimeConfig, stop: asyncio
         log.error("federation-agent: %s", exc)
         return EXIT_FENCED
     finally:
+        metrics.leading(False)
         stopping.cancel()
     return 0
 
