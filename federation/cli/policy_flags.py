@@ -51,6 +51,13 @@ def add_policy_flags(parser: argparse.ArgumentParser) -> None:
         help=f"a job of a queue below its fair share that has waited this long and cannot be placed gets one "
              f"domain kept for it (smaller jobs of its band and below may not start there) (default: {kept})")
 
+    held = NEVER if defaults.gang_hold_after_seconds is None else f"{defaults.gang_hold_after_seconds:g}"
+    parser.add_argument(
+        "--hold-gangs-after", type=_grace, default=defaults.gang_hold_after_seconds, metavar="SECONDS|never",
+        help=f"a gang of several pods that has waited this long and cannot be placed gets the nodes it needs "
+             f"held in a domain of its lowest feasible tier (smaller jobs of its band and below may not start "
+             f"there) (default: {held})")
+
 
 def policy_limits(args: argparse.Namespace, base: PlanLimits | None = None) -> PlanLimits:
     """``base`` (default ``PlanLimits()``) with the policy flags of ``args`` applied."""
@@ -58,4 +65,5 @@ def policy_limits(args: argparse.Namespace, base: PlanLimits | None = None) -> P
     return replace(limits,
                    preemption_grace_seconds=getattr(args, "preemption_grace", limits.preemption_grace_seconds),
                    topology_wait_seconds=getattr(args, "topology_wait", limits.topology_wait_seconds),
-                   reserve_after_seconds=getattr(args, "reserve_after", limits.reserve_after_seconds))
+                   reserve_after_seconds=getattr(args, "reserve_after", limits.reserve_after_seconds),
+                   gang_hold_after_seconds=getattr(args, "hold_gangs_after", limits.gang_hold_after_seconds))

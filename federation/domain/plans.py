@@ -110,6 +110,10 @@ class PlanLimits:
     # A job pending this long that cannot be placed gets one domain kept for it: other jobs
     # of its band and below may not start there (placement/reserve.py); None disables.
     reserve_after_seconds: float | None = None
+    # A gang of several pods pending this long that cannot be placed gets the nodes it
+    # needs held in the domain of its lowest feasible tier closest to holding it: other
+    # jobs of its band and below may not start there (placement/admission.py); None disables.
+    gang_hold_after_seconds: float | None = None
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,8 @@ class Round:
         self._limits: dict[tuple[object, tuple[str, ...], int | None], tuple[dict[str, int | None], int | None]] = {}
         self.barred: dict[str, frozenset[tuple[str, str]]] = {}
         self.reserved: tuple[str, str, str] | None = None  # (job, cluster, domain) kept by ``reserve``
+        # Why it is kept, and the BLOCKED_BY name given to the jobs kept out (``admission`` sets its own).
+        self.reserved_why: tuple[str, str] = ("pending longest in a queue below its fair share", "fairness")
 
     def bar_returning_victims(self, previous: Plan | None) -> None:
         """Keep last round's victims off the room last round planned for still-pending jobs.
@@ -149,7 +151,10 @@ class Round:
     def find_home(
         self, job: Job, names: tuple[str, ...], ignore_limit: bool = False, waiting: bool = True
     ) -> tuple[DomainState, list[str]] | None:
-        """Lowest tier first, then fullest domain: the first domain the gang packs into."""
+        """Lowest tier first, then fullest domain: the first domain the gang packs into.
+
+        Among equally full domains the one whose ancestors are fullest wins
+        (``Scoring.guard``): whole spines stay whole for the gangs that need them."""
         pods, need = self.demand(job)
         st = self.state
         allowed = self._sets.get(names)
@@ -157,11 +162,16 @@ class Round:
             allowed = self._sets[names] = frozenset(names)
         limits, top = self.limits(job, names, waiting) if not ignore_limit else ({n: None for n in names}, None)
         probe = st.probe(pods, need)
+        ix = probe[0]
+        guard = self.scoring.guard
         for tier in st.tiers:
             if top is not None and tier > top:
                 break
             fails = 0
+            best: tuple[int, DomainState, list[str]] | None = None
             for dom in st.candidates(tier, probe, names):
+                if best is not None and (dom.index[ix] != best[1].index[ix] or best[0] == 0):
+                    break  # only equally tight domains compete on ``guard`` (anticipation)
                 cname = dom.cluster.name
                 if cname not in allowed:
                     continue
@@ -172,10 +182,15 @@ class Round:
                     continue
                 nodes = st.pack(dom, pods, self.allowed_nodes(dom.cluster, job))
                 if nodes is not None:
-                    return dom, nodes
+                    cost = guard(cname, dom.domain.name)
+                    if best is None or cost < best[0]:
+                        best = (cost, dom, nodes)
+                    continue
                 fails += 1
                 if fails >= MAX_PACK_FAILS:
                     break
+            if best is not None:
+                return best[1], best[2]
         return None
 
     def admissible(self, job: Job) -> bool:

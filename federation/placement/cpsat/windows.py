@@ -24,12 +24,12 @@ from collections.abc import Mapping, Sequence
 
 from federation.domain.jobs import Job
 from federation.domain.plans import FederationSnapshot, PendingJob, Placement, Plan, PlanLimits
+from federation.placement.admission import hold_room
 from federation.placement.cpsat import decode, preemption, solve
 from federation.placement.cpsat.classes import attach_candidates, group_jobs, hint_domains, victim_room
 from federation.placement.cpsat.solve import Outcome
 from federation.placement.cpsat.variables import Window
 from federation.placement.greedy import finish, run_bands
-from federation.placement.reserve import reserve_for_starved
 from federation.placement.rounds import Round
 from federation.placement.score import FAIR_BONUS, VALUE
 
@@ -172,7 +172,7 @@ def plan_cpsat(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan 
     deadline = started + budget - reserve
     rnd = Round(snapshot, grace=limits.preemption_grace_seconds, topology_wait=limits.topology_wait_seconds)
     rnd.bar_returning_victims(previous)
-    reserve_for_starved(rnd, limits.reserve_after_seconds)
+    hold_room(rnd, limits)
     weights = joint_weights(rnd) if len(snapshot.pending) <= JOINT_MAX_JOBS else None
     if weights is not None:
         fresh = rnd.checkpoint()
