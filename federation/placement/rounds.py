@@ -25,6 +25,7 @@ from federation.placement.score import Scoring
 from federation.placement.state import DomainState, RoundState
 
 MAX_PACK_FAILS = 48  # per tier: give up on a tier after this many domains that fail to pack
+MAX_TIED = 8  # equally tight domains compared on ``Scoring.guard`` before packing
 
 
 class Round:
@@ -163,15 +164,20 @@ class Round:
         limits, top = self.limits(job, names, waiting) if not ignore_limit else ({n: None for n in names}, None)
         probe = st.probe(pods, need)
         ix = probe[0]
-        guard = self.scoring.guard
         for tier in st.tiers:
             if top is not None and tier > top:
                 break
             fails = 0
-            best: tuple[int, DomainState, list[str]] | None = None
+            tied: list[DomainState] = []
             for dom in st.candidates(tier, probe, names):
-                if best is not None and (dom.index[ix] != best[1].index[ix] or best[0] == 0):
-                    break  # only equally tight domains compete on ``guard`` (anticipation)
+                if tied and (dom.index[ix] != tied[0].index[ix] or len(tied) >= MAX_TIED):
+                    found = self._pack_tied(job, tied, pods)
+                    if found is not None:
+                        return found
+                    fails += len(tied)
+                    tied = []
+                    if fails >= MAX_PACK_FAILS:
+                        break
                 cname = dom.cluster.name
                 if cname not in allowed:
                     continue
@@ -180,17 +186,22 @@ class Round:
                     continue
                 if any(f < n for f, n in zip(dom.free, need, strict=True)) or not st.slots_ok(dom, pods):
                     continue
-                nodes = st.pack(dom, pods, self.allowed_nodes(dom.cluster, job))
-                if nodes is not None:
-                    cost = guard(cname, dom.domain.name)
-                    if best is None or cost < best[0]:
-                        best = (cost, dom, nodes)
-                    continue
-                fails += 1
-                if fails >= MAX_PACK_FAILS:
-                    break
-            if best is not None:
-                return best[1], best[2]
+                tied.append(dom)
+            if tied and fails < MAX_PACK_FAILS:
+                found = self._pack_tied(job, tied, pods)
+                if found is not None:
+                    return found
+        return None
+
+    def _pack_tied(self, job: Job, tied: list[DomainState], pods: list[Vector]) -> tuple[DomainState, list[str]] | None:
+        """Pack into the first of equally tight domains, those with the fullest ancestors first."""
+        if len(tied) > 1:
+            guard = self.scoring.guard
+            tied.sort(key=lambda d: guard(d.cluster.name, d.domain.name))
+        for dom in tied:
+            nodes = self.state.pack(dom, pods, self.allowed_nodes(dom.cluster, job))
+            if nodes is not None:
+                return dom, nodes
         return None
 
     def admissible(self, job: Job) -> bool:
