@@ -18,10 +18,10 @@ Layering (docs/design/placement.md has the full argument):
    * **topology tier**: ``TIER_PENALTY`` per unit for each tier above the lowest tier any
      allowed empty cluster could offer the gang (at most ``MAX_TIER_STEPS`` steps, so placing
      a gang is always worth more than leaving it pending — soft topology never blocks);
-   * **anticipation**: up to ``GUARD_MAX`` per unit for eating into emptier domains
-     *above* the chosen one at a tier some pending gang needs as its lowest (a leaf in an
-     empty spine, when an 8-node gang waits for a spine): whole room is kept whole for the
-     queued gangs that need it (``guard``, ``cpsat/anticipation.py``);
+   * **anticipation**: ``GUARD_MAX`` per unit for breaking a whole domain *above* the
+     chosen one at a tier some pending gang needs as its lowest (a leaf in an empty spine,
+     when an 8-node gang waits for a spine): whole room is kept whole for the queued
+     gangs that need it (``guard``, ``cpsat/anticipation.py``);
    * **packing**: up to ``PACK_PENALTY_MAX`` per unit for landing in an emptier domain
      (best fit keeps whole domains free for the next big gang).
 
@@ -147,12 +147,15 @@ class Scoring:
         return self._needed
 
     def guard(self, cluster: str, hypernode: str) -> int:
-        """0 .. GUARD_MAX: how much whole room a placement in ``hypernode`` takes from queued gangs.
+        """0 or GUARD_MAX: does a placement in ``hypernode`` break a whole domain a queued gang needs?
 
-        For each domain strictly above ``hypernode`` whose tier some pending gang needs as
-        its lowest, add its emptiness at round start (0 = full .. ``PACK_PENALTY_MAX`` =
-        empty); capped at ``GUARD_MAX``. A leaf in a busy spine costs less than a leaf
-        in an empty spine, so smaller work fills the busy spine and keeps the empty one for the gang.
+        Every domain strictly above ``hypernode`` is checked. If it was (nearly) empty at round
+        start (emptiness ``PACK_PENALTY_MAX``, at least 7/8 free) and its tier is the lowest
+        feasible tier of some pending gang, the placement pays ``GUARD_MAX`` per unit (once,
+        capped). So a leaf in a busy spine beats an equally tight leaf in a whole spine
+        while an 8-node gang waits for a spine.
+        A graded version (the ancestors' emptiness) was measured first: it moved small jobs
+        out of the tightest leaves and cost wait and JCT on ``volcano-1cluster``.
         """
         key = (cluster, hypernode)
         found = self._guard.get(key)
@@ -166,8 +169,8 @@ class Scoring:
                 parent = dom.parent if dom is not None else None
                 while parent is not None:
                     above = domains[parent]
-                    if above.tier in needed:
-                        found += self.emptiness(cluster, above.name)
+                    if above.tier in needed and self.emptiness(cluster, above.name) >= PACK_PENALTY_MAX:
+                        found += GUARD_MAX  # breaks a whole domain a queued gang could use
                     parent = above.parent
             found = self._guard[key] = min(GUARD_MAX, found)
         return found

@@ -8,11 +8,13 @@ bin-packing aims at, but Volcano scores one job at a time. Here the term prices 
 candidate of every class in the same model, so the choice is made jointly over all
 pending gangs and all clusters.
 
-The term (``Scoring.guard``, computed for any plan by ``placement.score``): each placed
-unit pays the round-start emptiness (0 = full .. ``PACK_PENALTY_MAX`` = empty) of every
-domain strictly *above* its chosen domain whose tier some pending gang needs as its lowest
-feasible tier, capped at ``GUARD_MAX``. "Needs" is the queued demand: with no pending gang
-that needs a spine, spines cost nothing, and small jobs go wherever best fit puts them.
+The term (``Scoring.guard``, computed for any plan by ``placement.score``): a placed unit
+pays ``GUARD_MAX`` when a domain strictly *above* its chosen domain was (nearly) whole at
+round start and its tier is the lowest feasible tier of some pending gang. "Needs" is the
+queued demand: with no pending gang that needs a spine, breaking a spine costs nothing.
+Small jobs then go wherever best fit puts them. A graded version (every ancestor's
+emptiness) moved small jobs out of the tightest leaves. It cost wait and JCT on
+``volcano-1cluster``, so only whole domains are guarded.
 
 Layering (``docs/design/placement.md``): fairness > amount placed > tier > anticipation
 + packing. ``GUARD_MAX + PACK_PENALTY_MAX`` (13) stays below one tier step (16), and far below

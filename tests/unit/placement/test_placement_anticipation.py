@@ -18,16 +18,17 @@ from federation.placement.rounds import Round
 from federation.placement.score import GUARD_MAX, Scoring
 from tests.unit.placement.placement_builders import FAST, checked, hard, job, snap, tiered
 
-# spine0 almost empty (n0, n1, n2 free), spine1 almost full (only n6 free).
-BUSY_SPINE1 = [8, 8, 8, 0, 0, 0, 8, 0]
+# spine0 (n0-n3) nearly whole: 28 of 32 GPUs free; spine1 busy: n6 free, n7 half.
+# leaf1 (n2, n3) and leaf3 (n6, n7) are equally tight: one free 8-GPU node each.
+BUSY_SPINE1 = [8, 8, 8, 4, 0, 0, 8, 4]
 SPINE_GANG = job("spine-gang", pods=4, topology=hard(2))  # 4 whole nodes in a spine: fits nowhere now
 
 
 @pytest.mark.parametrize(
     ("jobs", "domain", "expect"),
     [
-        ("gang queued: a leaf of the emptier spine pays its spine's emptiness", "c-leaf1", 6),
-        ("gang queued: a leaf of the busier spine pays little", "c-leaf3", 2),
+        ("gang queued: a leaf of the whole spine breaks it", "c-leaf1", GUARD_MAX),
+        ("gang queued: a leaf of the busy spine breaks nothing", "c-leaf3", 0),
         ("gang queued: a spine itself has only the top above it, no gang needs the top", "c-spine0", 0),
         ("no gang queued: no tier is needed, nothing is guarded", "c-leaf1", 0),
     ],
