@@ -11,9 +11,9 @@ from dataclasses import replace
 
 import pytest
 
-from federation.domain import FederationSnapshot, PendingJob
-from federation.placement import greedy_plan, validate
-from federation.placement.admission import held_nodes, hold_room
+from federation.domain import FederationSnapshot, Job, PendingJob
+from federation.placement import greedy_plan, plan, validate
+from federation.placement.admission import enqueue, held_nodes, hold_room
 from federation.placement.rounds import Round
 from federation.placement.score import GUARD_MAX, Scoring
 from tests.unit.placement.placement_builders import FAST, checked, hard, job, snap, tiered
@@ -114,3 +114,43 @@ def test_a_single_pod_is_never_held_for() -> None:
     cluster = tiered("c", [4, 4, 4, 4, 4, 4, 4, 4])
     s = _waited(snap([cluster], [job("whole")]), 9000.0)
     assert _held(s, 0.0)[1] is None
+
+
+# -- the enqueue gate (``admission.enqueue``) -----------------------------------------------
+
+def _gate(free: list[int], jobs: list[Job], factor: float | None) -> tuple[list[str], dict[str, str]]:
+    s = snap([tiered("c", free)], jobs)
+    admitted, waiting = enqueue(s, factor)
+    return [p.job.name for p in admitted.pending], {u.job: u.constraint for u in waiting}
+
+
+@pytest.mark.parametrize(
+    ("free", "jobs", "factor", "admitted"),
+    [
+        # 64 GPUs, none used: the budget is 76 (64 x 1.2); 48 + 32 > 76, so "late" waits.
+        ([8] * 8, [job("first", pods=6), job("late", pods=4)], 1.2, ["first"]),
+        ([8] * 8, [job("first", pods=6), job("late", pods=1)], 1.2, ["first", "late"]),
+        # off: everything is planned
+        ([8] * 8, [job("first", pods=6), job("late", pods=3)], None, ["first", "late"]),
+        # the oldest job is always admitted, even when it alone exceeds the budget
+        ([8] * 8, [job("huge", pods=8, gpus=8), job("late", pods=1)], 1.0, ["huge"]),
+        # a job no cluster could ever hold takes no budget (it is planned to be told why)
+        ([8] * 8, [job("never", pods=9), job("next", pods=6)], 1.2, ["never", "next"]),
+    ],
+    ids=["a later job waits once the budget is full", "a small one still fits the budget",
+         "no factor, no gate", "the oldest is always admitted", "impossible jobs hold no budget"],
+)
+def test_the_enqueue_gate_admits_oldest_first_within_the_overcommit_budget(
+        free: list[int], jobs: list[Job], factor: float | None, admitted: list[str]) -> None:
+    names, waiting = _gate(free, jobs, factor)
+    assert names == admitted
+    assert set(waiting) == {j.name for j in jobs} - set(admitted)
+    assert set(waiting.values()) <= {"priority"}
+
+
+def test_a_gated_plan_reports_every_job_and_validates() -> None:
+    s = snap([tiered("c", [8] * 8)], [job("first", pods=6), job("late", pods=4), job("small", gpus=1)])
+    result = plan(s, replace(FAST, enqueue_overcommit=1.2))
+    assert validate(s, result) == []
+    assert result.placement("first") is not None and result.placement("small") is not None
+    assert next(u for u in result.unplaced if u.job == "late").reason.startswith("not admitted yet")
