@@ -30,13 +30,14 @@ only while they are fewer than the gang needs.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import replace
 
 from federation.domain.jobs import Job
 from federation.domain.plans import FederationSnapshot, PendingJob, PlanLimits, Unplaced
 from federation.domain.resources import Resources, total
 from federation.placement.eligibility import allowed_clusters, can_ever_hold
-from federation.placement.ledger import band_key
+from federation.placement.ledger import Ledger, band_key
 from federation.placement.packing import pack_vectors, vector
 from federation.placement.reserve import bar, reserve_for_starved, target
 from federation.placement.rounds import Round
@@ -101,35 +102,54 @@ def hold_room(rnd: Round, limits: PlanLimits) -> str | None:
 def enqueue(snapshot: FederationSnapshot, factor: float | None) -> tuple[FederationSnapshot, tuple[Unplaced, ...]]:
     """Volcano's overcommit gate for our planner: which pending jobs this round may plan.
 
-    Jobs are admitted in band order, then oldest first, while the admitted jobs' requests
-    plus what runs fit ``factor`` x the healthy capacity, in every resource. The oldest work
-    is always admitted first, so admission persists from round to round as Volcano's
+    Jobs are admitted band by band. Inside a band they are admitted in weighted-DRF order,
+    the way Volcano's enqueue walks queues by proportion share: the queue furthest below
+    its fair share goes next, counting what it already runs and what was admitted, and
+    its jobs go oldest first. Admission continues while the admitted jobs' requests plus
+    what runs fit ``factor`` x the healthy capacity in every resource. The oldest work of
+    each queue is admitted first, so admission persists from round to round as Volcano's
     Inqueue does, with no state. Later jobs cannot crowd the room an admitted gang waits
     for beyond the overcommit budget. Returns the snapshot of admitted jobs and a reason
     for each job left out.
     """
     if factor is None or not snapshot.pending:
         return snapshot, ()
-    capacity = total(n.allocatable for c in snapshot.clusters if c.healthy for n in c.nodes if n.usable)
-    used = total(r.job.requests for r in snapshot.running)
-    budget = Resources({k: int(v * factor) for k, v in capacity}) - used
-    order = sorted(range(len(snapshot.pending)), key=lambda i: (
-        _band(snapshot, snapshot.pending[i]), snapshot.pending[i].submitted_at, i))
-    inqueue = Resources()
-    admitted: list[int] = []
-    left: list[Unplaced] = []
+    led = Ledger(snapshot)
+    budget = Resources({k: int(v * factor) for k, v in led.capacity}) - total(r.job.requests for r in snapshot.running)
+    bands: dict[tuple[int, int], dict[str, deque[int]]] = {}
+    order = sorted(range(len(snapshot.pending)), key=lambda i: (snapshot.pending[i].submitted_at, i))
     for i in order:
         job = snapshot.pending[i].job
-        if not any(can_ever_hold(job, c) for g in allowed_clusters(job, snapshot) for c in g):
-            admitted.append(i)  # it never fits: planned only to be told why, it holds no budget
-            continue
-        after = inqueue + job.requests
-        if all(v <= budget.get(k) for k, v in after if v > 0) or not admitted:
-            inqueue = after
-            admitted.append(i)
-        else:
-            left.append(Unplaced(job.name, f"not admitted yet: older work already fills the enqueue budget "
-                                           f"({factor:g} x capacity)", "priority"))
+        bands.setdefault(_band(snapshot, snapshot.pending[i]), {}).setdefault(job.queue, deque()).append(i)
+    inqueue = Resources()
+    taken: dict[str, float] = {}
+    admitted: list[int] = []
+    left: list[Unplaced] = []
+
+    def ratio(queue: str) -> tuple[float, str]:
+        fair = led.fair.get(queue, 0.0)
+        now = led.share(queue) + taken.get(queue, 0.0)
+        return (now / fair if fair > 0 else float("inf"), queue)
+
+    for band in sorted(bands):
+        queues = bands[band]
+        while queues:
+            queue = min(queues, key=ratio)
+            i = queues[queue].popleft()
+            if not queues[queue]:
+                del queues[queue]
+            job = snapshot.pending[i].job
+            if not any(can_ever_hold(job, c) for g in allowed_clusters(job, snapshot) for c in g):
+                admitted.append(i)  # it never fits: planned only to be told why, it holds no budget
+                continue
+            after = inqueue + job.requests
+            if all(v <= budget.get(k) for k, v in after if v > 0) or not admitted:
+                inqueue = after
+                taken[job.queue] = taken.get(job.queue, 0.0) + led.size(job)
+                admitted.append(i)
+            else:
+                left.append(Unplaced(job.name, f"not admitted yet: older work already fills the enqueue budget "
+                                               f"({factor:g} x capacity)", "priority"))
     keep = sorted(admitted)
     return replace(snapshot, pending=tuple(snapshot.pending[i] for i in keep)), tuple(left)
 
