@@ -17,7 +17,6 @@ nothing.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import signal
@@ -31,8 +30,13 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from federation.cli.policy_flags import policy_limits
+from federation.control.loop import DEFAULT_MAX_PENDING, RoundScheduler
+from federation.control.retention import AuditRetention
 from federation.domain.plans import PlanLimits
+from federation.logs import configure
+from federation.metrics.exporter import MetricsServer, parse_listen, serve_metrics, with_process_metrics
+from federation.metrics.gauges import FederationCollector
+from federation.metrics.instruments import NO_METRICS, ServiceMetrics
 from federation.service.agent_hub import AgentHub
 from federation.service.audit import AuditServicer
 from federation.service.auth import Authenticator
@@ -40,7 +44,6 @@ from federation.service.clusters import ClusterServicer
 from federation.service.errors import ErrorMapping
 from federation.service.jobs import DEFAULT_SPEC_LIMIT, JobServicer, SubmitBatching
 from federation.service.queues import QueueServicer
-from federation.service.rounds import DEFAULT_MAX_PENDING, RoundScheduler
 from federation.v1 import agent_pb2_grpc, audit_pb2_grpc, clusters_pb2_grpc, jobs_pb2_grpc, queues_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -67,6 +70,30 @@ class ServerTls:
         )
 
 
+@dataclass(frozen=True)
+class ServeConfig:
+    """Everything ``federation serve`` was told, typed; built by the CLI (``cli/main.py``),
+    which is the only place that parses arguments. Defaults match the CLI's."""
+
+    listen: str = "127.0.0.1:50051"
+    db: str = "sqlite:///federation.db"
+    tokens: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+    migrate: bool = True
+    agent_grace_seconds: float = 30.0
+    round_debounce_seconds: float = 0.2
+    plan_limits: PlanLimits = field(default_factory=PlanLimits)
+    max_pending_per_round: int = DEFAULT_MAX_PENDING
+    shutdown_grace_seconds: float = 10.0
+    control_loop: bool = True
+    submit_batching: SubmitBatching = field(default_factory=SubmitBatching)
+    metrics_listen: str | None = None  # HOST:PORT of Prometheus /metrics; None: no metrics kept
+    log_format: str = "text"  # text | json (federation.logs)
+    audit_retention_seconds: float | None = None  # None: keep the whole audit
+
+
 @dataclass
 class RunningServer:
     """A started service; ``stop()`` shuts it down gracefully (see the module docstring)."""
@@ -79,6 +106,8 @@ class RunningServer:
     rounds: RoundScheduler | None
     hub: AgentHub | None
     jobs: JobServicer
+    metrics: MetricsServer | None = None
+    retention: AuditRetention | None = None
     _stopped: bool = field(default=False, repr=False)
 
     async def stop(self, grace: float = 10.0) -> None:
@@ -95,6 +124,10 @@ class RunningServer:
             await self.jobs.close()  # submission batches still running commit before the store closes
             if self.rounds is not None:
                 await self.rounds.stop()
+            if self.retention is not None:
+                await self.retention.stop()
+            if self.metrics is not None:
+                await asyncio.to_thread(self.metrics.stop)
 
     async def wait_for_termination(self) -> None:
         await self.server.wait_for_termination()
@@ -123,20 +156,25 @@ async def build_server(
     max_message_bytes: int = MAX_MESSAGE_BYTES,
     watch_poll_seconds: float = 0.2,
     submit_batching: SubmitBatching | None = None,
+    metrics_listen: str | None = None,
+    audit_retention_seconds: float | None = None,
 ) -> RunningServer:
     """Start the service on ``listen`` (port 0 = any free port) and return its handles.
 
     ``control_loop=False`` leaves out the round scheduler and the agent hub (API-only
-    tests that must not see jobs placed under them).
+    tests that must not see jobs placed under them). ``metrics_listen`` serves Prometheus
+    metrics on ``HOST:PORT/metrics``; without it no metric is kept at all.
+    ``audit_retention_seconds`` prunes the audit in the background (``retention``).
     """
     auth = auth if auth is not None else Authenticator.open_mode()
+    metrics: ServiceMetrics = ServiceMetrics() if metrics_listen is not None else NO_METRICS
     rounds: RoundScheduler | None = None
     hub: AgentHub | None = None
     if control_loop:
         rounds = RoundScheduler(store, debounce_seconds=round_debounce_seconds,
                                 limits=plan_limits or PlanLimits(), clock=clock,
-                                max_pending=max_pending_per_round)
-        hub = AgentHub(store, rounds, auth, grace_seconds=agent_grace_seconds, clock=clock)
+                                max_pending=max_pending_per_round, metrics=metrics)
+        hub = AgentHub(store, rounds, auth, grace_seconds=agent_grace_seconds, clock=clock, metrics=metrics)
     server = grpc.aio.server(
         interceptors=[ErrorMapping()],
         options=[("grpc.max_receive_message_length", max_message_bytes),
@@ -144,7 +182,8 @@ async def build_server(
                  ("grpc.so_reuseport", 0)],
     )
     jobs = JobServicer(store, auth, rounds=rounds, hub=hub, spec_limit_bytes=spec_limit_bytes,
-                       watch_poll_seconds=watch_poll_seconds, batching=submit_batching)
+                       watch_poll_seconds=watch_poll_seconds, batching=submit_batching, metrics=metrics,
+                       topology_wait_seconds=(plan_limits or PlanLimits()).topology_wait_seconds)
     jobs_pb2_grpc.add_JobServiceServicer_to_server(jobs, server)
     queues_pb2_grpc.add_QueueServiceServicer_to_server(QueueServicer(store, auth), server)
     clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth), server)
@@ -156,14 +195,25 @@ async def build_server(
     bound = server.add_secure_port(target, tls.credentials()) if tls else server.add_insecure_port(target)
     if bound == 0:
         raise OSError(f"cannot listen on {listen}")
+    exporter: MetricsServer | None = None
+    if metrics_listen is not None:
+        with_process_metrics(metrics.registry).register(FederationCollector(
+            store.stats, observed=(lambda: rounds.observed) if rounds is not None else (lambda: None),
+            streams=hub.stream_count if hub is not None else None))
+        exporter = serve_metrics(metrics_listen, metrics.registry)
     await server.start()
     if rounds is not None:
         await rounds.start()
     if hub is not None:
         await hub.start()
+    retention = None
+    if audit_retention_seconds is not None:
+        retention = AuditRetention(store, audit_retention_seconds, metrics=metrics)
+        await retention.start()
     address = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
     return RunningServer(server=server, port=bound, address=address, store=store, auth=auth,
-                         rounds=rounds, hub=hub, jobs=jobs)
+                         rounds=rounds, hub=hub, jobs=jobs, metrics=exporter,
+                         retention=retention)
 
 
 # ---------------------------------------------------------------------- the process
@@ -206,61 +256,73 @@ def _redact(url: str) -> str:
     return url
 
 
-def serve_main(args: argparse.Namespace) -> int:
+def serve_main(config: ServeConfig) -> int:
     """``federation serve``: run until SIGTERM/SIGINT, then shut down gracefully (exit 0)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
-    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
-        _host_port(args.listen)
+        configure(config.log_format)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
-        auth = Authenticator.from_file(args.tokens) if args.tokens else Authenticator.open_mode()
+        _host_port(config.listen)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if config.metrics_listen is not None:
+        try:
+            parse_listen(config.metrics_listen)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    try:
+        auth = Authenticator.from_file(config.tokens) if config.tokens else Authenticator.open_mode()
     except (OSError, ValueError) as exc:
         print(f"error: --tokens: {exc}", file=sys.stderr)
         return 2
     tls = None
-    if args.tls_cert or args.tls_key:
-        if not (args.tls_cert and args.tls_key):
+    if config.tls_cert or config.tls_key:
+        if not (config.tls_cert and config.tls_key):
             print("error: --tls-cert and --tls-key go together", file=sys.stderr)
             return 2
-        tls = ServerTls(args.tls_cert, args.tls_key, args.tls_client_ca)
-    elif args.tls_client_ca:
+        tls = ServerTls(config.tls_cert, config.tls_key, config.tls_client_ca)
+    elif config.tls_client_ca:
         print("error: --tls-client-ca needs --tls-cert and --tls-key", file=sys.stderr)
         return 2
     try:
-        store = open_store(args.db, migrate=not args.no_migrate)
+        store = open_store(config.db, migrate=config.migrate)
     except StartupError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     try:
-        return asyncio.run(_serve(store, auth, tls, args))
+        return asyncio.run(_serve(store, auth, tls, config))
     finally:
         store.dispose()
 
 
-async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, args: argparse.Namespace) -> int:
-    print(auth.describe(), file=sys.stderr, flush=True)
+async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, config: ServeConfig) -> int:
+    log.info("%s", auth.describe())
     running = await build_server(
-        store, listen=args.listen, auth=auth, tls=tls,
-        agent_grace_seconds=args.agent_grace_seconds,
-        round_debounce_seconds=args.round_debounce_seconds,
-        plan_limits=policy_limits(args, PlanLimits(time_limit_seconds=args.plan_time_limit)),
-        max_pending_per_round=getattr(args, "max_pending_per_round", DEFAULT_MAX_PENDING),
-        control_loop=not getattr(args, "no_control_loop", False),
-        submit_batching=SubmitBatching(max_items=getattr(args, "submit_batch_size", 64),
-                                       max_delay_seconds=getattr(args, "submit_batch_delay_ms", 2.0) / 1000),
+        store, listen=config.listen, auth=auth, tls=tls,
+        agent_grace_seconds=config.agent_grace_seconds,
+        round_debounce_seconds=config.round_debounce_seconds,
+        plan_limits=config.plan_limits,
+        max_pending_per_round=config.max_pending_per_round,
+        control_loop=config.control_loop,
+        submit_batching=config.submit_batching,
+        metrics_listen=config.metrics_listen,
+        audit_retention_seconds=config.audit_retention_seconds,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    print(f"listening with {'TLS' if tls else 'plaintext'}, db {_redact(args.db)}", file=sys.stderr, flush=True)
+    log.info("listening with %s, db %s", "TLS" if tls else "plaintext", _redact(config.db))
+    if running.metrics is not None:
+        log.info("metrics on http://%s/metrics", running.metrics.address)
     print(f"federation serving on {running.address}", flush=True)
     await stop.wait()
-    print("federation: shutting down (in-flight requests finish)", file=sys.stderr, flush=True)
-    await running.stop(grace=args.shutdown_grace_seconds)
-    print("federation: stopped", file=sys.stderr, flush=True)
+    log.info("federation: shutting down (in-flight requests finish)")
+    await running.stop(grace=config.shutdown_grace_seconds)
+    log.info("federation: stopped")
     return 0

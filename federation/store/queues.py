@@ -17,13 +17,13 @@ from sqlalchemy.orm import Session
 
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
+from federation.domain.states import TERMINAL_STATES
 from federation.store import paging
 from federation.store.codec import resources_from_json, resources_to_json
 from federation.store.engine import Database
 from federation.store.errors import AlreadyExists, Conflict, NotFound
 from federation.store.models import JobRow, QueueRow
 from federation.store.records import Page
-from federation.store.states import TERMINAL_STATES
 
 
 def queue_of(row: QueueRow) -> Queue:
@@ -37,6 +37,7 @@ def queue_of(row: QueueRow) -> Queue:
         reclaimable=row.reclaimable,
         parent=row.parent,
         owners=tuple(str(o) for o in row.owners),
+        topology_wait_seconds=row.topology_wait_seconds,
     )
 
 
@@ -49,6 +50,7 @@ def _apply(row: QueueRow, queue: Queue) -> None:
     row.reclaimable = queue.reclaimable
     row.parent = queue.parent
     row.owners = list(queue.owners)
+    row.topology_wait_seconds = queue.topology_wait_seconds
 
 
 def _check_parent(session: Session, queue: Queue) -> None:

@@ -12,7 +12,7 @@ from federation.domain.plans import Unplaced
 from federation.placement import validate
 from federation.placement.baselines import volcano_greedy
 from federation.placement.baselines.volcano_enqueue import NOT_ENQUEUED
-from federation.placement.instances import gang, tiered_cluster
+from tests.fixtures.instances import gang, tiered_cluster
 
 
 def cluster(used: Sequence[int]) -> ClusterSnapshot:

@@ -13,8 +13,8 @@ from federation.placement.cpsat import neighbourhood
 from federation.placement.cpsat.solve import Outcome
 from federation.placement.cpsat.windows import fair_left
 from federation.placement.greedy import finish, run_bands
-from federation.placement.instances import synthetic
 from federation.placement.rounds import Round
+from tests.fixtures.instances import synthetic
 
 
 def _round(seed: int) -> tuple[int, int, list[str]]:
