@@ -170,16 +170,18 @@ def _allocate(job: Job, cluster: ClusterSnapshot, ledger: Ledger) -> Attempt:
 
 
 def _gating_cluster(job: Job, snapshot: FederationSnapshot, ledger: Ledger) -> ClusterSnapshot | None:
-    """The member cluster whose Volcano sees the job: Karmada's choice (first with room), or,
-    when none has room now, the first allowed cluster that could hold it empty (the job is
-    dispatched there and waits, as on a single Volcano cluster)."""
+    """The member cluster whose Volcano sees the job: Karmada's choice (the first with room).
+
+    When no cluster has room now, Karmada does not bind the job anywhere, so no Volcano
+    gates it, unless it may use one cluster only. Then it is created there and waits in
+    that cluster's enqueue, as on a single Volcano cluster.
+    """
     chosen = _dispatch(job, snapshot, ledger)
     if chosen is not None:
         return chosen
-    for group in allowed_clusters(job, snapshot):
-        for cluster in sorted(group, key=lambda c: c.name):
-            if can_ever_hold(job, cluster):
-                return cluster
+    allowed = [c for group in allowed_clusters(job, snapshot) for c in group]
+    if len(allowed) == 1 and can_ever_hold(job, allowed[0]):
+        return allowed[0]
     return None
 
 
