@@ -117,10 +117,11 @@ class FederationClient:
 
     # ------------------------------------------------------------------ jobs
 
-    async def submit_job(self, spec: types_pb2.JobSpec) -> jobs_pb2.SubmitJobResponse:
-        """Submit (idempotent by name: an identical resubmission answers created=False)."""
+    async def submit_job(self, spec: types_pb2.JobSpec, *, dry_run: bool = False) -> jobs_pb2.SubmitJobResponse:
+        """Submit (idempotent by name: an identical resubmission answers created=False);
+        ``dry_run`` runs the server's checks and stores nothing."""
         resp: jobs_pb2.SubmitJobResponse = await _call(
-            self.jobs.SubmitJob(jobs_pb2.SubmitJobRequest(spec=spec), **self._kw()))
+            self.jobs.SubmitJob(jobs_pb2.SubmitJobRequest(spec=spec, dry_run=dry_run), **self._kw()))
         return resp
 
     async def get_job(self, name: str) -> jobs_pb2.Job:

@@ -34,7 +34,9 @@ def _output(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fedctl", description="Submit and inspect federated training jobs")
+    parser = argparse.ArgumentParser(
+        prog="fedctl", description="Apply, submit and inspect federated training jobs and the objects around "
+        "them (queues, priority classes, propagation policies). Exit codes: 0 ok, 2 bad input, 1 other failure.")
     parser.add_argument("--server", default=os.environ.get("FEDCTL_SERVER", DEFAULT_SERVER),
                         help="HOST:PORT of federation serve (default $FEDCTL_SERVER or %(default)s)")
     parser.add_argument("--token", default=None, help="bearer token (default $FEDCTL_TOKEN)")
@@ -45,9 +47,17 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per call")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    submit = sub.add_parser("submit", help="submit the Volcano Job(s) in a manifest file")
-    submit.add_argument("-f", "--filename", required=True, help="YAML file ('-' = stdin): Volcano Jobs and "
-                        "optional Karmada PropagationPolicies")
+    apply = sub.add_parser("apply", help="create or update every object in files or directories "
+                           "(Volcano Job/Queue, PriorityClass, Karmada (Cluster)PropagationPolicy, ...)")
+    apply.add_argument("-f", "--filename", action="append", required=True, metavar="FILE|DIR",
+                       help="YAML file, directory of *.yaml/*.yml/*.json files, or '-' for stdin (repeatable)")
+    apply.add_argument("--atomic", action="store_true",
+                       help="all or nothing: refuse every object if one is refused, undo what was applied")
+
+    submit = sub.add_parser("submit", help="submit one Volcano Job (with an optional Karmada PropagationPolicy "
+                            "for it in the same file)")
+    submit.add_argument("-f", "--filename", required=True, help="YAML file ('-' = stdin): one Volcano Job and at "
+                        "most one (Cluster)PropagationPolicy")
     _output(submit)
 
     get = sub.add_parser("get", help="show one job, queue or cluster")
@@ -157,6 +167,22 @@ async def _submit(c: FederationClient, args: argparse.Namespace) -> str:
                      f"in queue {r.job.spec.queue}" for r in results)
 
 
+async def _apply(c: FederationClient, args: argparse.Namespace) -> int:
+    """Print one line per object; the exit code is the worst outcome (see ``apply``)."""
+    from federation.cli import apply
+
+    docs, refused = apply.read(args.filename, _read)
+    if args.atomic and refused:
+        lines = [*refused, apply.Line("nothing applied (--atomic)", EXIT_USAGE)]
+    elif args.atomic:
+        lines = await apply.apply_atomic(c, docs)
+    else:
+        lines = [*refused, *await apply.apply_all(c, docs)]
+    for line in lines:
+        print(line.text, file=sys.stderr if line.code else sys.stdout, flush=True)
+    return apply.exit_code(lines)
+
+
 async def _queue_write(c: FederationClient, args: argparse.Namespace) -> str:
     if args.filename:
         from federation.domain.manifests import load_queues
@@ -178,6 +204,9 @@ async def _run(c: FederationClient, args: argparse.Namespace) -> str | None:
     cmd = args.command
     if cmd == "submit":
         return await _submit(c, args)
+    if cmd == "apply":
+        args.exit_code = await _apply(c, args)
+        return None
     if cmd == "get":
         if args.kind == "job":
             job = await c.get_job(args.name)
@@ -248,7 +277,7 @@ async def _main(args: argparse.Namespace, run: Callable[[FederationClient, argpa
         out = await run(client, args)
     if out is not None:
         print(out)
-    return 0
+    return int(getattr(args, "exit_code", 0))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -44,6 +44,7 @@ __all__ = [
     "PRIORITY_ANNOTATION",
     "PRIORITY_CLASSES",
     "Submission",
+    "load_documents",
     "load_jobs",
     "load_manifests",
     "load_queue_manifest",
@@ -67,7 +68,7 @@ class Submission:
     propagation: PropagationPolicy | None = None
 
 
-def _documents(text: str) -> list[tuple[int, Mapping[str, object]]]:
+def load_documents(text: str) -> list[tuple[int, Mapping[str, object]]]:
     """Non-empty documents with their index in the file (``---`` separators count)."""
     try:
         raw = list(yaml.safe_load_all(text))
@@ -96,7 +97,7 @@ def load_manifests(text: str) -> Submission:
     """Parse a submission file: exactly one Volcano Job and optionally its PropagationPolicy."""
     job_doc: tuple[int, Mapping[str, object]] | None = None
     policy_doc: tuple[int, Mapping[str, object]] | None = None
-    for index, doc in _documents(text):
+    for index, doc in load_documents(text):
         kind = _check_kind(doc, index, _SUBMISSION_KINDS, " (queues go through `fedctl queue create -f`)"
                            if doc.get("kind") == "Queue" else "")
         if kind == "Job":
@@ -125,7 +126,7 @@ def load_manifests(text: str) -> Submission:
 def load_queue_manifests(text: str) -> tuple[Queue, ...]:
     """Every Volcano Queue in a file (at least one; names must be distinct)."""
     queues: list[Queue] = []
-    for index, doc in _documents(text):
+    for index, doc in load_documents(text):
         _check_kind(doc, index, _QUEUE_KINDS, "")
         queue = parse_queue(doc, f"documents[{index}]")
         if any(q.name == queue.name for q in queues):

@@ -177,6 +177,8 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         except NotFound:
             raise InvalidInput("spec.queue", f"unknown queue {job.queue!r}") from None
         check_queue(who, queue.name, queue.owners)
+        if request.dry_run:
+            return jobs_pb2.SubmitJobResponse(job=jobs_pb2.Job(id=job.name), created=False)
         outcome = await self.submissions.submit((job, who.tenant or ""))
         if isinstance(outcome, NotFound):  # the queue was deleted since the cache saw it
             self.queues.invalidate(job.queue)

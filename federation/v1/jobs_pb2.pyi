@@ -188,16 +188,22 @@ class SubmitJobRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     SPEC_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    dry_run: _builtins.bool
+    """Run every check (size, conversion, queue, ownership) but store nothing: `fedctl apply
+    --atomic` checks all its jobs before submitting any.
+    """
     @_builtins.property
     def spec(self) -> _types_pb2.JobSpec: ...
     def __init__(
         self,
         *,
         spec: _types_pb2.JobSpec | None = ...,
+        dry_run: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dry_run", b"dry_run", "spec", b"spec"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
