@@ -28,6 +28,8 @@ from federation.v1 import (
     clusters_pb2_grpc,
     jobs_pb2,
     jobs_pb2_grpc,
+    objects_pb2,
+    objects_pb2_grpc,
     queues_pb2,
     queues_pb2_grpc,
     types_pb2,
@@ -90,6 +92,7 @@ class FederationClient:
         self._timeout = timeout
         self.jobs = jobs_pb2_grpc.JobServiceStub(self._channel)
         self.queues = queues_pb2_grpc.QueueServiceStub(self._channel)
+        self.objects = objects_pb2_grpc.ObjectServiceStub(self._channel)
         self.clusters = clusters_pb2_grpc.ClusterServiceStub(self._channel)
         self.audit = audit_pb2_grpc.AuditServiceStub(self._channel)
 
@@ -197,6 +200,47 @@ class FederationClient:
 
     async def delete_queue(self, name: str) -> None:
         await _call(self.queues.DeleteQueue(queues_pb2.DeleteQueueRequest(name=name), **self._kw()))
+
+    # ------------------------------------------------------------------ policies and priority classes
+
+    async def apply_policy(self, policy: objects_pb2.Policy, *,
+                           dry_run: bool = False) -> objects_pb2.ApplyPolicyResponse:
+        r: objects_pb2.ApplyPolicyResponse = await _call(self.objects.ApplyPolicy(
+            objects_pb2.ApplyPolicyRequest(policy=policy, dry_run=dry_run), **self._kw()))
+        return r
+
+    async def get_policy(self, kind: str, namespace: str, name: str) -> objects_pb2.Policy:
+        p: objects_pb2.Policy = await _call(self.objects.GetPolicy(
+            objects_pb2.PolicyKey(kind=kind, namespace=namespace, name=name), **self._kw()))
+        return p
+
+    async def list_policies(self) -> list[objects_pb2.Policy]:
+        r: objects_pb2.ListPoliciesResponse = await _call(
+            self.objects.ListPolicies(objects_pb2.ListPoliciesRequest(), **self._kw()))
+        return list(r.policies)
+
+    async def delete_policy(self, kind: str, namespace: str, name: str) -> None:
+        await _call(self.objects.DeletePolicy(objects_pb2.PolicyKey(kind=kind, namespace=namespace, name=name),
+                                              **self._kw()))
+
+    async def apply_priority_class(self, pc: objects_pb2.PriorityClass, *,
+                                   dry_run: bool = False) -> objects_pb2.ApplyPriorityClassResponse:
+        r: objects_pb2.ApplyPriorityClassResponse = await _call(self.objects.ApplyPriorityClass(
+            objects_pb2.ApplyPriorityClassRequest(priority_class=pc, dry_run=dry_run), **self._kw()))
+        return r
+
+    async def get_priority_class(self, name: str) -> objects_pb2.PriorityClass:
+        p: objects_pb2.PriorityClass = await _call(
+            self.objects.GetPriorityClass(objects_pb2.PriorityClassKey(name=name), **self._kw()))
+        return p
+
+    async def list_priority_classes(self) -> list[objects_pb2.PriorityClass]:
+        r: objects_pb2.ListPriorityClassesResponse = await _call(
+            self.objects.ListPriorityClasses(objects_pb2.ListPriorityClassesRequest(), **self._kw()))
+        return list(r.priority_classes)
+
+    async def delete_priority_class(self, name: str) -> None:
+        await _call(self.objects.DeletePriorityClass(objects_pb2.PriorityClassKey(name=name), **self._kw()))
 
     # ------------------------------------------------------------------ clusters and audit
 

@@ -60,13 +60,19 @@ def _parser() -> argparse.ArgumentParser:
                         "most one (Cluster)PropagationPolicy")
     _output(submit)
 
-    get = sub.add_parser("get", help="show one job, queue or cluster")
-    get.add_argument("kind", choices=("job", "queue", "cluster"))
+    get = sub.add_parser("get", help="show one job, queue, cluster, policy or priority class")
+    get.add_argument("kind", choices=("job", "queue", "cluster", *fmt.OBJECT_KINDS))
     get.add_argument("name")
+    get.add_argument("-n", "--namespace", default="default", help="namespace of a propagationpolicy")
     _output(get)
 
-    lst = sub.add_parser("list", help="list jobs, queues or clusters")
-    lst.add_argument("kind", choices=("jobs", "queues", "clusters"))
+    delete = sub.add_parser("delete", help="delete a policy or priority class (admin token)")
+    delete.add_argument("kind", choices=fmt.OBJECT_KINDS)
+    delete.add_argument("name")
+    delete.add_argument("-n", "--namespace", default="default", help="namespace of a propagationpolicy")
+
+    lst = sub.add_parser("list", help="list jobs, queues, clusters, policies or priority classes")
+    lst.add_argument("kind", choices=("jobs", "queues", "clusters", "policies", "priorityclasses"))
     lst.add_argument("--queue", default="", help="only this queue's jobs")
     lst.add_argument("--state", default="", help="only jobs in this state (pending, running, ...)")
     _output(lst)
@@ -156,11 +162,14 @@ def queue_from_flags(args: argparse.Namespace) -> queues_pb2.Queue:
 
 
 async def _submit(c: FederationClient, args: argparse.Namespace) -> str:
-    from federation.domain.manifests import load_jobs
+    from federation.domain.manifests import load_manifests
     from federation.service.convert import job_to_proto
 
-    jobs = load_jobs(_read(args.filename))
-    results = [await c.submit_job(job_to_proto(job)) for job in jobs]
+    submission = load_manifests(_read(args.filename))
+    spec = job_to_proto(submission.job)
+    if not submission.explicit_priority:
+        spec.ClearField("priority")  # the server resolves the class (applied PriorityClasses first)
+    results = [await c.submit_job(spec)]
     if args.output == "json":
         return fmt.dumps({"results": [fmt.to_dict(r) for r in results]})
     return "\n".join(f"job/{r.job.id} {'created' if r.created else 'unchanged (already submitted)'} "
@@ -181,6 +190,23 @@ async def _apply(c: FederationClient, args: argparse.Namespace) -> int:
     for line in lines:
         print(line.text, file=sys.stderr if line.code else sys.stdout, flush=True)
     return apply.exit_code(lines)
+
+
+async def _object(c: FederationClient, args: argparse.Namespace, js: bool) -> str:
+    """get/delete of a propagationpolicy, clusterpropagationpolicy or priorityclass."""
+    if args.kind == "priorityclass":
+        if args.command == "delete":
+            await c.delete_priority_class(args.name)
+            return f"priorityclass/{args.name} deleted"
+        pc = await c.get_priority_class(args.name)
+        return fmt.json_one(pc) if js else fmt.classes_table([pc])
+    kind = "PropagationPolicy" if args.kind == "propagationpolicy" else "ClusterPropagationPolicy"
+    namespace = args.namespace if kind == "PropagationPolicy" else ""
+    if args.command == "delete":
+        await c.delete_policy(kind, namespace, args.name)
+        return f"{args.kind}/{f'{namespace}/' if namespace else ''}{args.name} deleted"
+    policy = await c.get_policy(kind, namespace, args.name)
+    return fmt.json_one(policy) if js else fmt.policy_block(policy)
 
 
 async def _queue_write(c: FederationClient, args: argparse.Namespace) -> str:
@@ -207,6 +233,8 @@ async def _run(c: FederationClient, args: argparse.Namespace) -> str | None:
     if cmd == "apply":
         args.exit_code = await _apply(c, args)
         return None
+    if cmd in ("get", "delete") and args.kind in fmt.OBJECT_KINDS:
+        return await _object(c, args, js)
     if cmd == "get":
         if args.kind == "job":
             job = await c.get_job(args.name)
@@ -226,6 +254,12 @@ async def _run(c: FederationClient, args: argparse.Namespace) -> str | None:
         if args.kind == "queues":
             queues = await c.list_queues()
             return fmt.json_many("queues", queues) if js else fmt.queues_table(queues)
+        if args.kind == "policies":
+            policies = await c.list_policies()
+            return fmt.json_many("policies", policies) if js else fmt.policies_table(policies)
+        if args.kind == "priorityclasses":
+            classes = await c.list_priority_classes()
+            return fmt.json_many("priorityClasses", classes) if js else fmt.classes_table(classes)
         clusters = await c.list_clusters()
         return fmt.json_many("clusters", clusters) if js else fmt.clusters_table(clusters)
     if cmd == "cancel":

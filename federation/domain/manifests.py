@@ -32,9 +32,10 @@ from federation.domain.manifests_volcano import (
     OWNERS_ANNOTATION,
     PRIORITY_ANNOTATION,
     PRIORITY_CLASSES,
+    explicit_priority,
     parse_job,
     parse_queue,
-    priority_for_class,
+    resolve_priority_class,
 )
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.queues import Queue
@@ -44,13 +45,14 @@ __all__ = [
     "PRIORITY_ANNOTATION",
     "PRIORITY_CLASSES",
     "Submission",
+    "explicit_priority",
     "load_documents",
     "load_jobs",
     "load_manifests",
     "load_queue_manifest",
     "load_queue_manifests",
     "load_queues",
-    "priority_for_class",
+    "resolve_priority_class",
 ]
 
 JOB_API = "batch.volcano.sh/v1alpha1"
@@ -66,6 +68,8 @@ class Submission:
 
     job: Job
     propagation: PropagationPolicy | None = None
+    # The Job sets its priority (annotation); else the server resolves priorityClassName.
+    explicit_priority: bool = False
 
 
 def load_documents(text: str) -> list[tuple[int, Mapping[str, object]]]:
@@ -120,7 +124,7 @@ def load_manifests(text: str) -> Submission:
         propagation = parse_propagation(policy_doc[1], f"documents[{policy_doc[0]}]",
                                         name if isinstance(name, str) else "",
                                         namespace if isinstance(namespace, str) else "default")
-    return Submission(parse_job(job_doc[1], job_path, propagation), propagation)
+    return Submission(parse_job(job_doc[1], job_path, propagation), propagation, explicit_priority(job_doc[1]))
 
 
 def load_queue_manifests(text: str) -> tuple[Queue, ...]:

@@ -38,6 +38,7 @@ from federation.domain.manifests_fields import (
     strings,
 )
 from federation.domain.nodes import Toleration
+from federation.domain.policies import PriorityClass
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
@@ -69,13 +70,31 @@ _QUEUE_SPEC_KEYS = ("weight", "priority", "capability", "guarantee", "deserved",
 _QUEUE_SPEC_UNSUPPORTED = ("affinity", "type", "extendClusters", "dequeueStrategy")
 
 
-def priority_for_class(priority_class: str) -> int:
-    """The built-in priority of a ``priorityClassName`` (path-less error; callers root it)."""
-    if priority_class not in PRIORITY_CLASSES:
-        known = ", ".join(k for k in PRIORITY_CLASSES if k)
-        raise InvalidInput("", f"unknown priorityClassName {priority_class!r} (one of {known}; "
-                               f"or set the annotation {PRIORITY_ANNOTATION})")
-    return PRIORITY_CLASSES[priority_class]
+def resolve_priority_class(priority_class: str, applied: Mapping[str, PriorityClass] | None = None) -> tuple[int, str]:
+    """(priority, class name) for a job's ``priorityClassName`` (path-less error; callers root it).
+
+    Classes applied to the federation (``fedctl apply`` of scheduling.k8s.io/v1 PriorityClass)
+    come first, then the built-in ``PRIORITY_CLASSES``; no class means the applied
+    ``globalDefault`` class if there is one (as Kubernetes admission does), else 0.
+    """
+    applied = applied or {}
+    if not priority_class:
+        default = next((pc for pc in applied.values() if pc.global_default), None)
+        return (default.value, default.name) if default is not None else (0, "")
+    if priority_class in applied:
+        return applied[priority_class].value, priority_class
+    if priority_class in PRIORITY_CLASSES:
+        return PRIORITY_CLASSES[priority_class], priority_class
+    known = ", ".join(sorted({*applied, *(k for k in PRIORITY_CLASSES if k)}))
+    raise InvalidInput("", f"priority class {priority_class!r} not found: apply a PriorityClass "
+                           f"(scheduling.k8s.io/v1) first, or use one of {known}")
+
+
+def explicit_priority(doc: Mapping[str, object]) -> bool:
+    """The Job sets its priority itself (the annotation); otherwise the server resolves its class."""
+    meta = doc.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    return isinstance(annotations, Mapping) and PRIORITY_ANNOTATION in annotations
 
 
 def _rooted(path: str, exc: InvalidInput) -> InvalidInput:
@@ -217,10 +236,9 @@ def _priority(annotations: Mapping[str, str], priority_class: str, path: str) ->
         except ValueError:
             raise InvalidInput(f"{path}.metadata.annotations[{PRIORITY_ANNOTATION}]",
                                f"must be an integer, got {text!r}") from None
-    try:
-        return priority_for_class(priority_class)
-    except InvalidInput as exc:
-        raise _rooted(f"{path}.spec.priorityClassName", exc) from None
+    # Built-in classes resolve here; any other is resolved by the server against the
+    # PriorityClasses applied to the federation (0 is a placeholder, never sent).
+    return PRIORITY_CLASSES.get(priority_class, 0)
 
 
 def _common_tolerations(per_task: list[tuple[Toleration, ...]]) -> tuple[Toleration, ...]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from federation.domain.errors import require
 from federation.domain.nodes import Taint, Toleration, untolerated
+from federation.domain.selectors import LabelRequirement
 
 
 @dataclass(frozen=True)
@@ -19,16 +20,19 @@ class ClusterAffinity:
     cluster_names: tuple[str, ...] = ()
     match_labels: Mapping[str, str] = field(default_factory=dict)
     exclude: tuple[str, ...] = ()
+    match_expressions: tuple[LabelRequirement, ...] = ()
 
     def __hash__(self) -> int:
-        return hash((self.cluster_names, tuple(sorted(self.match_labels.items())), self.exclude))
+        return hash((self.cluster_names, tuple(sorted(self.match_labels.items())), self.exclude,
+                     self.match_expressions))
 
     def matches(self, cluster: str, labels: Mapping[str, str]) -> bool:
         if cluster in self.exclude:
             return False
         if self.cluster_names and cluster not in self.cluster_names:
             return False
-        return all(labels.get(k) == v for k, v in self.match_labels.items())
+        return (all(labels.get(k) == v for k, v in self.match_labels.items())
+                and all(r.matches(labels) for r in self.match_expressions))
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,12 @@ class PropagationPolicy:
         if self.cluster_affinities:
             return tuple(t.affinity for t in self.cluster_affinities)
         return (self.cluster_affinity,)
+
+    def weighted_clusters(self) -> dict[str, int]:
+        """``staticWeightList`` as cluster -> weight (empty: no list, every cluster allowed)."""
+        if self.replica_scheduling is None:
+            return {}
+        return dict(self.replica_scheduling.static_weights)
 
     def tolerates(self, taints: tuple[Taint, ...]) -> bool:
         return not untolerated(taints, self.cluster_tolerations)

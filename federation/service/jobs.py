@@ -38,6 +38,7 @@ from federation.domain.queues import Queue
 from federation.service.auth import Authenticator, Identity, check_queue, may_use_queue
 from federation.service.batching import Batcher
 from federation.service.convert import job_from_proto, job_state_name
+from federation.service.objects import PriorityClassCache
 from federation.service.views import event_to_view, explain, job_to_view
 from federation.store.errors import NotFound
 from federation.store.jobs_submit import Outcome
@@ -116,8 +117,9 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     def __init__(self, store: Any, auth: Authenticator, *, rounds: Trigger | None = None,
                  hub: Canceller | None = None, queues: QueueCache | None = None,
                  spec_limit_bytes: int = DEFAULT_SPEC_LIMIT, watch_poll_seconds: float = 0.2,
-                 batching: SubmitBatching | None = None) -> None:
+                 batching: SubmitBatching | None = None, classes: PriorityClassCache | None = None) -> None:
         self._store = store
+        self.classes = classes or PriorityClassCache(store)
         self._auth = auth
         self._rounds = rounds
         self._hub = hub
@@ -171,7 +173,8 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         size = request.spec.ByteSize()
         if size > self._limit:
             raise InvalidInput("spec", f"is {size} bytes serialized, over the {self._limit}-byte limit")
-        job = job_from_proto(request.spec, "spec")
+        job = job_from_proto(request.spec, "spec", None if request.spec.HasField("priority")
+                             else await self.classes.get())
         try:
             queue = await self.queues.get(job.queue)
         except NotFound:
@@ -281,4 +284,10 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         record = await self._visible_record(who, request.name)
         latest = await self._call(self._store.audit.latest_decision, request.name)
         work = await self._call(self._store.works.latest, request.name)  # where pods actually are
-        return explain(record, latest, work)
+        resp = explain(record, latest, work)
+        if record.job.propagation is not None:
+            resp.policy = "inline"
+        else:
+            claims = await self._call(self._store.policies.claims, [request.name])
+            resp.policy = claims.get(request.name, "")
+        return resp

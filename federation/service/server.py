@@ -39,9 +39,17 @@ from federation.service.auth import Authenticator
 from federation.service.clusters import ClusterServicer
 from federation.service.errors import ErrorMapping
 from federation.service.jobs import DEFAULT_SPEC_LIMIT, JobServicer, SubmitBatching
+from federation.service.objects import ObjectServicer
 from federation.service.queues import QueueServicer
 from federation.service.rounds import DEFAULT_MAX_PENDING, RoundScheduler
-from federation.v1 import agent_pb2_grpc, audit_pb2_grpc, clusters_pb2_grpc, jobs_pb2_grpc, queues_pb2_grpc
+from federation.v1 import (
+    agent_pb2_grpc,
+    audit_pb2_grpc,
+    clusters_pb2_grpc,
+    jobs_pb2_grpc,
+    objects_pb2_grpc,
+    queues_pb2_grpc,
+)
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +157,8 @@ async def build_server(
     queues_pb2_grpc.add_QueueServiceServicer_to_server(QueueServicer(store, auth), server)
     clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth), server)
     audit_pb2_grpc.add_AuditServiceServicer_to_server(AuditServicer(store, auth), server)
+    objects_pb2_grpc.add_ObjectServiceServicer_to_server(
+        ObjectServicer(store, auth, rounds=rounds, on_classes_changed=jobs.classes.invalidate), server)
     if hub is not None:
         agent_pb2_grpc.add_AgentServiceServicer_to_server(hub, server)
     host, port = _host_port(listen)

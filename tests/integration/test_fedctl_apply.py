@@ -94,3 +94,77 @@ def test_apply_atomic_is_all_or_nothing(db_url: str, tmp_path: Path) -> None:
                         + "---\n" + fixed)
         ok = fedctl(srv.address, "apply", "--atomic", "-f", str(path))
         assert ok.code == 0 and ok.out.splitlines() == ["queue/team created", "job/one created", "job/two created"]
+
+
+OBJECTS = """apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: urgent, labels: {team: llm}}
+spec:
+  queue: research
+  priorityClassName: high-priority
+  tasks:
+  - replicas: 1
+    name: worker
+    template: {spec: {containers: [{name: c, image: busybox}]}}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: llm}
+spec:
+  resourceSelectors:
+  - apiVersion: batch.volcano.sh/v1alpha1
+    kind: Job
+    labelSelector: {matchExpressions: [{key: team, operator: In, values: [llm]}]}
+  placement: {clusterAffinity: {clusterNames: [east]}}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata: {name: everything}
+spec:
+  resourceSelectors: [{apiVersion: batch.volcano.sh/v1alpha1, kind: Job}]
+  placement: {clusterAffinity: {clusterNames: [west]}}
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high-priority}
+value: 1000000
+description: overrides the built-in class of the same name
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: research}
+"""
+
+
+def test_apply_policies_and_priority_classes_then_get_list_delete(db_url: str, tmp_path: Path) -> None:
+    _migrate(db_url)
+    path = tmp_path / "objects.yaml"
+    path.write_text(OBJECTS)
+    with serve(db_url, tmp_path) as srv:
+        s = srv.address
+        out = fedctl(s, "apply", "-f", str(path))
+        assert out.code == 0, out
+        assert out.out.splitlines() == ["priorityclass/high-priority created", "queue/research created",
+                                        "propagationpolicy/default/llm created",
+                                        "clusterpropagationpolicy/everything created", "job/urgent created"]
+        assert fedctl(s, "get", "job", "urgent", "-o", "json").json()["effectivePriority"] == 1000000
+        assert fedctl(s, "apply", "-f", str(path)).out.splitlines()[:4] == [
+            "priorityclass/high-priority unchanged", "queue/research unchanged",
+            "propagationpolicy/default/llm unchanged", "clusterpropagationpolicy/everything unchanged"]
+        policies = fedctl(s, "list", "policies", "-o", "json").json()["policies"]
+        assert [(p["kind"], p["namespace"], p["name"]) for p in policies] == [
+            ("ClusterPropagationPolicy", "", "everything"), ("PropagationPolicy", "default", "llm")]
+        shown = fedctl(s, "get", "propagationpolicy", "llm")
+        assert shown.code == 0 and "propagationpolicy/default/llm" in shown.out, shown
+        assert "high-priority" in fedctl(s, "list", "priorityclasses").out
+        assert fedctl(s, "delete", "clusterpropagationpolicy", "everything").out.strip() \
+            == "clusterpropagationpolicy/everything deleted"
+        missing = fedctl(s, "get", "clusterpropagationpolicy", "everything")
+        assert missing.code == 1 and "NOT_FOUND" in missing.err
+        assert fedctl(s, "delete", "priorityclass", "high-priority").code == 0
+        # A class that exists nowhere is refused by the server, naming the field.
+        unknown = tmp_path / "unknown.yaml"
+        unknown.write_text(JOB.format(name="odd", queue="research").replace("spec:\n", "spec:\n  priorityClassName: "
+                                                                            "nope\n", 1))
+        refused = fedctl(s, "apply", "-f", str(unknown))
+        assert refused.code == 2 and "spec.priorityClass: priority class 'nope' not found" in refused.err, refused
