@@ -28,6 +28,7 @@ from federation.cli.apply import (
     register,
 )
 from federation.client import FederationClient, ServiceError
+from federation.domain.errors import InvalidInput
 from federation.domain.manifests import JOB_API, POLICY_API, QUEUE_API
 from federation.domain.manifests_k8s import PRIORITY_CLASS_API, parse_priority_class
 from federation.domain.manifests_karmada import parse_policy_object
@@ -169,3 +170,17 @@ for _kind in (NAMESPACED, CLUSTER_WIDE):
                   check=_check_policy))
 register(Kind("Job", (JOB_API,), ORDER_WORKLOADS, job_spec, _apply_job, lambda spec: f"job/{spec.name}",
               check=_check_job))
+
+
+def _hypernode(doc: Mapping[str, object], path: str) -> None:
+    raise InvalidInput(f"{path}.kind", "HyperNode not supported by fedctl apply: each member cluster's agent reads "
+                       "its topology.volcano.sh HyperNodes (or discovers them from node labels); apply them in "
+                       "that cluster")
+
+
+async def _never(client: FederationClient, obj: object) -> Applied:
+    raise AssertionError("a refused kind is never applied")
+
+
+register(Kind("HyperNode", ("topology.volcano.sh/v1alpha1",), ORDER_PRIORITY_CLASSES, _hypernode, _never,
+              lambda _: "hypernode"))

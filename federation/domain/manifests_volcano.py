@@ -208,6 +208,33 @@ def _task(raw: object, path: str) -> tuple[Task, tuple[Toleration, ...]]:
     return task, tolerations
 
 
+def _check_job_fields(meta: Mapping[str, object], spec: Mapping[str, object], path: str) -> None:
+    """Job fields accepted only where their meaning holds here (docs/design/compatibility.md)."""
+    if "name" not in meta:
+        hint = (" (generateName not supported: a job is addressed by a stable name, as kubectl apply requires)"
+                if "generateName" in meta else "")
+        raise InvalidInput(f"{path}.metadata.name", f"is required{hint}")
+    scheduler = spec.get("schedulerName", "volcano")
+    if scheduler != "volcano":
+        raise InvalidInput(f"{path}.spec.schedulerName", f"{scheduler!r} not supported: only volcano, whose gang "
+                           "placement and binding the federation performs itself")
+    if "ttlSecondsAfterFinished" in spec:
+        raise InvalidInput(f"{path}.spec.ttlSecondsAfterFinished", "not supported: a finished job keeps its "
+                           "record and pods until it is deleted")
+    if "runningEstimate" in spec:
+        raise InvalidInput(f"{path}.spec.runningEstimate", "not supported: the planner does not use run-time "
+                           "estimates")
+
+
+def _named(raw: object, index: int) -> object:
+    """A task without a name is named ``default<index>``, as Volcano's job admission webhook
+    does (volcano-sh/volcano pkg/webhooks/admission/jobs/mutate ``mutateSpec``:
+    ``DefaultTaskSpec + strconv.Itoa(index)``, DefaultTaskSpec = "default")."""
+    if isinstance(raw, Mapping) and not raw.get("name"):
+        return {**raw, "name": f"default{index}"}
+    return raw
+
+
 def _network_topology(value: object, path: str) -> NetworkTopology:
     item = mapping(value, path)
     check_keys(item, path, ("mode", "highestTierAllowed", "highestTierName"))
@@ -253,11 +280,10 @@ def parse_job(doc: Mapping[str, object], path: str, propagation: PropagationPoli
     meta = mapping(doc.get("metadata"), f"{path}.metadata")
     spec = mapping(doc.get("spec"), f"{path}.spec")
     check_keys(spec, f"{path}.spec", _JOB_SPEC_KEYS, _JOB_SPEC_UNSUPPORTED)
-    if "name" not in meta:
-        raise InvalidInput(f"{path}.metadata.name", "is required")
+    _check_job_fields(meta, spec, path)
     annotations = string_map(meta.get("annotations"), f"{path}.metadata.annotations")
     priority_class = string(spec.get("priorityClassName", ""), f"{path}.spec.priorityClassName")
-    parsed = [_task(raw, f"{path}.spec.tasks[{i}]")
+    parsed = [_task(_named(raw, i), f"{path}.spec.tasks[{i}]")
               for i, raw in enumerate(sequence(spec.get("tasks"), f"{path}.spec.tasks"))]
     topology = spec.get("networkTopology")
     try:
