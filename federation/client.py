@@ -254,6 +254,11 @@ class FederationClient:
             self.clusters.GetCluster(clusters_pb2.GetClusterRequest(name=name), **self._kw()))
         return c
 
+    async def taint_cluster(self, name: str, add: list[types_pb2.Taint], remove: list[str]) -> clusters_pb2.Cluster:
+        c: clusters_pb2.Cluster = await _call(self.clusters.TaintCluster(
+            clusters_pb2.TaintClusterRequest(name=name, add=add, remove=remove), **self._kw()))
+        return c
+
     async def job_audit(self, job: str) -> audit_pb2.JobAudit:
         a: audit_pb2.JobAudit = await _call(self.audit.GetJobAudit(audit_pb2.GetJobAuditRequest(job=job), **self._kw()))
         return a

@@ -22,7 +22,7 @@ from federation.cli import fedctl_format as fmt
 from federation.cli.errors import EXIT_FAILURE, EXIT_USAGE, fail
 from federation.client import FederationClient, ServiceError, Tls
 from federation.domain.errors import InvalidInput
-from federation.v1 import queues_pb2
+from federation.v1 import queues_pb2, types_pb2
 
 DEFAULT_SERVER = "127.0.0.1:50051"
 # Server answers that mean "your input is wrong" (exit 2) rather than "it failed" (exit 1).
@@ -126,6 +126,11 @@ def _parser() -> argparse.ArgumentParser:
     cg = csub.add_parser("get", help="show a cluster")
     cg.add_argument("name")
     _output(cg)
+    ct = csub.add_parser("taint", help="add or remove admin taints (admin token), kubectl taint syntax")
+    ct.add_argument("name")
+    ct.add_argument("taints", nargs="+", metavar="KEY[=VALUE]:EFFECT|KEY[:EFFECT]-",
+                    help="add (effect NoSchedule or PreferNoSchedule) or, with a trailing '-', remove")
+    _output(ct)
     return parser
 
 
@@ -144,6 +149,22 @@ def _quantities(values: Sequence[str], flag: str) -> dict[str, str]:
                 raise InvalidInput(flag, f"{item!r} is not RESOURCE=QUANTITY")
             out[name] = qty
     return out
+
+
+def taint_args(values: Sequence[str]) -> tuple[list[types_pb2.Taint], list[str]]:
+    """kubectl taint arguments: ``KEY[=VALUE]:EFFECT`` adds, ``KEY[:EFFECT]-`` removes."""
+    add: list[types_pb2.Taint] = []
+    remove: list[str] = []
+    for value in values:
+        if value.endswith("-"):
+            remove.append(value[:-1])
+            continue
+        body, sep, effect = value.rpartition(":")
+        if not sep or not body or not effect:
+            raise InvalidInput("taints", f"{value!r} is not KEY[=VALUE]:EFFECT or KEY[:EFFECT]-")
+        key, _, val = body.partition("=")
+        add.append(types_pb2.Taint(key=key, value=val, effect=effect))
+    return add, remove
 
 
 def queue_from_flags(args: argparse.Namespace) -> queues_pb2.Queue:
@@ -291,6 +312,10 @@ async def _run(c: FederationClient, args: argparse.Namespace) -> str | None:
         await c.delete_queue(args.name)
         return f"queue/{args.name} deleted"
     if cmd == "cluster":
+        if args.cluster_command == "taint":
+            add, remove = taint_args(args.taints)
+            cl = await c.taint_cluster(args.name, add, remove)
+            return fmt.json_one(cl) if js else fmt.clusters_table([cl])
         if args.cluster_command == "list":
             clusters = await c.list_clusters()
             return fmt.json_many("clusters", clusters) if js else fmt.clusters_table(clusters)

@@ -135,7 +135,8 @@ def clusters_table(clusters: Iterable[clusters_pb2.Cluster]) -> str:
         ("NAME", "HEALTH", "EPOCH", "NODES", "READY", "HYPERNODES", "ACTIVE-JOBS", "LAST-HEARTBEAT", "TAINTS"),
         ((c.name, health(c), c.epoch, c.last_snapshot.nodes, c.last_snapshot.ready_nodes,
           c.last_snapshot.hypernodes, c.active_jobs, when(c.last_heartbeat),
-          ",".join(f"{t.key}={t.value}:{t.effect or 'NoSchedule'}" for t in c.taints) or "-") for c in clusters),
+          ",".join(f"{t.key}={t.value}:{t.effect or 'NoSchedule'}" for t in (*c.taints, *c.admin_taints)) or "-")
+         for c in clusters),
     )
 
 

@@ -144,7 +144,15 @@ def _tolerations(spec: Mapping[str, object], path: str) -> tuple[Toleration, ...
 
 
 def parse_tolerations(value: object, path: str) -> tuple[Toleration, ...]:
-    """Kubernetes tolerations (also Karmada clusterTolerations)."""
+    """Karmada clusterTolerations (against cluster taints).
+
+    ``tolerationSeconds`` is refused: how long a job may stay on a cluster under a NoExecute
+    taint is decided by the service's grace period, not per job. (Pod tolerations in a
+    task's template are passed to the member cluster whole, where Kubernetes honours them.)
+    """
+    for i, raw in enumerate(sequence(value, path)):
+        check_keys(mapping(raw, f"{path}[{i}]"), f"{path}[{i}]", ("key", "operator", "value", "effect"),
+                   ("tolerationSeconds",))
     return _tolerations({"tolerations": value}, path)
 
 

@@ -155,7 +155,7 @@ async def build_server(
                        watch_poll_seconds=watch_poll_seconds, batching=submit_batching)
     jobs_pb2_grpc.add_JobServiceServicer_to_server(jobs, server)
     queues_pb2_grpc.add_QueueServiceServicer_to_server(QueueServicer(store, auth), server)
-    clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth), server)
+    clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth, rounds), server)
     audit_pb2_grpc.add_AuditServiceServicer_to_server(AuditServicer(store, auth), server)
     objects_pb2_grpc.add_ObjectServiceServicer_to_server(
         ObjectServicer(store, auth, rounds=rounds, on_classes_changed=jobs.classes.invalidate), server)

@@ -185,11 +185,13 @@ def build(
         healthy = record.healthy and not record.lost
         if snap.healthy != healthy:
             snap = replace(snap, healthy=healthy)
+        if record.admin_taints:
+            snap = replace(snap, taints=snap.taints + tuple(t for t in record.admin_taints if t not in snap.taints))
         if not healthy:
             unavailable[snap.name] = "lost" if record.lost else "unhealthy"
         clusters.append(snap)
     reported = {c.name for c in clusters}
-    unknown = tuple(ClusterSnapshot(r.name, labels=r.labels, taints=r.taints, healthy=False)
+    unknown = tuple(ClusterSnapshot(r.name, labels=r.labels, taints=r.all_taints, healthy=False)
                     for r in records if r.name not in reported)
     unavailable.update({c.name: "lost" if by_name[c.name].lost else "no snapshot yet" for c in unknown})
     snapshot = FederationSnapshot(

@@ -163,6 +163,8 @@ class ClusterRow(Base):
     agent_id: Mapped[str] = mapped_column(String(253), default="")
     labels: Mapped[dict[str, Any]] = mapped_column(Json)
     taints: Mapped[list[Any]] = mapped_column(Json)
+    # Taints an admin set (fedctl cluster taint); the agent's snapshots never overwrite them.
+    admin_taints: Mapped[list[Any]] = mapped_column(Json, default=list, server_default="[]")
     healthy: Mapped[bool] = mapped_column(Boolean, default=True)
     lost: Mapped[bool] = mapped_column(Boolean, default=False)
     registered_at: Mapped[datetime]

@@ -1,5 +1,5 @@
 """Objects applied once and used by many jobs: propagation policies (with the claims that
-bind jobs to them) and priority classes.
+bind jobs to them) and priority classes; taints admins set on clusters.
 
 Revision ID: 0002_objects
 Revises: 0001
@@ -24,6 +24,8 @@ TS = sa.DateTime(timezone=True)
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("clusters") as batch:
+        batch.add_column(sa.Column("admin_taints", JSON, nullable=False, server_default="[]"))
     op.create_table(
         "propagation_policies",
         sa.Column("ref", sa.String(600), nullable=False),
@@ -61,6 +63,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("clusters") as batch:
+        batch.drop_column("admin_taints")
     op.drop_table("priority_classes")
     op.drop_index(op.f("ix_policy_claims_policy"), table_name="policy_claims")
     op.drop_table("policy_claims")

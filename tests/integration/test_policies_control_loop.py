@@ -121,3 +121,25 @@ async def _reason_has(c: FederationClient, name: str, text: str) -> bool:
 async def _pending_reason(c: FederationClient, name: str) -> bool:
     explained = await c.explain_job(name)
     return explained.WhichOneof("detail") == "pending" and bool(explained.pending.round_id)
+
+
+async def test_an_admin_taint_keeps_jobs_off_a_cluster_unless_their_policy_tolerates_it(migrated_url: str) -> None:
+    async with fleet(migrated_url) as f:
+        await eventually(lambda: has_snapshot(f, "east") and has_snapshot(f, "west"), what="both snapshots")
+        async with f.client(ADMIN) as c:
+            tainted = await c.taint_cluster("west", [types_pb2.Taint(key="maintenance", effect="NoSchedule")], [])
+            assert [(t.key, t.effect) for t in tainted.admin_taints] == [("maintenance", "NoSchedule")]
+            doc = json.loads(_policy("west-ok", ["west"], job="tolerant").document_json)
+            doc["spec"]["placement"]["clusterTolerations"] = [{"key": "maintenance", "operator": "Exists"}]
+            await c.apply_policy(objects_pb2.Policy(document_json=json.dumps(doc)))
+            await c.apply_policy(_policy("west-only", ["west"], job="intolerant"))
+            await c.submit_job(_job("tolerant"))
+            await c.submit_job(_job("intolerant"))
+            await eventually(lambda: _state_is(c, "tolerant", jobs_pb2.JOB_STATE_RUNNING), what="tolerant runs")
+            assert await _cluster(c, "tolerant") == "west"
+            await eventually(lambda: _pending_reason(c, "intolerant"), what="intolerant considered")
+            assert (await c.explain_job("intolerant")).pending.constraint == "taints"
+            # The taint survives the agent's snapshots; removing it releases the job.
+            await c.taint_cluster("west", [], ["maintenance"])
+            await eventually(lambda: _state_is(c, "intolerant", jobs_pb2.JOB_STATE_RUNNING), what="released")
+            assert await _cluster(c, "intolerant") == "west"

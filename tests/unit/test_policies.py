@@ -197,3 +197,36 @@ def test_bad_priority_classes_are_refused(doc: dict[str, Any], path: str) -> Non
     with pytest.raises(InvalidInput) as info:
         parse_priority_class({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", **doc}, "documents[0]")
     assert info.value.path == path
+
+
+# ---------------------------------------------------------------- admin cluster taints
+
+def _taint_request(add: list[tuple[str, str, str]], remove: list[str]) -> Any:
+    from federation.v1 import clusters_pb2, types_pb2
+
+    return clusters_pb2.TaintClusterRequest(name="west", remove=remove,
+                                            add=[types_pb2.Taint(key=k, value=v, effect=e) for k, v, e in add])
+
+
+def test_admin_taints_follow_kubectl_taint_semantics() -> None:
+    from federation.domain.nodes import Taint
+    from federation.service.clusters import taints_after
+
+    current = (Taint("a", "1", "NoSchedule"), Taint("b", "", "PreferNoSchedule"))
+    assert taints_after(current, _taint_request([("a", "2", "NoSchedule")], [])) == (
+        Taint("b", "", "PreferNoSchedule"), Taint("a", "2", "NoSchedule"))  # same key+effect replaced
+    assert taints_after(current, _taint_request([], ["a"])) == (Taint("b", "", "PreferNoSchedule"),)
+    assert taints_after(current, _taint_request([], ["b:PreferNoSchedule"])) == (Taint("a", "1", "NoSchedule"),)
+
+
+@pytest.mark.parametrize(("add", "remove", "path"), [
+    pytest.param([("x", "", "NoExecute")], [], "add[0].effect", id="NoExecute would need eviction"),
+    pytest.param([("", "", "NoSchedule")], [], "add[0].key", id="a taint needs a key"),
+    pytest.param([], ["ghost"], "remove[0]", id="removing what is not there"),
+])
+def test_bad_admin_taints_are_refused(add: list[tuple[str, str, str]], remove: list[str], path: str) -> None:
+    from federation.service.clusters import taints_after
+
+    with pytest.raises(InvalidInput) as info:
+        taints_after((), _taint_request(add, remove))
+    assert info.value.path == path
