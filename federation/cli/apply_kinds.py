@@ -34,9 +34,9 @@ from federation.domain.manifests_k8s import PRIORITY_CLASS_API, parse_priority_c
 from federation.domain.manifests_karmada import parse_policy_object
 from federation.domain.manifests_volcano import explicit_priority, parse_job, parse_queue
 from federation.domain.policies import CLUSTER_WIDE, NAMESPACED
-from federation.service.convert import job_to_proto, queue_to_proto
-from federation.service.objects import priority_class_to_proto
 from federation.v1 import objects_pb2, queues_pb2, types_pb2
+from federation.wire.convert import job_to_proto, queue_to_proto
+from federation.wire.objects import priority_class_to_proto
 
 
 def job_spec(doc: Mapping[str, object], path: str) -> types_pb2.JobSpec:

@@ -184,7 +184,7 @@ def queue_from_flags(args: argparse.Namespace) -> queues_pb2.Queue:
 
 async def _submit(c: FederationClient, args: argparse.Namespace) -> str:
     from federation.domain.manifests import load_manifests
-    from federation.service.convert import job_to_proto
+    from federation.wire.convert import job_to_proto
 
     submission = load_manifests(_read(args.filename))
     spec = job_to_proto(submission.job)
@@ -233,7 +233,7 @@ async def _object(c: FederationClient, args: argparse.Namespace, js: bool) -> st
 async def _queue_write(c: FederationClient, args: argparse.Namespace) -> str:
     if args.filename:
         from federation.domain.manifests import load_queues
-        from federation.service.convert import queue_to_proto
+        from federation.wire.convert import queue_to_proto
 
         queues = [queue_to_proto(q) for q in load_queues(_read(args.filename))]
     else:
@@ -267,7 +267,7 @@ async def _run(c: FederationClient, args: argparse.Namespace) -> str | None:
         return fmt.json_one(cl) if js else fmt.clusters_table([cl])
     if cmd == "list":
         if args.kind == "jobs":
-            from federation.service.convert import job_state_from_name
+            from federation.wire.convert import job_state_from_name
 
             state = job_state_from_name(args.state, "--state") if args.state else 0
             jobs = await c.list_jobs(queue=args.queue, state=state)

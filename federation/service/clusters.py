@@ -14,10 +14,10 @@ import grpc.aio
 from federation.domain.errors import InvalidInput
 from federation.domain.nodes import Taint
 from federation.service.auth import Authenticator
-from federation.service.convert_base import build
 from federation.service.views import cluster_to_view
 from federation.store.records import ClusterRecord
 from federation.v1 import clusters_pb2, clusters_pb2_grpc
+from federation.wire.base import build
 
 Context = grpc.aio.ServicerContext[Any, Any]
 

@@ -37,13 +37,13 @@ from federation.domain.jobs import Job
 from federation.domain.queues import Queue
 from federation.service.auth import Authenticator, Identity, check_queue, may_use_queue
 from federation.service.batching import Batcher
-from federation.service.convert import job_from_proto, job_state_name
 from federation.service.objects import PriorityClassCache
 from federation.service.views import event_to_view, explain, job_to_view
 from federation.store.errors import NotFound
 from federation.store.jobs_submit import Outcome
 from federation.store.records import JobRecord, Submitted
 from federation.v1 import jobs_pb2, jobs_pb2_grpc
+from federation.wire.convert import job_from_proto, job_state_name
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

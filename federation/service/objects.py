@@ -2,7 +2,7 @@
 
 Admins write them (a policy steers every matching tenant's jobs; a class sets priorities
 across queues); every tenant may read them. A policy arrives as its Karmada document
-(JSON, at most ``DOCUMENT_LIMIT`` bytes, checked before it is decoded) and is validated
+(JSON, at most ``wire.objects.DOCUMENT_LIMIT`` bytes, checked before it is decoded) and is validated
 by the same parser the CLI uses, so a refusal names the same field either way. Applying
 or deleting a policy triggers a round: pending jobs pick up the change at once.
 """
@@ -18,18 +18,19 @@ from typing import Any, Protocol, TypeVar
 import grpc.aio
 
 from federation.domain.errors import InvalidInput
-from federation.domain.manifests import POLICY_API
-from federation.domain.manifests_fields import mapping
-from federation.domain.manifests_karmada import parse_policy_object
-from federation.domain.policies import CLUSTER_WIDE, NAMESPACED, PolicyObject, PriorityClass
+from federation.domain.policies import CLUSTER_WIDE, NAMESPACED, PriorityClass
 from federation.service.auth import Authenticator
 from federation.service.views import timestamp
 from federation.store.objects import PolicyRecord, PriorityClassRecord
 from federation.v1 import objects_pb2, objects_pb2_grpc
+from federation.wire.objects import (
+    policy_document,
+    priority_class_from_proto,
+    priority_class_to_proto,
+)
 
 T = TypeVar("T")
 Context = grpc.aio.ServicerContext[Any, Any]
-DOCUMENT_LIMIT = 256 * 1024
 
 
 class Trigger(Protocol):
@@ -45,47 +46,11 @@ def policy_ref(kind: str, namespace: str, name: str) -> str:
     raise InvalidInput("kind", f"{kind!r} not supported (PropagationPolicy or ClusterPropagationPolicy)")
 
 
-def policy_document(msg: objects_pb2.Policy, path: str = "policy") -> tuple[PolicyObject, dict[str, Any]]:
-    """The wire policy into (domain policy, the document to store); refusals name the field."""
-    raw = msg.document_json
-    if len(raw.encode()) > DOCUMENT_LIMIT:
-        raise InvalidInput(f"{path}.documentJson", f"over the {DOCUMENT_LIMIT}-byte limit")
-    try:
-        doc = json.loads(raw)
-    except ValueError as exc:
-        raise InvalidInput(f"{path}.documentJson", f"not JSON: {exc}") from None
-    doc = dict(mapping(doc, f"{path}.documentJson"))
-    if doc.get("apiVersion") != POLICY_API:
-        raise InvalidInput(f"{path}.documentJson.apiVersion", f"must be {POLICY_API}")
-    if doc.get("kind") not in (NAMESPACED, CLUSTER_WIDE):
-        raise InvalidInput(f"{path}.documentJson.kind", f"{doc.get('kind')!r} not supported "
-                           f"({NAMESPACED} or {CLUSTER_WIDE})")
-    policy = parse_policy_object(doc, f"{path}.documentJson")
-    for field, given, actual in (("kind", msg.kind, policy.kind), ("namespace", msg.namespace, policy.namespace),
-                                 ("name", msg.name, policy.name)):
-        if given and given != actual:
-            raise InvalidInput(f"{path}.{field}", f"{given!r} differs from the document's {actual!r}")
-    return policy, doc
-
-
 def policy_to_view(record: PolicyRecord, jobs: list[str] | None = None) -> objects_pb2.Policy:
     p = record.policy
     return objects_pb2.Policy(kind=p.kind, namespace=p.namespace, name=p.name, priority=p.priority,
                               document_json=json.dumps(record.document, sort_keys=True), version=record.version,
                               updated=timestamp(record.updated_at), jobs=jobs or [])
-
-
-def priority_class_from_proto(msg: objects_pb2.PriorityClass, path: str = "priorityClass") -> PriorityClass:
-    try:
-        return PriorityClass(msg.name, msg.value, msg.global_default, msg.description,
-                             msg.preemption_policy or "PreemptLowerPriority")
-    except InvalidInput as exc:
-        raise InvalidInput(f"{path}.{exc.path.removeprefix('metadata.')}", exc.rule) from None
-
-
-def priority_class_to_proto(pc: PriorityClass) -> objects_pb2.PriorityClass:
-    return objects_pb2.PriorityClass(name=pc.name, value=pc.value, global_default=pc.global_default,
-                                     description=pc.description, preemption_policy=pc.preemption_policy)
 
 
 def _class_view(record: PriorityClassRecord) -> objects_pb2.PriorityClass:
