@@ -8,7 +8,7 @@ clusterAffinities fallback, clusterTolerations, spreadConstraints, replicaSchedu
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from federation.domain.errors import require
 from federation.domain.nodes import Taint, Toleration, untolerated
@@ -92,10 +92,28 @@ class PropagationPolicy:
                 "clusterAffinity and clusterAffinities are mutually exclusive")
 
     def affinity_groups(self) -> tuple[ClusterAffinity | None, ...]:
-        """The affinity terms in fallback order; ``(None,)`` means any cluster."""
-        if self.cluster_affinities:
-            return tuple(t.affinity for t in self.cluster_affinities)
-        return (self.cluster_affinity,)
+        """The affinity terms in fallback order; ``(None,)`` means any cluster.
+
+        A ``staticWeightList`` ranks clusters: each term is split into one group per weight,
+        heaviest first, so a gang (which lives in one cluster) goes to the heaviest listed
+        cluster that can hold it — Karmada gives heavier clusters more replicas — and falls
+        back to lighter ones only when none of them can.
+        """
+        terms = tuple(t.affinity for t in self.cluster_affinities) if self.cluster_affinities \
+            else (self.cluster_affinity,)
+        weights = self.weighted_clusters()
+        if not weights:
+            return terms
+        ranked = sorted(set(weights.values()), reverse=True)
+        out: list[ClusterAffinity | None] = []
+        for term in terms:
+            base = term or ClusterAffinity()
+            for weight in ranked:
+                names = tuple(sorted(c for c, w in weights.items() if w == weight
+                                     and (not base.cluster_names or c in base.cluster_names)))
+                if names:
+                    out.append(replace(base, cluster_names=names))
+        return tuple(out) or terms
 
     def weighted_clusters(self) -> dict[str, int]:
         """``staticWeightList`` as cluster -> weight (empty: no list, every cluster allowed)."""

@@ -230,3 +230,14 @@ def test_bad_admin_taints_are_refused(add: list[tuple[str, str, str]], remove: l
     with pytest.raises(InvalidInput) as info:
         taints_after((), _taint_request(add, remove))
     assert info.value.path == path
+
+
+def test_static_weights_restrict_and_rank_clusters_heaviest_first() -> None:
+    doc = _doc("w")
+    doc["spec"]["placement"] = {"replicaScheduling": {
+        "replicaSchedulingType": "Divided", "replicaDivisionPreference": "Weighted",
+        "weightPreference": {"staticWeightList": [
+            {"targetCluster": {"clusterNames": ["small"]}, "weight": 1},
+            {"targetCluster": {"clusterNames": ["big", "bigger"]}, "weight": 3}]}}}
+    groups = parse_policy_object(doc, "documents[0]").placement.affinity_groups()
+    assert [g.cluster_names if g is not None else None for g in groups] == [("big", "bigger"), ("small",)]
