@@ -218,19 +218,19 @@ async def apply_atomic(client: FederationClient, docs: Sequence[Document]) -> li
                 if doc.kind.check is not None:
                     await doc.kind.check(client, doc.obj)
             except (InvalidInput, ServiceError) as exc:
-                return await _roll_back(client, done, [*lines, _failure(doc, exc)])
+                return await _roll_back(done, [*lines, _failure(doc, exc)])
         for doc in group:
             try:
                 applied = await doc.kind.apply(client, doc.obj)
             except (InvalidInput, ServiceError) as exc:
-                return await _roll_back(client, done, [*lines, _failure(doc, exc)])
+                return await _roll_back(done, [*lines, _failure(doc, exc)])
             done.append(applied)
             lines.append(Line(f"{applied.ref} {applied.outcome}"))
     return lines
 
 
-async def _roll_back(client: FederationClient, done: list[Applied], lines: list[Line]) -> list[Line]:
-    del client
+async def _roll_back(done: list[Applied], lines: list[Line]) -> list[Line]:
+    """Undo ``done`` newest first; report what could not be undone."""
     out = [Line(line.text, line.code) for line in lines if line.code]
     kept: list[str] = []
     for applied in reversed(done):

@@ -103,7 +103,9 @@ def load(store: Store, now: float, max_pending: int | None = None) -> PlanningIn
     active = store.jobs.in_states(ACTIVE_STATES)
     pending, active = apply_policies(store, pending, active)
     works = store.works.list(states=[*ACTIVE_WORK_STATES])
-    return build(snapshots, records, queues, pending, active, works, now)
+    never = frozenset(r.priority_class.name for r in store.priority_classes.list()
+                      if r.priority_class.preemption_policy == "Never")
+    return build(snapshots, records, queues, pending, active, works, now, non_preempting=never)
 
 
 def apply_policies(store: Store, pending: Sequence[JobRecord],
@@ -141,6 +143,7 @@ def build(
     active: Sequence[JobRecord],
     works: Sequence[WorkRecord],
     now: float,
+    non_preempting: frozenset[str] = frozenset(),
 ) -> PlanningInput:
     """The planning input; pure.
 
@@ -197,7 +200,8 @@ def build(
     snapshot = FederationSnapshot(
         clusters=tuple(clusters),
         queues=tuple(queues),
-        pending=tuple(PendingJob(r.job, r.created_at.timestamp()) for r in pending),
+        pending=tuple(PendingJob(r.job, r.created_at.timestamp(), r.job.priority_class not in non_preempting)
+                      for r in pending),
         running=tuple(running),
         now=now,
     )

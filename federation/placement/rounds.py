@@ -41,7 +41,7 @@ class Round:
         # Pending gangs that have waited out the preemption grace and so may evict others.
         self.may_evict = frozenset(
             p.job.name for p in snapshot.pending
-            if grace is not None and (grace <= 0 or snapshot.now - p.submitted_at >= grace))
+            if p.may_preempt and grace is not None and (grace <= 0 or snapshot.now - p.submitted_at >= grace))
         # Gangs of several pods still inside their topology wait: offered only their lowest tier.
         self._topology_waiting = frozenset(
             p.job.name for p in snapshot.pending
