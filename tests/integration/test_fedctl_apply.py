@@ -168,3 +168,28 @@ def test_apply_policies_and_priority_classes_then_get_list_delete(db_url: str, t
                                                                             "nope\n", 1))
         refused = fedctl(s, "apply", "-f", str(unknown))
         assert refused.code == 2 and "spec.priorityClass: priority class 'nope' not found" in refused.err, refused
+
+
+def test_published_manifests_apply_as_their_users_write_them(db_url: str, tmp_path: Path) -> None:
+    """volcano-global's example (Queue + Job, then its PropagationPolicy) and Volcano's
+    PriorityClass guide (two classes + a Job), read in place from the shared corpus."""
+    from tests.fixtures.corpus import CORPUS as corpus
+
+    _migrate(db_url)
+    default = tmp_path / "default-queue.yaml"
+    default.write_text(QUEUE.format(name="default", weight=1))
+    files = [corpus / "volcano-jobs" / "volcano-global__docs__deploy__exmaple__mindspore-cpu.yaml",
+             corpus / "karmada" / "volcano-global__docs__deploy__exmaple__propagationpolicy.yaml",
+             corpus / "volcano-jobs"
+             / "volcano__docs__user-guide__how_to_configure_priorityclass_for_job.md__L12-56.yaml",
+             default]
+    with serve(db_url, tmp_path) as srv:
+        out = fedctl(srv.address, "apply", "--atomic", *[a for f in files for a in ("-f", str(f))])
+        assert out.code == 0, out
+        assert out.out.splitlines() == [
+            "priorityclass/job-priority created", "priorityclass/task-priority created", "queue/test created",
+            "queue/default created", "propagationpolicy/default/mindspore-cpu created", "job/mindspore-cpu created",
+            "job/job created"]
+        assert fedctl(srv.address, "get", "job", "job", "-o", "json").json()["effectivePriority"] == 1
+        explained = fedctl(srv.address, "explain", "mindspore-cpu", "-o", "json")
+        assert explained.code == 0, explained

@@ -12,7 +12,6 @@ fails the test rather than skipping it.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -22,21 +21,10 @@ import yaml
 from agents.k8s.convert import hypernode_spec
 from federation.cli import apply
 from federation.domain.errors import InvalidInput
+from tests.fixtures.corpus import CORPUS
 
-REPO = Path(__file__).resolve().parents[2]
 _FIELD = re.compile(r"(documents\[\d+\]|invalid YAML)")
 
-
-def _corpus() -> Path:
-    candidates = [Path(os.environ["FEDERATION_REAL_MANIFESTS"])] if "FEDERATION_REAL_MANIFESTS" in os.environ else []
-    candidates += [REPO.parent / "shared" / "real-manifests", REPO.parent.parent / "shared" / "real-manifests"]
-    for path in candidates:
-        if (path / "SOURCES.tsv").is_file():
-            return path
-    raise AssertionError(f"real-manifests corpus not found (looked in {', '.join(map(str, candidates))})")
-
-
-CORPUS = _corpus()
 FILES = sorted(p for p in CORPUS.rglob("*.yaml"))
 
 
