@@ -14,6 +14,7 @@ from federation.store.engine import DEFAULT_URL, Clock, Database, make_engine, u
 from federation.store.jobs import JobRepository
 from federation.store.objects import PolicyRepository, PriorityClassRepository
 from federation.store.queues import QueueRepository
+from federation.store.stats import StatsRepository
 from federation.store.works import WorkRepository
 
 
@@ -43,6 +44,7 @@ class Store:
         self.audit = AuditRepository(self.db)
         self.policies = PolicyRepository(self.db)
         self.priority_classes = PriorityClassRepository(self.db)
+        self.stats = StatsRepository(self.db)
 
     @property
     def dialect(self) -> str:

@@ -1,8 +1,8 @@
 """Objects applied once and used by many jobs: propagation policies (with the claims that
 bind jobs to them) and priority classes; taints admins set on clusters.
 
-Revision ID: 0002_objects
-Revises: 0001
+Revision ID: 0004_objects
+Revises: 0003
 Create Date: 2026-11-24
 """
 
@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0002_objects"
-down_revision: str | Sequence[str] | None = "0001"
+revision: str = "0004_objects"
+down_revision: str | Sequence[str] | None = "0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
