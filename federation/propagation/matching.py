@@ -35,7 +35,7 @@ VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")
 
 
 @dataclass(frozen=True)
-class Workload:
+class ResourceRef:
     """What a selector looks at: the object's type, namespace, name and labels."""
 
     api_version: str
@@ -45,12 +45,12 @@ class Workload:
     labels: Mapping[str, str]
 
 
-def workload_of(job: Job) -> Workload:
+def resource_of(job: Job) -> ResourceRef:
     """The object a job was submitted as (a Volcano Job unless its kind says otherwise)."""
-    return Workload(*VOLCANO_JOB, job.namespace, job.name, dict(job.labels))
+    return ResourceRef(*VOLCANO_JOB, job.namespace, job.name, dict(job.labels))
 
 
-def selector_priority(workload: Workload, selector: ResourceSelector) -> int:
+def selector_priority(workload: ResourceRef, selector: ResourceSelector) -> int:
     if (selector.api_version, selector.kind) != (workload.api_version, workload.kind):
         return MISMATCH
     if selector.namespace and selector.namespace != workload.namespace:
@@ -62,13 +62,13 @@ def selector_priority(workload: Workload, selector: ResourceSelector) -> int:
     return MATCH_ALL
 
 
-def implicit_priority(workload: Workload, policy: PolicyObject) -> int:
+def implicit_priority(workload: ResourceRef, policy: PolicyObject) -> int:
     if policy.kind == NAMESPACED and policy.namespace != workload.namespace:
         return MISMATCH  # a PropagationPolicy selects only in its own namespace
     return max((selector_priority(workload, s) for s in policy.resource_selectors), default=MISMATCH)
 
 
-def _best(workload: Workload, policies: Iterable[PolicyObject]) -> PolicyObject | None:
+def _best(workload: ResourceRef, policies: Iterable[PolicyObject]) -> PolicyObject | None:
     scored = [(p, implicit_priority(workload, p)) for p in policies]
     matching = [(p, imp) for p, imp in scored if imp > MISMATCH]
     if not matching:
@@ -76,7 +76,7 @@ def _best(workload: Workload, policies: Iterable[PolicyObject]) -> PolicyObject 
     return min(matching, key=lambda pi: (-pi[0].priority, -pi[1], pi[0].name))[0]
 
 
-def best_policy(workload: Workload, policies: Sequence[PolicyObject]) -> PolicyObject | None:
+def best_policy(workload: ResourceRef, policies: Sequence[PolicyObject]) -> PolicyObject | None:
     """The policy that would claim ``workload`` now (namespaced first, then cluster-wide)."""
     namespaced = _best(workload, (p for p in policies if p.kind == NAMESPACED))
     return namespaced if namespaced is not None else _best(workload, (p for p in policies if p.kind != NAMESPACED))
@@ -90,7 +90,7 @@ def _preempts(new: PolicyObject, old: PolicyObject) -> bool:
     return new.kind == old.kind and new.priority > old.priority
 
 
-def governing_policy(workload: Workload, policies: Sequence[PolicyObject], claimed: str | None,
+def governing_policy(workload: ResourceRef, policies: Sequence[PolicyObject], claimed: str | None,
                      holds_capacity: bool) -> PolicyObject | None:
     """The policy that governs ``workload`` this round (module doc); ``claimed`` is the ref
     of the policy it was placed under, if any."""
@@ -120,7 +120,7 @@ def govern(job: Job, policies: Sequence[PolicyObject], claimed: str | None, hold
     (it names the job, like a name match, and no stored policy can be more specific)."""
     if job.propagation is not None:
         return Governed(job, None, claimed is not None, False)
-    policy = governing_policy(workload_of(job), policies, claimed, holds_capacity)
+    policy = governing_policy(resource_of(job), policies, claimed, holds_capacity)
     if policy is None:
         return Governed(job, None, claimed is not None, False)
     return Governed(replace(job, propagation=policy.placement), policy.ref, claimed != policy.ref,

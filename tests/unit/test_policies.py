@@ -15,7 +15,7 @@ from federation.domain.manifests_karmada import parse_policy_object
 from federation.domain.manifests_volcano import resolve_priority_class
 from federation.domain.policies import PolicyObject, PriorityClass
 from federation.domain.resources import Resources
-from federation.propagation.matching import best_policy, govern, governing_policy, workload_of
+from federation.propagation.matching import best_policy, govern, governing_policy, resource_of
 
 JOB = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job"}
 
@@ -75,7 +75,7 @@ PRECEDENCE = [
 
 @pytest.mark.parametrize(("policies", "expected"), PRECEDENCE)
 def test_karmada_precedence_picks_the_governing_policy(policies: list[PolicyObject], expected: str | None) -> None:
-    best = best_policy(workload_of(_job(team="llm")), policies)
+    best = best_policy(resource_of(_job(team="llm")), policies)
     assert (best.name if best is not None else None) == expected
 
 
@@ -83,7 +83,7 @@ def test_running_jobs_keep_their_claim_unless_a_higher_policy_preempts() -> None
     old = _policy("old", priority=1)
     newer = _policy("newer", priority=5)
     grab = _policy("grab", priority=9, preemption="Always")
-    w = workload_of(_job())
+    w = resource_of(_job())
     assert governing_policy(w, [old, newer], old.ref, holds_capacity=True) == old
     assert governing_policy(w, [old, newer], old.ref, holds_capacity=False) == newer  # pending: best now
     assert governing_policy(w, [old, newer, grab], old.ref, holds_capacity=True) == grab
