@@ -133,7 +133,7 @@ def parse_text(text: str, source: str, kinds: Mapping[str, Kind], start: int = 0
         raw = load_documents(text)
     except InvalidInput as exc:
         return [], [Line(f"{source} error: {exc}", EXIT_USAGE)]
-    for index, doc in raw:
+    for position, (index, doc) in enumerate(raw):
         path = f"documents[{index}]"
         try:
             kind = _kind_of(doc, path, kinds)
@@ -141,7 +141,7 @@ def parse_text(text: str, source: str, kinds: Mapping[str, Kind], start: int = 0
         except InvalidInput as exc:
             errors.append(Line(f"{_doc_ref(doc)} error: {source}: {exc}", EXIT_USAGE))
             continue
-        docs.append(Document(f"{source} {path}", start + index, kind, obj))
+        docs.append(Document(f"{source} {path}", start + position, kind, obj))
     return docs, errors
 
 
