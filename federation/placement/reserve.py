@@ -28,7 +28,8 @@ round and drains as its jobs finish:
 from __future__ import annotations
 
 from federation.domain.jobs import Job
-from federation.placement.packing import pack_vectors, vector
+from federation.placement.eligibility import exclusive_mask, node_masks, pod_classes
+from federation.placement.packing import pack_masked, vector
 from federation.placement.rounds import Round
 from federation.placement.state import DomainState
 
@@ -40,14 +41,15 @@ def _holds_when_empty(rnd: Round, dom: DomainState, job: Job) -> bool:
     pods, _ = rnd.demand(job)
     nodes = rnd.state.nodes[dom.cluster.name]
     allowed = rnd.allowed_nodes(dom.cluster, job)
-    buckets: dict[tuple[int, ...], list[str]] = {}
+    masks = node_masks(dom.cluster, job)
+    buckets: dict[tuple[tuple[int, ...], int], list[str]] = {}
     for name in dom.nodes:
-        if name in nodes and (allowed is None or name in allowed):
-            buckets.setdefault(vector(nodes[name].allocatable, rnd.state.keys), []).append(name)
-    return pack_vectors(pods, buckets) is not None
+        if name in nodes and name in masks and (allowed is None or name in allowed):
+            buckets.setdefault((vector(nodes[name].allocatable, rnd.state.keys), masks[name]), []).append(name)
+    return pack_masked(pods, pod_classes(job), buckets, exclusive_mask(job)) is not None
 
 
-def _target(rnd: Round, job: Job) -> DomainState | None:
+def target(rnd: Round, job: Job) -> DomainState | None:
     groups = [g for g in rnd.groups(job) if g]
     if not groups:
         return None
@@ -68,6 +70,14 @@ def _target(rnd: Round, job: Job) -> DomainState | None:
     return best[1] if best else None
 
 
+def bar(rnd: Round, job: Job, held: frozenset[tuple[str, str]]) -> None:
+    """Keep ``held`` (cluster, node) pairs from every other pending job of ``job``'s band and below."""
+    band = rnd.scoring.band(job)
+    for other in rnd.snapshot.pending:
+        if other.job.name != job.name and rnd.scoring.band(other.job) >= band:
+            rnd.barred[other.job.name] = rnd.barred.get(other.job.name, frozenset()) | held
+
+
 def reserve_for_starved(rnd: Round, reserve_after: float | None) -> str | None:
     """Bar other jobs from the domain kept for the most starved job; return its name."""
     if reserve_after is None:
@@ -85,14 +95,10 @@ def reserve_for_starved(rnd: Round, reserve_after: float | None) -> str | None:
         job = p.job
         if not rnd.admissible(job) or any(rnd.find_home(job, g) is not None for g in rnd.groups(job) if g):
             continue
-        dom = _target(rnd, job)
+        dom = target(rnd, job)
         if dom is None:
             continue
-        held = frozenset((dom.cluster.name, n) for n in dom.nodes)
-        band = rnd.scoring.band(job)
-        for other in rnd.snapshot.pending:
-            if other.job.name != job.name and rnd.scoring.band(other.job) >= band:
-                rnd.barred[other.job.name] = rnd.barred.get(other.job.name, frozenset()) | held
+        bar(rnd, job, frozenset((dom.cluster.name, n) for n in dom.nodes))
         rnd.reserved = (job.name, dom.cluster.name, dom.domain.name)
         return job.name
     return None

@@ -318,31 +318,63 @@ class ClusterAffinity(_message.Message):
     CLUSTER_NAMES_FIELD_NUMBER: _builtins.int
     MATCH_LABELS_FIELD_NUMBER: _builtins.int
     EXCLUDE_FIELD_NUMBER: _builtins.int
+    MATCH_EXPRESSIONS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def cluster_names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def match_labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
     def exclude(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def match_expressions(self) -> _containers.RepeatedCompositeFieldContainer[Global___LabelRequirement]: ...
     def __init__(
         self,
         *,
         cluster_names: _abc.Iterable[_builtins.str] | None = ...,
         match_labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         exclude: _abc.Iterable[_builtins.str] | None = ...,
+        match_expressions: _abc.Iterable[Global___LabelRequirement] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_names", b"cluster_names", "exclude", b"exclude", "match_labels", b"match_labels"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_names", b"cluster_names", "exclude", b"exclude", "match_expressions", b"match_expressions", "match_labels", b"match_labels"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ClusterAffinity: _TypeAlias = ClusterAffinity  # noqa: Y015
 
 @_typing.final
-class ClusterAffinityTerm(_message.Message):
-    """One entry of Karmada clusterAffinities: tried in order."""
+class LabelRequirement(_message.Message):
+    """One entry of Karmada clusterAffinities: tried in order.
+    One Kubernetes label selector requirement (operator In, NotIn, Exists, DoesNotExist).
+    """
 
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    OPERATOR_FIELD_NUMBER: _builtins.int
+    VALUES_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    operator: _builtins.str
+    @_builtins.property
+    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        operator: _builtins.str = ...,
+        values: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "operator", b"operator", "values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LabelRequirement: _TypeAlias = LabelRequirement  # noqa: Y015
+
+@_typing.final
+class ClusterAffinityTerm(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     NAME_FIELD_NUMBER: _builtins.int
@@ -551,6 +583,7 @@ class JobSpec(_message.Message):
     PROPAGATION_FIELD_NUMBER: _builtins.int
     LABELS_FIELD_NUMBER: _builtins.int
     TOLERATIONS_FIELD_NUMBER: _builtins.int
+    TOPOLOGY_WAIT_SECONDS_FIELD_NUMBER: _builtins.int
     WORKLOAD_FIELD_NUMBER: _builtins.int
     AFTER_FIELD_NUMBER: _builtins.int
     name: _builtins.str
@@ -565,6 +598,10 @@ class JobSpec(_message.Message):
     priority_class: _builtins.str
     max_retry: _builtins.int
     """Unset = 3 (Volcano default)."""
+    topology_wait_seconds: _builtins.float
+    """Opt-in hold for a lower tier than network_topology requires (annotation
+    federation.io/topology-wait); unset = the queue's default, then the service's.
+    """
     @_builtins.property
     def tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___TaskSpec]: ...
     @_builtins.property
@@ -606,12 +643,13 @@ class JobSpec(_message.Message):
         propagation: Global___PropagationPolicy | None = ...,
         labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         tolerations: _abc.Iterable[Global___Toleration] | None = ...,
+        topology_wait_seconds: _builtins.float | None = ...,
         workload: Global___Workload | None = ...,
         after: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_priority", b"_priority", "max_retry", b"max_retry", "min_available", b"min_available", "network_topology", b"network_topology", "priority", b"priority", "propagation", b"propagation", "workload", b"workload"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_priority", b"_priority", "_topology_wait_seconds", b"_topology_wait_seconds", "max_retry", b"max_retry", "min_available", b"min_available", "network_topology", b"network_topology", "priority", b"priority", "propagation", b"propagation", "topology_wait_seconds", b"topology_wait_seconds", "workload", b"workload"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_priority", b"_priority", "after", b"after", "labels", b"labels", "max_retry", b"max_retry", "min_available", b"min_available", "name", b"name", "namespace", b"namespace", "network_topology", b"network_topology", "plugins", b"plugins", "policies", b"policies", "priority", b"priority", "priority_class", b"priority_class", "propagation", b"propagation", "queue", b"queue", "tasks", b"tasks", "tolerations", b"tolerations", "workload", b"workload"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_priority", b"_priority", "_topology_wait_seconds", b"_topology_wait_seconds", "after", b"after", "labels", b"labels", "max_retry", b"max_retry", "min_available", b"min_available", "name", b"name", "namespace", b"namespace", "network_topology", b"network_topology", "plugins", b"plugins", "policies", b"policies", "priority", b"priority", "priority_class", b"priority_class", "propagation", b"propagation", "queue", b"queue", "tasks", b"tasks", "tolerations", b"tolerations", "topology_wait_seconds", b"topology_wait_seconds", "workload", b"workload"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__max_retry: _TypeAlias = _typing.Literal["max_retry"]  # noqa: Y015
     _WhichOneofArgType__max_retry: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry"]  # noqa: Y015
@@ -619,12 +657,16 @@ class JobSpec(_message.Message):
     _WhichOneofArgType__min_available: _TypeAlias = _typing.Literal["_min_available", b"_min_available"]  # noqa: Y015
     _WhichOneofReturnType__priority: _TypeAlias = _typing.Literal["priority"]  # noqa: Y015
     _WhichOneofArgType__priority: _TypeAlias = _typing.Literal["_priority", b"_priority"]  # noqa: Y015
+    _WhichOneofReturnType__topology_wait_seconds: _TypeAlias = _typing.Literal["topology_wait_seconds"]  # noqa: Y015
+    _WhichOneofArgType__topology_wait_seconds: _TypeAlias = _typing.Literal["_topology_wait_seconds", b"_topology_wait_seconds"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_retry) -> _WhichOneofReturnType__max_retry | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__min_available) -> _WhichOneofReturnType__min_available | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__priority) -> _WhichOneofReturnType__priority | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__topology_wait_seconds) -> _WhichOneofReturnType__topology_wait_seconds | None: ...
 
 Global___JobSpec: _TypeAlias = JobSpec  # noqa: Y015
 
