@@ -51,8 +51,8 @@ def eligible(domain: Domain, nodes: Iterable[Node], tolerations: tuple[Toleratio
     matching its nodeSelector and required node affinity (domain/scheduling.py, the check a
     kubelet makes on admission, so the agent never binds a pod the node would reject)."""
     return sorted(
-        (n for n in nodes if n.name in domain.nodes and n.usable and not untolerated(n.taints, tolerations)
-         and (constraints is None or constraints.allows(n))),
+        (n for n in nodes if n.name in domain.nodes and n.usable
+         and (constraints.allows(n) if constraints is not None else not untolerated(n.taints, tolerations))),
         key=lambda n: n.name,
     )
 

@@ -146,3 +146,20 @@ def test_a_gpu_model_pinned_gang_fails_when_too_few_nodes_match() -> None:
     result = bind_gang(_pinned("A100"), LEAF, _models())
     assert result.assignments is None
     assert "needs 2 pods" in result.reason
+
+
+def test_a_tainted_node_the_task_tolerates_is_eligible_given_only_the_task_constraints() -> None:
+    """Regression (found by the e2e on kwok's tainted nodes): the constraints carry the
+    tolerations, so no separate empty toleration list may veto the node."""
+    from agents.core.binding import eligible
+    from federation.domain.nodes import Node, Taint, Toleration
+    from federation.domain.resources import Resources
+    from federation.domain.scheduling import NONE
+    from federation.domain.topology import Domain
+
+    kwok = Taint("kwok.x-k8s.io/node", "fake", "NoSchedule")
+    node = Node("n1", Resources.of(gpu=8), Resources.of(gpu=8), taints=(kwok,))
+    tolerant = NONE.with_tolerations((Toleration("kwok.x-k8s.io/node", "Exists", "", "NoSchedule"),))
+    domain = Domain("d", 1, frozenset({"n1"}))
+    assert eligible(domain, [node], constraints=tolerant) == [node]
+    assert eligible(domain, [node], constraints=NONE) == []
