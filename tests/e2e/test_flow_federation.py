@@ -1,4 +1,4 @@
-"""A two-step Volcano JobFlow through ``fedctl submit`` on real kube-apiservers: the second
+"""A two-step Volcano JobFlow through ``fedctl apply`` on real kube-apiservers: the second
 job is held (saying what it waits for) while the first runs, and is bound in a HyperNode
 only once the first succeeded. The first step's pods finish through the status
 subresource, as a kubelet would report them (kwok completes only pods owned by a batch Job)."""
@@ -59,8 +59,8 @@ async def test_two_step_jobflow_releases_the_second_job_when_the_first_succeeds(
     name = unique("flow")
     path = fed.tmp / f"{name}.yaml"
     path.write_text(flow_yaml(name))
-    out = await fed.fedctl("submit", "-f", str(path))
-    assert f"job/{name}-prepare created" in out and f"job/{name}-train created" in out
+    out = await fed.fedctl("apply", "-f", str(path))
+    assert f"jobflow/{name} submitted (job/{name}-prepare created, job/{name}-train created)" in out, out
     first, second = f"{name}-prepare", f"{name}-train"
     try:
         job = await fed.state(first, "JOB_STATE_RUNNING")
