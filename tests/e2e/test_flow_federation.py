@@ -80,4 +80,7 @@ async def test_two_step_jobflow_releases_the_second_job_when_the_first_succeeds(
         assert {p.node for p in pods} <= fed.trees[where].members[released["hypernode"]]
     finally:
         await _gone(fed, second)
-        await _gone(fed, first)
+        # A finished job keeps its terminal pods for inspection (and cannot be cancelled): tidy up.
+        for c in CLUSTERS:
+            for pod in await fed.backends[c].list_pods({"federation.io/job": first}):
+                await fed.backends[c].delete_pod(pod.namespace, pod.name)
