@@ -49,16 +49,11 @@ from agents.runtime_jobs import JobBook, JobSlot, orphan_ops, signature
 from agents.runtime_snapshots import snapshot_message
 from federation.domain.topology import HyperNodeTree
 from federation.v1 import agent_pb2, agent_pb2_grpc, types_pb2
-from federation.wire.convert import timestamp_to_proto, work_from_proto
+from federation.wire.convert import timestamp_to_proto, work_from_proto, work_phase_to_proto
 
 log = logging.getLogger(__name__)
 
 EOF: Any = grpc.aio.EOF  # type: ignore[attr-defined]  # missing from grpc-stubs
-PHASES: dict[str, agent_pb2.WorkPhase.ValueType] = {
-    "Pending": agent_pb2.WORK_PHASE_PENDING, "Bound": agent_pb2.WORK_PHASE_BOUND,
-    "Running": agent_pb2.WORK_PHASE_RUNNING, "Succeeded": agent_pb2.WORK_PHASE_SUCCEEDED,
-    "Failed": agent_pb2.WORK_PHASE_FAILED, "Cancelled": agent_pb2.WORK_PHASE_CANCELLED,
-    "Replan": agent_pb2.WORK_PHASE_REPLAN}
 
 
 class Fenced(Exception):
@@ -388,7 +383,7 @@ class AgentRuntime:
             return
         status = agent_pb2.WorkStatus(
             work_id=work.work_id, job=work.name, version=work.version,
-            phase=PHASES.get(phase_name, agent_pb2.WORK_PHASE_UNSPECIFIED),
+            phase=work_phase_to_proto(phase_name),
             message=message, time=timestamp_to_proto(self.clock()),
             pods=[agent_pb2.PodStatus(task=p.task, index=p.index, node=p.node or "", phase=p.phase,
                                       restarts=p.restarts, message=p.message or p.reason) for p in report.pods],

@@ -27,7 +27,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from federation.domain.plans import PodAssignment
-from federation.domain.states import PENDING, pending_event
+from federation.domain.states import JobState, pending_event
 from federation.store import paging
 from federation.store.engine import Database
 from federation.store.errors import NotFound
@@ -133,7 +133,7 @@ class AuditRepository:
                 else:
                     move(session, row, update.state, now, reason=update.reason, cluster=update.cluster,
                          hypernode=update.hypernode, tier=update.tier, event=update.event)
-                    if update.state == PENDING:
+                    if update.state == JobState.PENDING:
                         requeued.append(update.job)
                 applied.append(update.job)
             withdrawn = withdraw_works(session, now, jobs=requeued, message="preempted") if requeued else []

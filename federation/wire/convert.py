@@ -15,6 +15,7 @@ from federation.domain.errors import InvalidInput
 from federation.domain.jobs import Job
 from federation.domain.plans import Placement, PodAssignment
 from federation.domain.queues import Queue
+from federation.domain.states import JobState, WorkPhase
 from federation.v1 import agent_pb2, jobs_pb2, queues_pb2, types_pb2
 from federation.wire.base import (
     build,
@@ -80,6 +81,8 @@ __all__ = [
     "toleration_from_proto",
     "toleration_to_proto",
     "work_from_proto",
+    "work_phase_from_proto",
+    "work_phase_to_proto",
     "work_to_proto",
 ]
 
@@ -177,16 +180,39 @@ def work_from_proto(msg: agent_pb2.Work, path: str = "work") -> WorkOrder:
     return WorkOrder(work_id=msg.work_id, version=msg.version, cluster=msg.cluster, job=job, placement=placement)
 
 
+# ---------------------------------------------------------------- work phases
+
+_PHASES: dict[WorkPhase, agent_pb2.WorkPhase.ValueType] = {
+    WorkPhase.PENDING: agent_pb2.WORK_PHASE_PENDING,
+    WorkPhase.BOUND: agent_pb2.WORK_PHASE_BOUND,
+    WorkPhase.RUNNING: agent_pb2.WORK_PHASE_RUNNING,
+    WorkPhase.SUCCEEDED: agent_pb2.WORK_PHASE_SUCCEEDED,
+    WorkPhase.FAILED: agent_pb2.WORK_PHASE_FAILED,
+    WorkPhase.CANCELLED: agent_pb2.WORK_PHASE_CANCELLED,
+    WorkPhase.REPLAN: agent_pb2.WORK_PHASE_REPLAN,
+}
+_PHASE_OF = {value: phase for phase, value in _PHASES.items()}
+
+
+def work_phase_to_proto(phase: WorkPhase) -> agent_pb2.WorkPhase.ValueType:
+    return _PHASES[phase]
+
+
+def work_phase_from_proto(value: agent_pb2.WorkPhase.ValueType) -> WorkPhase | None:
+    """The domain phase, or None for UNSPECIFIED and numbers this version does not know."""
+    return _PHASE_OF.get(value)
+
+
 # ---------------------------------------------------------------- job states
 
-_STATES = {
-    "pending": jobs_pb2.JOB_STATE_PENDING,
-    "placed": jobs_pb2.JOB_STATE_PLACED,
-    "dispatched": jobs_pb2.JOB_STATE_DISPATCHED,
-    "running": jobs_pb2.JOB_STATE_RUNNING,
-    "succeeded": jobs_pb2.JOB_STATE_SUCCEEDED,
-    "failed": jobs_pb2.JOB_STATE_FAILED,
-    "cancelled": jobs_pb2.JOB_STATE_CANCELLED,
+_STATES: dict[str, jobs_pb2.JobState.ValueType] = {
+    JobState.PENDING: jobs_pb2.JOB_STATE_PENDING,
+    JobState.PLACED: jobs_pb2.JOB_STATE_PLACED,
+    JobState.DISPATCHED: jobs_pb2.JOB_STATE_DISPATCHED,
+    JobState.RUNNING: jobs_pb2.JOB_STATE_RUNNING,
+    JobState.SUCCEEDED: jobs_pb2.JOB_STATE_SUCCEEDED,
+    JobState.FAILED: jobs_pb2.JOB_STATE_FAILED,
+    JobState.CANCELLED: jobs_pb2.JOB_STATE_CANCELLED,
 }
 _STATE_NAMES = {value: name for name, value in _STATES.items()}
 
