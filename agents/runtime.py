@@ -44,10 +44,10 @@ import grpc.aio
 from agents.backend import ClusterBackend
 from agents.core.apply import apply_ops
 from agents.core.controller import PassReport
-from agents.core.works import Work
 from agents.runtime_jobs import JobBook, JobSlot, orphan_ops, signature
 from agents.runtime_snapshots import snapshot_message
 from federation.domain.topology import HyperNodeTree
+from federation.domain.works import Work
 from federation.v1 import agent_pb2, agent_pb2_grpc, types_pb2
 from federation.wire.convert import timestamp_to_proto, work_from_proto, work_phase_to_proto
 
@@ -272,14 +272,14 @@ class AgentRuntime:
 
     def _to_work(self, msg: agent_pb2.Work) -> Work | None:
         try:
-            order = work_from_proto(msg)
+            work = work_from_proto(msg)
         except ValueError as exc:
             log.error("agent %s: invalid work %s: %s", self.config.cluster, msg.work_id, exc)
             return None
-        if order.cluster and order.cluster != self.config.cluster:
-            log.error("agent %s: work %s is for cluster %s; ignored", self.config.cluster, msg.work_id, order.cluster)
+        if work.cluster and work.cluster != self.config.cluster:
+            log.error("agent %s: work %s is for cluster %s; ignored", self.config.cluster, msg.work_id, work.cluster)
             return None
-        return Work(order.work_id, order.job, order.version, order.placement)
+        return work
 
     async def _writer(self, call: Any) -> None:
         out = self._out

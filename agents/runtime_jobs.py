@@ -29,8 +29,8 @@ from agents.core.controller import JobController, PassReport
 from agents.core.operations import DeleteConfigMap, DeletePod, DeleteService, Op
 from agents.core.records import LABEL_JOB, ConfigMapManifest, PodRecord, ServiceManifest
 from agents.core.recovery import Action
-from agents.core.works import Work
 from federation.domain.states import WorkPhase
+from federation.domain.works import Work
 
 
 def signature(report: PassReport) -> tuple[object, ...]:

@@ -42,10 +42,10 @@ from agents.core.recovery import (
     decide,
     record,
 )
-from agents.core.works import Work
 from federation.domain.plans import PodAssignment
 from federation.domain.states import WorkPhase
 from federation.domain.topology import HyperNodeTree
+from federation.domain.works import Work
 
 
 @dataclass(frozen=True)

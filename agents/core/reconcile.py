@@ -66,11 +66,11 @@ from agents.core.recovery import (
     Action,
 )
 from agents.core.recovery import RUNNING as JOB_RUNNING
-from agents.core.works import Work
 from federation.domain.nodes import Node
 from federation.domain.plans import PodAssignment
 from federation.domain.states import PodPhase, WorkPhase
 from federation.domain.topology import Domain, HyperNodeTree
+from federation.domain.works import Work
 
 M = TypeVar("M", ServiceManifest, ConfigMapManifest)
 

@@ -27,6 +27,11 @@ ANNOTATION_SPEC_HASH = "federation.io/spec-hash"
 SCHEDULER_NAME = "federation-scheduler"
 
 
+def pod_name(job: str, task: str, index: int) -> str:
+    """``<job>-<task>-<index>``: deterministic, so a pod can never be created twice."""
+    return f"{job}-{task}-{index}"
+
+
 
 @dataclass(frozen=True)
 class NodeRecord:

@@ -21,6 +21,7 @@ from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobs import Job
 from federation.domain.plans import Placement, Plan, PodAssignment
 from federation.domain.states import BOUND_WORK_STATES
+from federation.domain.works import Work
 from federation.placement.eligibility import affinity_terms, cluster_block
 
 
@@ -39,6 +40,11 @@ def placement_from_payload(job: str, payload: Mapping[str, Any]) -> Placement:
     pods = tuple(PodAssignment(str(t), int(i), str(n)) for t, i, n in payload.get("pods", ()))
     return Placement(job=job, cluster=str(payload.get("cluster", "")), hypernode=str(payload.get("hypernode", "")),
                      tier=int(payload.get("tier", 0)), pods=pods)
+
+
+def work_from_payload(work_id: int, job: Job, version: int, payload: Mapping[str, Any]) -> Work:
+    """The domain ``Work`` of a stored work: its id, the job spec and the placement it carries."""
+    return Work(str(work_id), job, version, placement_from_payload(job.name, payload))
 
 
 def admissible(job: Job, cluster: ClusterSnapshot) -> str | None:

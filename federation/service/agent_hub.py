@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 from federation.control.loop import RoundScheduler
 from federation.domain.errors import InvalidInput
 from federation.propagation.failover import loss_reason, lost_clusters
-from federation.propagation.works import placement_from_payload
+from federation.propagation.works import work_from_payload
 from federation.service.agent_inbox import Inbox
 from federation.service.agent_messages import ack, fence, rejection
 from federation.service.agent_status import StatusHandler
@@ -224,8 +224,8 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         out: list[agent_pb2.CentralMessage] = []
         for work in works:
             record = await self._call(self._store.jobs.get, work.job)
-            placement = placement_from_payload(work.job, work.payload)
-            out.append(agent_pb2.CentralMessage(work=work_to_proto(str(work.id), work.version, record.job, placement)))
+            out.append(agent_pb2.CentralMessage(work=work_to_proto(
+                work_from_payload(work.id, record.job, work.version, work.payload))))
             session.sent[work.job] = (work.id, work.version)
         return out
 
@@ -255,9 +255,8 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
             if session.sent.get(job) == (work.id, work.version):
                 continue
             record = await self._call(self._store.jobs.get, job)
-            placement = placement_from_payload(job, work.payload)
-            session.send(agent_pb2.CentralMessage(work=work_to_proto(str(work.id), work.version, record.job,
-                                                                     placement)))
+            session.send(agent_pb2.CentralMessage(work=work_to_proto(
+                work_from_payload(work.id, record.job, work.version, work.payload))))
             session.sent[job] = (work.id, work.version)
 
     async def _read(self, session: Session, messages: AsyncIterator[agent_pb2.AgentMessage]) -> None:

@@ -16,6 +16,7 @@ from federation.domain.plans import PodAssignment
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
 from federation.domain.states import ACTIVE_STATES, TERMINAL_STATES, JobState
+from federation.propagation.works import placement_from_payload
 from federation.store.records import ClusterRecord, DecisionRecord, JobEvent, JobRecord, Round, WorkRecord
 from federation.v1 import audit_pb2, clusters_pb2, jobs_pb2, queues_pb2, types_pb2
 from federation.wire.convert import job_state_from_name, job_to_proto, queue_to_proto, resources_to_proto
@@ -153,7 +154,7 @@ def explain(record: JobRecord, latest: DecisionRecord | None,
             resp.round_id = latest.round.id
             pods = decision.pods
         if work is not None and work.cluster == record.cluster and "pods" in work.payload:
-            pods = tuple(PodAssignment(str(t), int(i), str(n)) for t, i, n in work.payload["pods"])
+            pods = placement_from_payload(work.job, work.payload).pods
         placement.pods.extend(types_pb2.PodAssignment(task=p.task, index=p.index, node=p.node) for p in pods)
     if record.state in TERMINAL_STATES:
         resp.message = f"{record.state}: {record.reason or record.message}".rstrip(": ")

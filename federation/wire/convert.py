@@ -9,13 +9,11 @@ live in ``wire.jobs`` and ``wire.clusters`` to keep modules small.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from federation.domain.errors import InvalidInput
-from federation.domain.jobs import Job
 from federation.domain.plans import Placement, PodAssignment
 from federation.domain.queues import Queue
 from federation.domain.states import JobState, WorkPhase
+from federation.domain.works import Work
 from federation.v1 import agent_pb2, jobs_pb2, queues_pb2, types_pb2
 from federation.wire.base import (
     build,
@@ -49,7 +47,6 @@ from federation.wire.jobs import (
 )
 
 __all__ = [
-    "WorkOrder",
     "build",
     "hypernode_from_proto",
     "hypernode_to_proto",
@@ -154,30 +151,21 @@ def placement_from_proto(msg: types_pb2.Placement, path: str = "placement") -> P
 # ---------------------------------------------------------------- work
 
 
-@dataclass(frozen=True)
-class WorkOrder:
-    """A Work as the agent acts on it: the validated job and the placement to honour."""
-
-    work_id: str
-    version: int
-    cluster: str
-    job: Job
-    placement: Placement
-
-
-def work_to_proto(work_id: str, version: int, job: Job, placement: Placement) -> agent_pb2.Work:
+def work_to_proto(work: Work) -> agent_pb2.Work:
     return agent_pb2.Work(
-        work_id=work_id, job=job.name, version=version, cluster=placement.cluster,
-        spec=job_to_proto(job), placement=placement_to_proto(placement),
+        work_id=work.work_id, job=work.name, version=work.version, cluster=work.cluster,
+        spec=job_to_proto(work.job), placement=placement_to_proto(work.placement),
     )
 
 
-def work_from_proto(msg: agent_pb2.Work, path: str = "work") -> WorkOrder:
+def work_from_proto(msg: agent_pb2.Work, path: str = "work") -> Work:
     job = job_from_proto(msg.spec, f"{path}.spec")
     placement = placement_from_proto(msg.placement, f"{path}.placement")
     if msg.job != job.name:
         raise InvalidInput(f"{path}.job", f"names {msg.job!r} but the spec is job {job.name!r}")
-    return WorkOrder(work_id=msg.work_id, version=msg.version, cluster=msg.cluster, job=job, placement=placement)
+    if msg.cluster and msg.cluster != placement.cluster:
+        raise InvalidInput(f"{path}.cluster", f"is {msg.cluster!r} but the placement is in {placement.cluster!r}")
+    return Work(work_id=msg.work_id, job=job, version=msg.version, placement=placement)
 
 
 # ---------------------------------------------------------------- work phases
