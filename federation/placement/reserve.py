@@ -27,13 +27,16 @@ round and drains as its jobs finish:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from federation.domain.jobs import Job
 from federation.placement.packing import pack_vectors, vector
-from federation.placement.rounds import Round
 from federation.placement.state import DomainState
 
+if TYPE_CHECKING:  # rounds.open_round calls reserve_for_starved
+    from federation.placement.rounds import Round
+
 MAX_CANDIDATES = 8  # starving jobs examined per round (each costs a search)
-EPS = 1e-9
 
 
 def _holds_when_empty(rnd: Round, dom: DomainState, job: Job) -> bool:
@@ -76,7 +79,7 @@ def reserve_for_starved(rnd: Round, reserve_after: float | None) -> str | None:
     led = rnd.ledger
     starved = sorted(
         (p for p in rnd.snapshot.pending
-         if now - p.submitted_at >= reserve_after and led.share(p.job.queue) < led.fair[p.job.queue] - EPS),
+         if now - p.submitted_at >= reserve_after and led.under(p.job.queue)),
         key=lambda p: (rnd.scoring.band(p.job), p.submitted_at, p.job.name),
     )
     for tried, p in enumerate(starved):

@@ -9,18 +9,19 @@ the fullest domain that still packs (best fit keeps empty domains whole for big 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobs import Job
 from federation.domain.nodes import Node
-from federation.domain.plans import FederationSnapshot, Placement, Plan, Preemption, RunningJob
+from federation.domain.plans import FederationSnapshot, Placement, Plan, PlanLimits, Preemption, RunningJob
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.resources import GPU, Resources
 from federation.placement.eligibility import allowed_clusters, tier_limit, usable_nodes
 from federation.placement.ledger import Ledger
 from federation.placement.packing import Vector
+from federation.placement.reserve import reserve_for_starved
 from federation.placement.score import Scoring
 from federation.placement.state import DomainState, RoundState
 
@@ -30,14 +31,17 @@ MAX_PACK_FAILS = 48  # per tier: give up on a tier after this many domains that 
 class Round:
     """State, ledger and decisions of one round.
 
-    ``grace`` and ``topology_wait`` are the policy of ``PlanLimits`` (the planners pass
-    it); the defaults here are the rules alone — evict at once, never hold a gang back.
+    ``grace`` and ``topology_wait`` are the policy of ``PlanLimits`` (planners open a round
+    with ``open_round``, which passes it); the defaults here are the rules alone — evict at
+    once, never hold a gang back. ``clock`` (monotonic seconds) is what ``deadline`` and
+    every time budget of the round are measured on.
     """
 
     def __init__(self, snapshot: FederationSnapshot, deadline: float | None = None, grace: float | None = 0.0,
-                 topology_wait: float = 0.0) -> None:
+                 topology_wait: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.snapshot = snapshot
         self.deadline = deadline
+        self.clock = clock
         # Pending gangs that have waited out the preemption grace and so may evict others.
         self.may_evict = frozenset(
             p.job.name for p in snapshot.pending
@@ -118,7 +122,7 @@ class Round:
         return found
 
     def expired(self) -> bool:
-        return self.deadline is not None and time.monotonic() > self.deadline
+        return self.deadline is not None and self.clock() > self.deadline
 
     # -- eligibility -------------------------------------------------------------------
     def groups(self, job: Job) -> tuple[tuple[str, ...], ...]:
@@ -276,3 +280,16 @@ class Checkpoint:
     free_total: Resources
     placements: dict[str, Placement]
     preempted: dict[str, Preemption]
+
+
+def open_round(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan | None = None, *,
+               deadline: float | None = None, clock: Callable[[], float] = time.monotonic) -> Round:
+    """The one way a planner (greedy, CP-SAT, the reference) starts a round, so the setup
+    is written once: the policy of ``limits`` (preemption grace, topology wait), last
+    round's victims kept off the room planned for their preemptors (``previous``; none
+    for a planner without a previous plan), then a domain reserved for a starved queue."""
+    rnd = Round(snapshot, deadline=deadline, grace=limits.preemption_grace_seconds,
+                topology_wait=limits.topology_wait_seconds, clock=clock)
+    rnd.bar_returning_victims(previous)
+    reserve_for_starved(rnd, limits.reserve_after_seconds)
+    return rnd
