@@ -178,7 +178,7 @@ class AgentRuntime:
         """One stream, until it ends; True when the hello was accepted."""
         metadata = (("authorization", f"Bearer {self.config.token}"),) if self.config.token else None
         async with self._channel() as channel:
-            call: Any = agent_pb2_grpc.AgentServiceStub(channel).Connect(metadata=metadata)  # type: ignore[call-arg]
+            call: Any = agent_pb2_grpc.AgentServiceStub(channel).Connect(metadata=metadata)  # type: ignore[call-arg]  # grpc-stubs omit metadata=
             stop_wait = asyncio.create_task(self._stopping.wait())
             try:
                 await call.write(agent_pb2.AgentMessage(hello=agent_pb2.Hello(
@@ -200,8 +200,9 @@ class AgentRuntime:
                     if reader.done():
                         reader.result()  # re-raise Fenced / stream errors
                     for task in tasks:
-                        if task.done() and not task.cancelled() and task.exception() is not None:
-                            raise task.exception()  # type: ignore[misc]
+                        error = task.exception() if task.done() and not task.cancelled() else None
+                        if error is not None:
+                            raise error
                 finally:
                     for task in (reader, *tasks):
                         task.cancel()

@@ -291,12 +291,12 @@ class FakeCluster:
         return pod
 
     def _set_node(self, name: str, **changes: bool) -> None:
-        node = replace(self._nodes[name], **changes)  # type: ignore[arg-type]
+        node = replace(self._nodes[name], **changes)  # type: ignore[arg-type]  # field names checked by replace
         self._nodes[name] = node
         self._emit("Node", "MODIFIED", node)
 
     def _update(self, pod: _Pod, **changes: object) -> None:
-        pod.record = replace(pod.record, **changes)  # type: ignore[arg-type]
+        pod.record = replace(pod.record, **changes)  # type: ignore[arg-type]  # field names checked by replace
         self._emit("Pod", "MODIFIED", pod.record)
 
     def _create(self, store: dict[Key, _M], obj: _M, kind: str) -> None:

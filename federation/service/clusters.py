@@ -7,7 +7,8 @@ authenticated tenant may list clusters (they need it to understand placements).
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import builtins
+from typing import Any, Protocol
 
 import grpc.aio
 
@@ -20,8 +21,20 @@ from federation.v1 import clusters_pb2, clusters_pb2_grpc
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
+class _Clusters(Protocol):
+    def list(self) -> builtins.list[ClusterRecord]: ...
+    def get(self, name: str) -> ClusterRecord: ...
+
+
+class ClusterStore(Protocol):
+    """What ``ClusterServicer`` needs from the store."""
+
+    @property
+    def clusters(self) -> _Clusters: ...
+
+
 class ClusterServicer(clusters_pb2_grpc.ClusterServiceServicer):
-    def __init__(self, store: Any, auth: Authenticator) -> None:
+    def __init__(self, store: ClusterStore, auth: Authenticator) -> None:
         self._store = store
         self._auth = auth
 

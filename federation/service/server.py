@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import grpc
 import grpc.aio
@@ -39,6 +38,7 @@ from federation.service.clusters import ClusterServicer
 from federation.service.errors import ErrorMapping
 from federation.service.jobs import DEFAULT_SPEC_LIMIT, JobServicer, SubmitBatching
 from federation.service.queues import QueueServicer
+from federation.store import Store
 from federation.v1 import agent_pb2_grpc, audit_pb2_grpc, clusters_pb2_grpc, jobs_pb2_grpc, queues_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ class RunningServer:
     server: grpc.aio.Server
     port: int
     address: str
-    store: Any
+    store: Store
     auth: Authenticator
     rounds: RoundScheduler | None
     hub: AgentHub | None
@@ -127,7 +127,7 @@ def _host_port(listen: str) -> tuple[str, int]:
 
 
 async def build_server(
-    store: Any,
+    store: Store,
     *,
     listen: str = "127.0.0.1:0",
     auth: Authenticator | None = None,
@@ -192,7 +192,7 @@ class StartupError(Exception):
     """The service cannot start (schema not at head, database unreachable); one line for the user."""
 
 
-def open_store(url: str, *, migrate: bool) -> Any:
+def open_store(url: str, *, migrate: bool) -> Store:
     """Open the store; create an empty SQLite schema unless ``migrate`` is False; refuse a stale schema.
 
     PostgreSQL is never migrated here: production schema changes are a deliberate step
@@ -260,7 +260,7 @@ def serve_main(config: ServeConfig) -> int:
         store.dispose()
 
 
-async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, config: ServeConfig) -> int:
+async def _serve(store: Store, auth: Authenticator, tls: ServerTls | None, config: ServeConfig) -> int:
     print(auth.describe(), file=sys.stderr, flush=True)
     running = await build_server(
         store, listen=config.listen, auth=auth, tls=tls,

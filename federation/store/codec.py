@@ -128,7 +128,7 @@ def _decode(tp: Any, value: Any) -> Any:
 def _decode_dataclass(cls: type[T], data: Mapping[str, Any]) -> T:
     hints = _hints(cls)
     kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]  # T is bound to dataclasses only by convention
         if f.init and f.name in data:
             kwargs[f.name] = _decode(hints[f.name], data[f.name])
     return cls(**kwargs)

@@ -97,7 +97,7 @@ def lexicographic(v: Vars, seconds: float, limits: PlanLimits, out: Outcome,
             break
         solver = stage
         v.model.add(expr >= int(stage.value(expr)))
-        v.model.clear_hints()  # type: ignore[no-untyped-call]
+        v.model.clear_hints()  # type: ignore[no-untyped-call]  # untyped in ortools
         for var in [*v.x.values(), *v.p.values(), *v.e.values(), *v.r.values()]:
             v.model.add_hint(var, int(stage.value(var)))
     return solver
