@@ -30,7 +30,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from federation.domain.jobs import Job
-from federation.placement.packing import pack_vectors, vector
+from federation.placement.eligibility import exclusive_mask, node_masks, pod_classes
+from federation.placement.packing import pack_masked, vector
 from federation.placement.state import DomainState
 
 if TYPE_CHECKING:  # rounds.open_round calls reserve_for_starved
@@ -43,11 +44,12 @@ def _holds_when_empty(rnd: Round, dom: DomainState, job: Job) -> bool:
     pods, _ = rnd.demand(job)
     nodes = rnd.state.nodes[dom.cluster.name]
     allowed = rnd.allowed_nodes(dom.cluster, job)
-    buckets: dict[tuple[int, ...], list[str]] = {}
+    masks = node_masks(dom.cluster, job)
+    buckets: dict[tuple[tuple[int, ...], int], list[str]] = {}
     for name in dom.nodes:
-        if name in nodes and (allowed is None or name in allowed):
-            buckets.setdefault(vector(nodes[name].allocatable, rnd.state.keys), []).append(name)
-    return pack_vectors(pods, buckets) is not None
+        if name in nodes and name in masks and (allowed is None or name in allowed):
+            buckets.setdefault((vector(nodes[name].allocatable, rnd.state.keys), masks[name]), []).append(name)
+    return pack_masked(pods, pod_classes(job), buckets, exclusive_mask(job)) is not None
 
 
 def _target(rnd: Round, job: Job) -> DomainState | None:

@@ -37,6 +37,7 @@ def queue_of(row: QueueRow) -> Queue:
         reclaimable=row.reclaimable,
         parent=row.parent,
         owners=tuple(str(o) for o in row.owners),
+        topology_wait_seconds=row.topology_wait_seconds,
     )
 
 
@@ -49,6 +50,7 @@ def _apply(row: QueueRow, queue: Queue) -> None:
     row.reclaimable = queue.reclaimable
     row.parent = queue.parent
     row.owners = list(queue.owners)
+    row.topology_wait_seconds = queue.topology_wait_seconds
 
 
 def _check_parent(session: Session, queue: Queue) -> None:

@@ -99,6 +99,8 @@ def queue_to_proto(queue: Queue) -> queues_pb2.Queue:
     if queue.deserved is not None:
         msg.deserved.SetInParent()
         msg.deserved.quantities.update(resources_to_proto(queue.deserved))
+    if queue.topology_wait_seconds is not None:
+        msg.topology_wait_seconds = queue.topology_wait_seconds
     return msg
 
 
@@ -123,6 +125,7 @@ def queue_from_proto(msg: queues_pb2.Queue, path: str = "queue") -> Queue:
         reclaimable=msg.reclaimable if msg.HasField("reclaimable") else True,
         parent=msg.parent or None,
         owners=tuple(msg.owners),
+        topology_wait_seconds=msg.topology_wait_seconds if msg.HasField("topology_wait_seconds") else None,
     )
 
 
