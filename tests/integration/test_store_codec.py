@@ -67,6 +67,7 @@ EVERYTHING = Job(
     namespace="ml",
     labels=(("team", "nlp"), ("cost-center", "42")),
     tolerations=(Toleration("nvidia.com/gpu", "Exists"),),
+    topology_wait_seconds=120.0,
 )
 
 

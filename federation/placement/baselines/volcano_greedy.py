@@ -44,9 +44,8 @@ from federation.placement.baselines.common import (
     fraction_used,
     gang_first,
     gang_met,
-    placed_request,
     placement_for,
-    unplaced,
+    try_job,
 )
 from federation.placement.eligibility import allowed_clusters, candidate_domains, usable_nodes
 
@@ -165,25 +164,10 @@ def _allocate(job: Job, cluster: ClusterSnapshot, ledger: Ledger) -> Attempt:
 
 
 def _try(job: Job, snapshot: FederationSnapshot, ledger: Ledger, failures: Failures) -> Placement | Unplaced:
-    """Dispatch then allocate one job; failures are remembered per gang shape (and cluster)
-    because free capacity only shrinks within a round, so an identical gang fails again."""
-    known = failures.get(job)
-    if known is not None:
-        return known
-    if not ledger.within_capability(job, ledger.gang_request(job)):
-        why = Attempt(None, "queue-capability", f"queue {job.queue} capability would be exceeded")
-        return failures.add(job, unplaced(job, ledger, why))
-    cluster = _dispatch(job, snapshot, ledger)
-    if cluster is None:
-        why = Attempt(None, "capacity", "no allowed cluster has room for the gang")
-        return failures.add(job, unplaced(job, ledger, why))
-    known = failures.get(job, cluster.name)
-    if known is not None:
-        return known
-    attempt = _allocate(job, cluster, ledger)
-    if attempt.placement is not None and ledger.within_capability(job, placed_request(job, attempt.placement)):
-        return attempt.placement
-    return failures.add(job, unplaced(job, ledger, attempt), cluster.name)
+    """Dispatch then allocate one job (``common.try_job``)."""
+    return try_job(job, ledger, failures, lambda: _dispatch(job, snapshot, ledger),
+                   "no allowed cluster has room for the gang",
+                   lambda cluster: _allocate(job, cluster, ledger))
 
 
 def plan(snapshot: FederationSnapshot, limits: PlanLimits | None = None, previous: Plan | None = None) -> Plan:
