@@ -7,7 +7,8 @@ Order of work (the same layering as the objective, see ``score``):
    queue whose dominant share after adding that job, divided by its fair share, is the
    smallest; a job that does not fit is skipped, its queue carries on;
 3. each job goes to the lowest tier, then the fullest domain, of the first affinity group
-   that can hold it, with pods packed onto nodes (``rounds.Round.place``);
+   that can hold it, with pods packed onto nodes (``rounds.Round.place``); among equally
+   full domains, the one whose ancestors are fullest (``Scoring.guard``);
 4. the band's leftovers then try preemption / reclaim (``preempt``) before any lower band
    is looked at, so lower-priority pending work never takes room a preemption would free.
 
@@ -24,9 +25,10 @@ from collections import deque
 from collections.abc import Callable
 
 from federation.domain.plans import FederationSnapshot, PendingJob, Plan, PlanLimits, Unplaced
+from federation.placement.opening import open_round
 from federation.placement.preempt import preempt_for
 from federation.placement.reasons import Diagnoses
-from federation.placement.rounds import Round, open_round
+from federation.placement.rounds import Round
 
 
 def _key(rnd: Round, queue: str, head: PendingJob) -> tuple[float, float, str]:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from federation.domain.plans import FederationSnapshot, Plan, PlanLimits
 from federation.placement.cpsat import decode, solve, windows
 from federation.placement.greedy import finish, run_bands
-from federation.placement.rounds import open_round
+from federation.placement.opening import open_round
 
 
 def reference_plan(snapshot: FederationSnapshot, seconds: float = 30.0, workers: int = 2,
