@@ -186,7 +186,7 @@ def test_work_status_follows_its_table_and_is_fenced_by_epoch(store: Store) -> N
     with pytest.raises(StaleEpoch):
         store.works.update_status(work.id, WorkState.BOUND, epoch=1)
     store.works.update_status(work.id, "succeeded", epoch=2, message="done")
-    with pytest.raises(Conflict, match="succeeded; cannot become running"):
+    with pytest.raises(Conflict, match="succeeded; cannot become bound"):
         store.works.update_status(work.id, WorkState.BOUND)
     assert [w.state for w in store.works.list(job="llm")] == ["succeeded"]
     with pytest.raises(NotFound):
