@@ -53,6 +53,9 @@ class RunningJob:
 class PendingJob:
     job: Job
     submitted_at: float = 0.0
+    # False when the job's PriorityClass says ``preemptionPolicy: Never``: it waits for room
+    # and never evicts another gang (Kubernetes non-preempting priority classes).
+    may_preempt: bool = True
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ class Round:
         # Pending gangs that have waited out the preemption grace and so may evict others.
         self.may_evict = frozenset(
             p.job.name for p in snapshot.pending
-            if grace is not None and (grace <= 0 or snapshot.now - p.submitted_at >= grace))
+            if p.may_preempt and grace is not None and (grace <= 0 or snapshot.now - p.submitted_at >= grace))
         # Gangs still inside their opt-in topology wait (job annotation, queue default or
         # ``topology_wait``, the service default; placement/intent.py): offered only their
         # lowest tier. With none of those set no gang waits (Volcano semantics).
