@@ -33,7 +33,7 @@ import grpc.aio
 from federation.control.loop import DEFAULT_MAX_PENDING, RoundScheduler
 from federation.control.retention import AuditRetention
 from federation.domain.plans import PlanLimits
-from federation.logs import configure
+from federation.logs import configure, redact
 from federation.metrics.exporter import MetricsServer, parse_listen, serve_metrics, with_process_metrics
 from federation.metrics.gauges import FederationCollector
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
@@ -257,13 +257,8 @@ def open_store(url: str, *, migrate: bool) -> Any:
 
 
 def _redact(url: str) -> str:
-    """A database URL without its password, fit for a log line."""
-    scheme, sep, rest = url.partition("://")
-    if sep and "@" in rest:
-        creds, _, host = rest.rpartition("@")
-        user, has_password, _ = creds.partition(":")
-        return f"{scheme}://{user}{':***' if has_password else ''}@{host}"
-    return url
+    """A database URL without its password, fit for a log line or an error message."""
+    return redact(url)
 
 
 def serve_main(config: ServeConfig) -> int:
