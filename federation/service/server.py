@@ -33,7 +33,7 @@ import grpc.aio
 from federation.control.loop import DEFAULT_MAX_PENDING, RoundScheduler
 from federation.control.retention import AuditRetention
 from federation.domain.plans import PlanLimits
-from federation.logs import configure, redact
+from federation.logs import FORMATS, configure, redact
 from federation.metrics.exporter import MetricsServer, parse_listen, serve_metrics, with_process_metrics
 from federation.metrics.gauges import FederationCollector
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
@@ -262,13 +262,13 @@ def _redact(url: str) -> str:
 
 
 def serve_main(config: ServeConfig) -> int:
-    """``federation serve``: run until SIGTERM/SIGINT, then shut down gracefully (exit 0)."""
-    try:
-        configure(config.log_format)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    """``federation serve``: run until SIGTERM/SIGINT, then shut down gracefully (exit 0).
+
+    Flags are checked before logging is configured: a refused flag is one ``error:`` line
+    on stderr and exit 2, and leaves the process's logging as it was."""
+    if config.log_format not in FORMATS:
+        print(f"error: --log-format: must be one of {', '.join(FORMATS)}", file=sys.stderr)
         return 2
-    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         _host_port(config.listen)
     except ValueError as exc:
@@ -294,6 +294,8 @@ def serve_main(config: ServeConfig) -> int:
     elif config.tls_client_ca:
         print("error: --tls-client-ca needs --tls-cert and --tls-key", file=sys.stderr)
         return 2
+    configure(config.log_format)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         store = open_store(config.db, migrate=config.migrate)
     except StartupError as exc:
