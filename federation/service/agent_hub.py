@@ -51,6 +51,7 @@ from federation.service.auth import Authenticator
 from federation.service.convert import snapshot_from_proto, timestamp_from_proto, work_to_proto
 from federation.service.rounds import RoundScheduler
 from federation.store import StaleEpoch, Store, StoreError, Unavailable
+from federation.store.leases import NotLeader
 from federation.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -99,16 +100,21 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         grace_seconds: float = 30.0,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        leading: Callable[[], bool] = lambda: True,
     ) -> None:
-        """``monotonic`` times liveness (when each cluster was last heard from). ``clock``
-        is the wall clock ``build_server`` passes; liveness never uses it, because a wall
-        clock that steps back or forth would age or rejuvenate every cluster at once."""
+        """``leading`` says whether this replica holds the leadership: a standby refuses
+        every stream with UNAVAILABLE, so an agent retries (through the Service, which
+        routes to the ready replica: the leader). ``monotonic`` times liveness (when each
+        cluster was last heard from). ``clock`` is the wall clock ``build_server`` passes;
+        liveness never uses it, because a wall clock that steps back or forth would age or
+        rejuvenate every cluster at once."""
         self._store = store
         self._rounds = rounds
         self._auth = auth
         self._grace = grace_seconds
         self._clock = clock
         self._monotonic = monotonic
+        self._leading = leading
         self._sessions: dict[str, Session] = {}
         self._last_seen: dict[str, float] = {}
         self._watchdog: asyncio.Task[None] | None = None
@@ -166,6 +172,8 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         request_iterator: AsyncIterator[agent_pb2.AgentMessage],
         context: Any,
     ) -> AsyncIterator[agent_pb2.CentralMessage]:
+        if not self._leading():
+            raise NotLeader("this central replica is a standby and takes no agent streams; reconnect to the leader")
         messages = request_iterator.__aiter__()
         try:
             first = await asyncio.wait_for(anext(messages), HELLO_TIMEOUT_SECONDS)

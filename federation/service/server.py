@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
@@ -38,9 +39,12 @@ from federation.service.audit import AuditServicer
 from federation.service.auth import Authenticator
 from federation.service.clusters import ClusterServicer
 from federation.service.errors import ErrorMapping
+from federation.service.health import AGENTS, AUDIT, CLUSTERS, DEFAULT_INTERVAL_SECONDS, JOBS, QUEUES, HealthReporter
 from federation.service.jobs import DEFAULT_SPEC_LIMIT, JobServicer, SubmitBatching
+from federation.service.leadership import Elector, Leadership, LeaseTimings
 from federation.service.queues import QueueServicer
 from federation.service.rounds import DEFAULT_MAX_PENDING, RoundScheduler
+from federation.store.leases import LeaseFence, LeaseRepository
 from federation.v1 import agent_pb2_grpc, audit_pb2_grpc, clusters_pb2_grpc, jobs_pb2_grpc, queues_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -79,12 +83,23 @@ class RunningServer:
     rounds: RoundScheduler | None
     hub: AgentHub | None
     jobs: JobServicer
+    health: HealthReporter
+    leadership: Leadership
+    elector: Elector | None = None
+    lost: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when this replica lost the leadership it held (``serve`` then exits 1)."""
+    _campaign: asyncio.Task[None] | None = field(default=None, repr=False)
     _stopped: bool = field(default=False, repr=False)
 
     async def stop(self, grace: float = 10.0) -> None:
         if self._stopped:
             return
         self._stopped = True
+        await self.health.stop()  # NOT_SERVING first: probes and clients move away during the grace
+        if self._campaign is not None:
+            self._campaign.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._campaign
         stopping = asyncio.create_task(self.server.stop(grace))
         try:
             self.jobs.shutdown()
@@ -95,6 +110,24 @@ class RunningServer:
             await self.jobs.close()  # submission batches still running commit before the store closes
             if self.rounds is not None:
                 await self.rounds.stop()
+            if self.elector is not None:
+                await self.elector.release()  # after the last round: the next leader starts at once
+
+    async def _elected(self, epoch: int) -> None:
+        """Take the leader's part: rounds (the first one repairs what the last leader left) and agents."""
+        if self.rounds is not None:
+            await self.rounds.start()
+        if self.hub is not None:
+            await self.hub.start()
+        await self.health.publish()
+
+    async def _lost(self, reason: str) -> None:
+        await self.health.publish()
+        if self.hub is not None:
+            await self.hub.stop()
+        if self.rounds is not None:
+            await self.rounds.stop()
+        self.lost.set()
 
     async def wait_for_termination(self) -> None:
         await self.server.wait_for_termination()
@@ -123,20 +156,33 @@ async def build_server(
     max_message_bytes: int = MAX_MESSAGE_BYTES,
     watch_poll_seconds: float = 0.2,
     submit_batching: SubmitBatching | None = None,
+    leader_election: LeaseTimings | None = None,
+    health_interval_seconds: float = DEFAULT_INTERVAL_SECONDS,
 ) -> RunningServer:
     """Start the service on ``listen`` (port 0 = any free port) and return its handles.
 
     ``control_loop=False`` leaves out the round scheduler and the agent hub (API-only
-    tests that must not see jobs placed under them).
+    tests that must not see jobs placed under them). ``leader_election`` (PostgreSQL
+    only) starts the replica as a standby: it serves reads, refuses writes and agent
+    streams, and takes the leader's part once it holds the lease (docs/design/standby.md).
     """
     auth = auth if auth is not None else Authenticator.open_mode()
+    leadership = Leadership() if leader_election is not None else Leadership.always()
+    if leader_election is not None:
+        if not control_loop:
+            raise ValueError("--leader-election elects the replica that runs the control loop; "
+                             "it cannot go with --no-control-loop")
+        store.db.fence = LeaseFence(leadership.current_epoch)
     rounds: RoundScheduler | None = None
     hub: AgentHub | None = None
     if control_loop:
         rounds = RoundScheduler(store, debounce_seconds=round_debounce_seconds,
                                 limits=plan_limits or PlanLimits(), clock=clock,
                                 max_pending=max_pending_per_round)
-        hub = AgentHub(store, rounds, auth, grace_seconds=agent_grace_seconds, clock=clock)
+        hub = AgentHub(store, rounds, auth, grace_seconds=agent_grace_seconds, clock=clock,
+                       leading=leadership.leading)
+    health = HealthReporter(store.ping, leadership.leading, agents=hub is not None,
+                            interval=health_interval_seconds)
     server = grpc.aio.server(
         interceptors=[ErrorMapping()],
         options=[("grpc.max_receive_message_length", max_message_bytes),
@@ -151,19 +197,24 @@ async def build_server(
     audit_pb2_grpc.add_AuditServiceServicer_to_server(AuditServicer(store, auth), server)
     if hub is not None:
         agent_pb2_grpc.add_AgentServiceServicer_to_server(hub, server)
+    health.add_to(server, [JOBS, QUEUES, CLUSTERS, AUDIT, *([AGENTS] if hub is not None else [])])
     host, port = _host_port(listen)
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     bound = server.add_secure_port(target, tls.credentials()) if tls else server.add_insecure_port(target)
     if bound == 0:
         raise OSError(f"cannot listen on {listen}")
     await server.start()
-    if rounds is not None:
-        await rounds.start()
-    if hub is not None:
-        await hub.start()
     address = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
-    return RunningServer(server=server, port=bound, address=address, store=store, auth=auth,
-                         rounds=rounds, hub=hub, jobs=jobs)
+    running = RunningServer(server=server, port=bound, address=address, store=store, auth=auth,
+                            rounds=rounds, hub=hub, jobs=jobs, health=health, leadership=leadership)
+    await health.start()
+    if leader_election is None:
+        await running._elected(0)
+    else:
+        running.elector = Elector(LeaseRepository(store.db), leader_election, leadership,
+                                  on_elected=running._elected, on_lost=running._lost)
+        running._campaign = asyncio.create_task(running.elector.run(), name="leader-election")
+    return running
 
 
 # ---------------------------------------------------------------------- the process
@@ -230,18 +281,34 @@ def serve_main(args: argparse.Namespace) -> int:
     elif args.tls_client_ca:
         print("error: --tls-client-ca needs --tls-cert and --tls-key", file=sys.stderr)
         return 2
+    leader_election = None
+    if getattr(args, "leader_election", False):
+        if not args.db.startswith("postgresql"):
+            print("error: --leader-election needs PostgreSQL (--db postgresql+psycopg://...): SQLite is "
+                  "single-replica, run one replica without --leader-election", file=sys.stderr)
+            return 2
+        if getattr(args, "no_control_loop", False):
+            print("error: --leader-election cannot go with --no-control-loop (the leader is the replica that "
+                  "runs the control loop)", file=sys.stderr)
+            return 2
+        try:
+            leader_election = LeaseTimings(args.lease_seconds)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     try:
         store = open_store(args.db, migrate=not args.no_migrate)
     except StartupError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     try:
-        return asyncio.run(_serve(store, auth, tls, args))
+        return asyncio.run(_serve(store, auth, tls, args, leader_election))
     finally:
         store.dispose()
 
 
-async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, args: argparse.Namespace) -> int:
+async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, args: argparse.Namespace,
+                 leader_election: LeaseTimings | None) -> int:
     print(auth.describe(), file=sys.stderr, flush=True)
     running = await build_server(
         store, listen=args.listen, auth=auth, tls=tls,
@@ -252,6 +319,7 @@ async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, args: a
         control_loop=not getattr(args, "no_control_loop", False),
         submit_batching=SubmitBatching(max_items=getattr(args, "submit_batch_size", 64),
                                        max_delay_seconds=getattr(args, "submit_batch_delay_ms", 2.0) / 1000),
+        leader_election=leader_election,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -259,7 +327,16 @@ async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, args: a
         loop.add_signal_handler(sig, stop.set)
     print(f"listening with {'TLS' if tls else 'plaintext'}, db {_redact(args.db)}", file=sys.stderr, flush=True)
     print(f"federation serving on {running.address}", flush=True)
-    await stop.wait()
+    lost = asyncio.create_task(running.lost.wait())
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait({lost, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    lost.cancel()
+    stopped.cancel()
+    if running.lost.is_set():  # docs/design/standby.md: restart as a fresh standby
+        print("federation: leadership lost; exiting so this replica restarts as a standby",
+              file=sys.stderr, flush=True)
+        await running.stop(grace=1.0)
+        return 1
     print("federation: shutting down (in-flight requests finish)", file=sys.stderr, flush=True)
     await running.stop(grace=args.shutdown_grace_seconds)
     print("federation: stopped", file=sys.stderr, flush=True)
