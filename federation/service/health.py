@@ -30,7 +30,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterable
+from typing import Any
 
+import grpc
 import grpc.aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
@@ -68,12 +70,31 @@ def statuses(*, store_ok: bool, leading: bool, agents: bool) -> dict[str, int]:
     return out
 
 
+class _LiveHealth(HealthServicer):  # type: ignore[misc]
+    """``Check`` answers from the facts at the moment of the call, not from the last publish.
+
+    Why: a replica whose event loop was starved past the end of its term must not answer
+    SERVING from a status published while it still led. ``Watch`` streams the published
+    statuses (republished every ``interval`` and at every leadership change).
+    """
+
+    def __init__(self, live: Callable[[], dict[str, int]]) -> None:
+        super().__init__()
+        self._live = live
+
+    async def Check(self, request: health_pb2.HealthCheckRequest, context: Any) -> health_pb2.HealthCheckResponse:
+        status = self._live().get(request.service)
+        if status is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+        return health_pb2.HealthCheckResponse(status=status)
+
+
 class HealthReporter:
     """Owns the health servicer; re-derives every status when the store or leadership changes."""
 
     def __init__(self, ping: Callable[[], None], leading: Callable[[], bool], *, agents: bool,
                  interval: float = DEFAULT_INTERVAL_SECONDS) -> None:
-        self.servicer = HealthServicer()
+        self.servicer = _LiveHealth(self.live)
         self._published: dict[str, int] = {}
         self._ping = ping
         self._leading = leading
@@ -127,9 +148,16 @@ class HealthReporter:
             self._published[name] = status
             await self.servicer.set(name, status)
 
+    def live(self) -> dict[str, int]:
+        """Every status now: the last ping and this instant's leadership (all NOT_SERVING when stopping)."""
+        current = statuses(store_ok=self._store_ok, leading=self._leading(), agents=self._agents)
+        if self._shutting_down:
+            current = {name: NOT_SERVING for name in current}
+        return current
+
     def status(self, service: str = OVERALL) -> int | None:
-        """The status last published for ``service`` (None when unknown)."""
-        return self._published.get(service)
+        """The status of ``service`` now (None when unknown)."""
+        return self.live().get(service)
 
     async def _loop(self) -> None:
         while True:

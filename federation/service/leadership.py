@@ -3,9 +3,11 @@
 Timings, for a lease of D seconds: the leader renews every D/3; a standby tries to take
 the lease every ``min(1 s, D/5)``. The lease's expiry is the database's clock, but the
 leader ends its own term on its *monotonic* clock at (start of its last successful
-renewal) + D, which comes no later than the expiry the database recorded (the statement
+renewal) + 5D/6, which comes D/6 before the expiry the database recorded (the statement
 ran after that start), so a leader always stops believing it leads before anyone can
-take over. The write fence (``store.leases``) makes that belt-and-braces: even a leader
+take over, even when a health check answered just before is read a little later. The
+lease statements run on a thread of their own: a thread pool busy with store calls must
+not delay a renewal past the term. The write fence (``store.leases``) makes that belt-and-braces: even a leader
 frozen past its term cannot commit once a new epoch exists.
 
 A leader that loses its lease (renewals failing until the deadline, or refused) does not
@@ -19,18 +21,22 @@ rolling update hands over within one standby poll.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 from federation.store import StoreError
 from federation.store.leases import LeaseRepository
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MIN_LEASE_SECONDS = 2.0
 MAX_LEASE_SECONDS = 3600.0
@@ -59,6 +65,12 @@ class LeaseTimings:
     @property
     def poll_every(self) -> float:
         return min(1.0, self.seconds / 5)
+
+    @property
+    def term(self) -> float:
+        """How long the leader believes in a renewal: the lease less a sixth, so its term
+        is over (NOT_SERVING, writes refused locally) before anyone can take the lease."""
+        return self.seconds * 5 / 6
 
 
 class Leadership:
@@ -103,6 +115,10 @@ class Elector:
         self._on_lost = on_lost
         self._monotonic = monotonic
         self._stopping = False
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="leader-lease")
+
+    async def _run(self, fn: Callable[..., T], *args: object) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._thread, functools.partial(fn, *args))
 
     async def run(self) -> None:
         epoch = await self._campaign()
@@ -119,23 +135,24 @@ class Elector:
         epoch, self._leadership.epoch = self._leadership.epoch, 0
         if epoch > 0:
             try:
-                await asyncio.to_thread(self._leases.release, self.identity, epoch)
+                await self._run(self._leases.release, self.identity, epoch)
                 log.info("leader lease released (epoch %d)", epoch)
             except StoreError as exc:
                 log.warning("could not release the leader lease (%s); it expires by itself", exc)
+        self._thread.shutdown(wait=False)
 
     async def _campaign(self) -> int | None:
         log.info("standby %s: waiting for the leader lease (%gs)", self.identity, self._timings.seconds)
         while not self._stopping:
             started = self._monotonic()
             try:
-                epoch = await asyncio.to_thread(self._leases.try_acquire, self.identity, self._timings.seconds)
+                epoch = await self._run(self._leases.try_acquire, self.identity, self._timings.seconds)
             except StoreError as exc:
                 log.warning("standby: cannot reach the lease (%s)", exc)
                 epoch = None
             if epoch is not None and not self._stopping:
                 self._leadership.epoch = epoch
-                self._leadership.deadline = started + self._timings.seconds
+                self._leadership.deadline = started + self._timings.term
                 log.info("elected leader %s (epoch %d)", self.identity, epoch)
                 await self._on_elected(epoch)
                 return epoch
@@ -151,7 +168,7 @@ class Elector:
             started = self._monotonic()
             try:
                 renewed = await asyncio.wait_for(
-                    asyncio.to_thread(self._leases.renew, self.identity, epoch, self._timings.seconds),
+                    self._run(self._leases.renew, self.identity, epoch, self._timings.seconds),
                     timeout=max(0.1, self._leadership.deadline - started))
             except (StoreError, TimeoutError) as exc:
                 if self._monotonic() >= self._leadership.deadline:
@@ -161,6 +178,6 @@ class Elector:
             if not renewed:
                 return "the lease is held by another replica (or expired)"
             if self._leadership.epoch == epoch:
-                self._leadership.deadline = started + self._timings.seconds
+                self._leadership.deadline = started + self._timings.term
         return ""
 

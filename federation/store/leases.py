@@ -4,19 +4,25 @@ One row per lease name holds the holder, an ``epoch`` and an expiry. Every time 
 database's ``statement_timestamp()``: one clock for every replica, so no replica compares
 its own clock with another's.
 
-- **Acquire** is one ``INSERT … ON CONFLICT DO UPDATE … WHERE expires_at <= now``: it
-  creates the row, or takes it over when the lease expired (or was released), and bumps
-  the epoch. Exactly one of several racing candidates gets a row back.
+- **Acquire**: a plain read first (a standby's poll takes no lock while the lease is
+  held); when the lease has expired (or was released), ``SELECT … FOR UPDATE`` of the
+  expired row, then bump the epoch and take it, in one transaction. Exactly one of
+  several racing candidates gets the row (the others find it unexpired once they get
+  the lock). The very first leader creates the row (``ON CONFLICT DO NOTHING``).
 - **Renew** succeeds only for the same holder and epoch while the lease is unexpired.
 - **Release** (graceful stop) expires the lease now, so a standby takes over at its
   next poll instead of waiting out the lease.
 - **Fence.** ``LeaseFence.check`` runs first in every write transaction of a replica
-  started with ``--leader-election``: ``SELECT … FOR SHARE`` of the lease row, which must
-  still carry this replica's epoch and be unexpired. The share lock is held until the
-  transaction ends, and a new leader's acquisition (an UPDATE of that row) waits for
-  it. So a write of the old leader either commits before the new leader's term starts,
-  or sees the new epoch and is refused: no round of an old leader commits after a new
-  one began. Single-statement writes outside a transaction (the submission hot path)
+  started with ``--leader-election``: ``SELECT … FOR KEY SHARE`` of the lease row, which
+  must still carry this replica's epoch and be unexpired. The lock is held until the
+  transaction ends, and a new leader's acquisition (``FOR UPDATE`` of that row) waits
+  for it. So a write of the old leader either commits before the new leader's term
+  starts, or sees the new epoch and is refused: no round of an old leader commits after
+  a new one began. Why KEY SHARE and not SHARE: the leader's renewals (an UPDATE that
+  changes no key, so a ``FOR NO KEY UPDATE`` lock) do not conflict with it, so a long
+  write transaction never delays a renewal; on a loaded host the SHARE version made
+  leaders miss renewals and lose their lease (measured in the takeover test).
+  Single-statement writes outside a transaction (the submission hot path)
   only check the local term; they record user intent, not leadership decisions.
 
 SQLite has one writer process by construction; leader election is refused there.
@@ -50,14 +56,22 @@ class LeaseState:
     expired: bool
 
 
-_ACQUIRE = text("""
+_PEEK = text("SELECT expires_at <= statement_timestamp() FROM leases WHERE name = :name")
+_CREATE = text("""
 INSERT INTO leases (name, holder, epoch, acquired_at, renewed_at, expires_at)
 VALUES (:name, :holder, 1, statement_timestamp(), statement_timestamp(),
         statement_timestamp() + make_interval(secs => :seconds))
-ON CONFLICT (name) DO UPDATE
-   SET holder = EXCLUDED.holder, epoch = leases.epoch + 1, acquired_at = EXCLUDED.acquired_at,
-       renewed_at = EXCLUDED.renewed_at, expires_at = EXCLUDED.expires_at
- WHERE leases.expires_at <= statement_timestamp()
+ON CONFLICT (name) DO NOTHING
+RETURNING epoch
+""")
+_LOCK_EXPIRED = text("""
+SELECT epoch FROM leases WHERE name = :name AND expires_at <= statement_timestamp() FOR UPDATE
+""")
+_TAKE = text("""
+UPDATE leases SET holder = :holder, epoch = epoch + 1, acquired_at = statement_timestamp(),
+                  renewed_at = statement_timestamp(),
+                  expires_at = statement_timestamp() + make_interval(secs => :seconds)
+ WHERE name = :name
 RETURNING epoch
 """)
 _RENEW = text("""
@@ -74,7 +88,7 @@ RETURNING epoch
 _FENCE = text("""
 SELECT epoch FROM leases
  WHERE name = :name AND epoch = :epoch AND expires_at > statement_timestamp()
-   FOR SHARE
+   FOR KEY SHARE
 """)
 _READ = text("""
 SELECT name, holder, epoch, expires_at, expires_at <= statement_timestamp() AS expired
@@ -98,8 +112,17 @@ class LeaseRepository:
 
     def try_acquire(self, holder: str, seconds: float) -> int | None:
         """The new epoch if this call took the lease, else None (someone holds it)."""
-        row = self._row(_ACQUIRE, {"name": self.name, "holder": holder, "seconds": seconds})
-        return None if row is None else int(row[0])
+        params = {"name": self.name, "holder": holder, "seconds": seconds}
+        peek = self._row(_PEEK, params)
+        if peek is None:  # the first leader ever: create the row (one of several racing wins)
+            created = self._row(_CREATE, params)
+            return None if created is None else int(created[0])
+        if not peek[0]:
+            return None  # held: a standby's poll costs one read, and takes no lock
+        with translated(), self._db.engine.begin() as conn:
+            if conn.execute(_LOCK_EXPIRED, params).first() is None:
+                return None  # renewed (or taken) while we waited for the lock
+            return int(conn.execute(_TAKE, params).scalar_one())
 
     def renew(self, holder: str, epoch: int, seconds: float) -> bool:
         """Extend the lease; False when it is no longer ours (expired or taken)."""
