@@ -1,5 +1,5 @@
 # One entry point for people and CI. `make test` works on a fresh machine: it creates the
-# virtualenv, installs PostgreSQL from Debian's packages when missing (as root), builds or
+# virtualenv, installs PostgreSQL and Prometheus from Debian's packages when missing (as root), builds or
 # reuses the Kubernetes control plane (kube-apiserver, etcd, kwok) and the Go clients the tests
 # drive the service with (grpc-health-probe, grpcurl, helm) from Go modules, then
 # runs the whole suite: lint, unit, integration (real PostgreSQL + SQLite, real gRPC) and
@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup test unit lint proto demo bench controlplane tools postgres-deps clean
+.PHONY: setup test unit lint proto demo bench controlplane tools postgres-deps prometheus-deps clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -23,6 +23,9 @@ setup: $(STAMP)
 postgres-deps:
 	./hack/ensure-postgres.sh
 
+prometheus-deps:
+	./hack/ensure-prometheus.sh
+
 controlplane:
 	./hack/build-controlplane.sh
 
@@ -30,7 +33,7 @@ controlplane:
 tools:
 	./hack/build-tools.sh
 
-test: setup postgres-deps controlplane tools lint
+test: setup postgres-deps prometheus-deps controlplane tools lint
 	$(BIN)/python -m pytest -m "not perf" $(PYTEST_ARGS)
 
 unit: setup
@@ -39,6 +42,7 @@ unit: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 proto: setup
 	PATH=$(CURDIR)/$(BIN):$$PATH ./hack/gen-proto.sh

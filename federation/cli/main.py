@@ -9,10 +9,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
+from federation.cli.durations import duration_flag
 from federation.cli.errors import EXIT_USAGE, fail
-from federation.cli.policy_flags import add_policy_flags
+from federation.cli.policy_flags import add_policy_flags, policy_limits
 from federation.domain.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from federation.service.server import ServeConfig
 
 DEFAULT_DB = "sqlite:///federation.db"
 
@@ -52,6 +57,13 @@ def _parser() -> argparse.ArgumentParser:
                        help="group commit: at most this many SubmitJob calls per store transaction")
     serve.add_argument("--submit-batch-delay-ms", type=float, default=2.0,
                        help="group commit: a submission waits at most this long for others to join its batch")
+    serve.add_argument("--audit-retention", metavar="DURATION", type=duration_flag(60, "DURATION"),
+                       help="prune planning rounds that ended longer ago than this (e.g. 30d), in the background; "
+                            "the latest decision of every live job is kept (default: keep everything)")
+    serve.add_argument("--log-format", choices=("text", "json"), default="text",
+                       help="text, or json: one JSON object per line with job, queue, cluster and round fields")
+    serve.add_argument("--metrics-listen", metavar="HOST:PORT",
+                       help="serve Prometheus metrics on http://HOST:PORT/metrics (off by default)")
 
     db = sub.add_parser("db", help="database schema migrations")
     db_sub = db.add_subparsers(dest="db_command", required=True)
@@ -81,6 +93,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--policy", action="append", dest="policies",
                        help="policy to run (repeatable; default: all four)")
     bench.add_argument("--json", dest="json_out", help="write the bench JSON here")
+    bench.add_argument("--placements", dest="placements_out", metavar="FILE",
+                       help="write every job start (restarts included) as JSON lines: policy, job, cluster, "
+                            "hypernode, tier, at (simulated seconds), pods")
     add_policy_flags(bench)
     return parser
 
@@ -91,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             from federation.service.server import serve_main
 
-            return serve_main(args)
+            return serve_main(_serve_config(args))
         if args.command == "db":
             from federation.store.migrate import downgrade, upgrade
 
@@ -102,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"database at {args.db.split('@')[-1]} is at revision {args.revision}")
             return 0
         if args.command == "demo":
-            from federation.sim.demo import demo_main
+            from federation.demo.main import demo_main
 
             return demo_main(args)
         if args.command == "bench":
@@ -114,14 +129,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_USAGE
 
 
+def _serve_config(args: argparse.Namespace) -> ServeConfig:
+    """The typed configuration of ``federation serve``, built from its parsed flags."""
+    from federation.domain.plans import PlanLimits
+    from federation.service.jobs import SubmitBatching
+    from federation.service.server import ServeConfig
+
+    return ServeConfig(
+        listen=args.listen, db=args.db, tokens=args.tokens,
+        tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
+        migrate=not args.no_migrate,
+        agent_grace_seconds=args.agent_grace_seconds,
+        round_debounce_seconds=args.round_debounce_seconds,
+        plan_limits=policy_limits(args, PlanLimits(time_limit_seconds=args.plan_time_limit)),
+        max_pending_per_round=args.max_pending_per_round,
+        shutdown_grace_seconds=args.shutdown_grace_seconds,
+        control_loop=not args.no_control_loop,
+        submit_batching=SubmitBatching(max_items=args.submit_batch_size,
+                                       max_delay_seconds=args.submit_batch_delay_ms / 1000),
+        metrics_listen=args.metrics_listen, log_format=args.log_format,
+        audit_retention_seconds=args.audit_retention,
+        leader_election=args.leader_election, lease_seconds=args.lease_seconds,
+    )
+
+
 def _bench(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from federation.cli.policy_flags import policy_limits
     from federation.sim.bench import run_bench
 
     policies = args.policies or ["cpsat", "volcano-greedy", "karmada-spread", "armada-drf"]
-    run_bench(args.scenario, policies, args.json_out, Console(), limits=policy_limits(args))
+    run_bench(args.scenario, policies, args.json_out, Console(), limits=policy_limits(args),
+              placements_out=args.placements_out)
     return 0
 
 

@@ -44,6 +44,9 @@ from federation.domain.resources import Resources
 
 PRIORITY_ANNOTATION = "federation.io/priority"
 OWNERS_ANNOTATION = "federation.io/owners"
+# Volcano's older hierarchical DRF annotations; refused in favour of spec.parent (one way to say it).
+HIERARCHY_ANNOTATIONS = ("volcano.sh/hierarchy", "volcano.sh/hierarchy-weights")
+TOPOLOGY_WAIT_ANNOTATION = "federation.io/topology-wait"  # opt-in hold for a lower tier (placement/intent.py)
 
 # priorityClassName -> priority. No class means 0, as in Kubernetes without a globalDefault.
 PRIORITY_CLASSES: Mapping[str, int] = {
@@ -223,6 +226,13 @@ def _priority(annotations: Mapping[str, str], priority_class: str, path: str) ->
         raise _rooted(f"{path}.spec.priorityClassName", exc) from None
 
 
+def _topology_wait(annotations: Mapping[str, str], path: str) -> float | None:
+    if TOPOLOGY_WAIT_ANNOTATION not in annotations:
+        return None
+    return duration_seconds(annotations[TOPOLOGY_WAIT_ANNOTATION],
+                            f"{path}.metadata.annotations[{TOPOLOGY_WAIT_ANNOTATION}]")
+
+
 def _common_tolerations(per_task: list[tuple[Toleration, ...]]) -> tuple[Toleration, ...]:
     """Tolerations every task's pods carry: the job-level set the planner may rely on."""
     if not per_task:
@@ -260,6 +270,7 @@ def parse_job(doc: Mapping[str, object], path: str, propagation: PropagationPoli
             max_retry=integer(spec["maxRetry"], f"{path}.spec.maxRetry") if "maxRetry" in spec else DEFAULT_MAX_RETRY,
             propagation=propagation,
             tolerations=_common_tolerations([tols for _, tols in parsed]),
+            topology_wait_seconds=_topology_wait(annotations, path),
         )
     except InvalidInput as exc:
         raise exc if exc.path.startswith(path) else _rooted(path, exc) from None
@@ -276,6 +287,10 @@ def parse_queue(doc: Mapping[str, object], path: str) -> Queue:
     if "name" not in meta:
         raise InvalidInput(f"{path}.metadata.name", "is required")
     annotations = string_map(meta.get("annotations"), f"{path}.metadata.annotations")
+    for key in HIERARCHY_ANNOTATIONS:
+        if key in annotations:
+            raise InvalidInput(f"{path}.metadata.annotations[{key}]", "not supported: express the hierarchy with "
+                               "spec.parent and each queue's spec.weight (Volcano's hierarchical queues)")
     owners = tuple(o.strip() for o in annotations.get(OWNERS_ANNOTATION, "").split(",") if o.strip())
     guarantee = mapping(spec.get("guarantee"), f"{path}.spec.guarantee")
     check_keys(guarantee, f"{path}.spec.guarantee", ("resource",))
@@ -296,8 +311,13 @@ def parse_queue(doc: Mapping[str, object], path: str) -> Queue:
             reclaimable=boolean(spec.get("reclaimable", True), f"{sp}.reclaimable"),
             parent=string(spec["parent"], f"{sp}.parent") if spec.get("parent") else None,
             owners=owners,
+            topology_wait_seconds=_topology_wait(annotations, path),
         )
     except InvalidInput as exc:
         if exc.path.startswith(path):
             raise
-        raise (InvalidInput(f"{path}.metadata.name", exc.rule) if exc.path == "name" else exc.under(sp)) from None
+        if exc.path == "name":
+            raise InvalidInput(f"{path}.metadata.name", exc.rule) from None
+        if exc.path == "topologyWaitSeconds":
+            raise InvalidInput(f"{path}.metadata.annotations[{TOPOLOGY_WAIT_ANNOTATION}]", exc.rule) from None
+        raise exc.under(sp) from None

@@ -16,10 +16,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from federation.domain.jobs import Job
-from federation.domain.plans import FederationSnapshot
+from federation.domain.plans import FederationSnapshot, RunningJob
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources, total
 from federation.placement.fairshare import dominant_share, fair_shares
+from federation.placement.hierarchy import ancestors, is_hierarchical
 
 
 def _sums(queues: Iterable[str], items: Iterable[tuple[str, Resources]]) -> dict[str, Resources]:
@@ -33,10 +34,21 @@ def _sums(queues: Iterable[str], items: Iterable[tuple[str, Resources]]) -> dict
 
 
 def _job_requests(job: Job) -> Resources:
+    """Requests of the gang's pods (every replica unless the job is elastic)."""
     acc: dict[str, int] = {}
-    for task in job.tasks:
+    for task, count in zip(job.tasks, job.gang_counts, strict=True):
         for key, value in task.resources.amounts.items():
-            acc[key] = acc.get(key, 0) + value * task.replicas
+            acc[key] = acc.get(key, 0) + value * count
+    return Resources(acc)
+
+
+def _running_requests(run: RunningJob) -> Resources:
+    """What a running job holds: the requests of the pods its placement started."""
+    res = {t.name: t.resources for t in run.job.tasks}
+    acc: dict[str, int] = {}
+    for a in run.placement.pods:
+        for key, value in res[a.task].amounts.items() if a.task in res else ():
+            acc[key] = acc.get(key, 0) + value
     return Resources(acc)
 
 
@@ -102,6 +114,10 @@ class Ledger:
         self._req: dict[str, Resources] = {}
         self._size: dict[str, float] = {}
         self._share: dict[str, tuple[Resources, float]] = {}
+        self._running = frozenset(r.job.name for r in snapshot.running)
+        for r in snapshot.running:  # fair share counts what runs (an elastic job may run fewer pods)
+            if r.job.elastic:
+                self._req[r.job.name] = _running_requests(r)
         usage = _sums(self.queues, ((r.job.queue, self.req(r.job)) for r in snapshot.running))
         pending = _sums(self.queues, ((p.job.queue, self.req(p.job)) for p in snapshot.pending))
         demand = {q: usage[q] + pending[q] for q in self.queues}
@@ -109,6 +125,8 @@ class Ledger:
         self.usage = usage
         self.fair = fair_shares(tuple(self.queues.values()), demand, self.capacity)
         self._guarded = tuple(q for q in self.queues.values() if q.guarantee)
+        self._ancestors: dict[str, list[str]] = {}
+        self._nested = is_hierarchical(tuple(self.queues.values()))
 
     def req(self, job: Job) -> Resources:
         """``job.requests``, memoised (it is recomputed on every property access)."""
@@ -138,19 +156,45 @@ class Ledger:
         return found
 
     def capability_ok(self, job: Job) -> bool:
-        cap = self.queues[job.queue].capability
-        if cap is None:
-            return True
+        """The job's queue and every parent above it stay within their capability (a
+        parent's capability caps its whole subtree, as Volcano's hierarchical queues)."""
         req = self.req(job)
-        after = self.usage[job.queue] + req
-        return all(after.get(k) <= v for k, v in cap if req.get(k) > 0)
+        for name in (job.queue, *self.ancestors(job.queue)):
+            cap = self.queues[name].capability if name in self.queues else None
+            if cap is None:
+                continue
+            after = self.subtree_usage(name) + req
+            if not all(after.get(k) <= v for k, v in cap if req.get(k) > 0):
+                return False
+        return True
+
+    def ancestors(self, name: str) -> list[str]:
+        found = self._ancestors.get(name)
+        if found is None:
+            found = self._ancestors[name] = ancestors(self.queues, name)
+        return found
+
+    def subtree_usage(self, name: str) -> Resources:
+        """Usage of ``name`` and every queue below it."""
+        if not self._nested:
+            return self.usage[name]
+        return total([u for q, u in self.usage.items() if q == name or name in self.ancestors(q)])
 
     def held_back(self, for_queue: str) -> Resources:
-        """Unused guarantees of the other queues (never lent to ``for_queue``)."""
+        """Unused guarantees of the other queues (never lent to ``for_queue``).
+
+        Guarantees nest: a guarded queue's guarantee covers its subtree, so an inner
+        guarantee counts only when no guarded queue above it is outside ``for_queue``'s
+        own line (which may use its ancestors' guarantees).
+        """
         acc = Resources()
+        mine = {for_queue, *self.ancestors(for_queue)}
         for q in self._guarded:
-            if q.name != for_queue:
-                acc = acc + (q.guarantee - self.usage[q.name]).clamp_min_zero()
+            if q.name in mine:
+                continue
+            if any(a not in mine and self.queues[a].guarantee for a in self.ancestors(q.name) if a in self.queues):
+                continue  # counted with the outer guarantee
+            acc = acc + (q.guarantee - self.subtree_usage(q.name)).clamp_min_zero()
         return acc
 
     def guarantee_ok(self, job: Job) -> bool:
@@ -163,9 +207,17 @@ class Ledger:
         room = self.free_total - req
         return all(room.get(k) >= v for k, v in held if req.get(k) > 0)
 
-    def add(self, job: Job, sign: int = 1) -> None:
-        """Record a placement (+1) or a preemption / undo (-1) of ``job``."""
+    def add(self, job: Job, sign: int = 1, placed: Resources | None = None) -> None:
+        """Record a placement (+1) or a preemption / undo (-1) of ``job``.
+
+        ``placed``: what an elastic placement actually started (more than its gang), kept
+        as the job's requests while it is placed so an undo gives back the same amount.
+        """
+        if placed is not None:
+            self._req[job.name] = placed
         delta = self.req(job) if sign > 0 else self.req(job).scaled(-1)
+        if sign < 0 and job.elastic and job.name not in self._running:
+            self._req.pop(job.name, None)  # pending again: its gang requests
         self.usage[job.queue] = self.usage[job.queue] + delta
         self.free_total = self.free_total - delta
 

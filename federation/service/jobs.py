@@ -35,14 +35,17 @@ import grpc.aio
 from federation.domain.errors import InvalidInput
 from federation.domain.jobs import Job
 from federation.domain.queues import Queue
+from federation.metrics.instruments import NO_METRICS, ServiceMetrics
+from federation.placement.intent import topology_wait
 from federation.service.auth import Authenticator, Identity, check_queue, may_use_queue
 from federation.service.batching import Batcher
-from federation.service.convert import job_from_proto, job_state_name
+from federation.service.errors import status_for
 from federation.service.views import event_to_view, explain, job_to_view
 from federation.store.errors import NotFound
 from federation.store.jobs_submit import Outcome
 from federation.store.records import JobRecord, Submitted
 from federation.v1 import jobs_pb2, jobs_pb2_grpc
+from federation.wire.convert import job_from_proto, job_state_name
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -112,12 +115,22 @@ class QueueCache:
             self._loading.pop(name, None)
 
 
+def refusal_outcome(exc: BaseException) -> str:
+    """The ``federation_submissions_total`` outcome of a refused submission: the gRPC code
+    ``ErrorMapping`` answers with, in lower case (``invalid_argument``, ``unavailable`` …)."""
+    mapped = status_for(exc)
+    return mapped[0].name.lower() if mapped is not None else "internal"
+
+
 class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     def __init__(self, store: Any, auth: Authenticator, *, rounds: Trigger | None = None,
                  hub: Canceller | None = None, queues: QueueCache | None = None,
                  spec_limit_bytes: int = DEFAULT_SPEC_LIMIT, watch_poll_seconds: float = 0.2,
-                 batching: SubmitBatching | None = None) -> None:
+                 batching: SubmitBatching | None = None, topology_wait_seconds: float = 0.0,
+                 metrics: ServiceMetrics = NO_METRICS) -> None:
         self._store = store
+        self._topology_wait = topology_wait_seconds  # the service default, for ExplainJob
+        self._metrics = metrics
         self._auth = auth
         self._rounds = rounds
         self._hub = hub
@@ -167,6 +180,15 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     # ------------------------------------------------------------------ RPCs
 
     async def SubmitJob(self, request: jobs_pb2.SubmitJobRequest, context: Context) -> jobs_pb2.SubmitJobResponse:
+        try:
+            response = await self._submit(request, context)
+        except Exception as exc:
+            self._metrics.submission(refusal_outcome(exc))
+            raise
+        self._metrics.submission("created" if response.created else "existing")
+        return response
+
+    async def _submit(self, request: jobs_pb2.SubmitJobRequest, context: Context) -> jobs_pb2.SubmitJobResponse:
         who = self._auth.require_tenant(context)
         size = request.spec.ByteSize()
         if size > self._limit:
@@ -279,4 +301,10 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         record = await self._visible_record(who, request.name)
         latest = await self._call(self._store.audit.latest_decision, request.name)
         work = await self._call(self._store.works.latest, request.name)  # where pods actually are
-        return explain(record, latest, work)
+        resp = explain(record, latest, work)
+        try:
+            queue: Queue | None = await self.queues.get(record.queue)
+        except NotFound:
+            queue = None
+        resp.topology_wait = topology_wait(record.job, queue, self._topology_wait).describe()
+        return resp

@@ -17,7 +17,6 @@ nothing.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import logging
@@ -32,8 +31,13 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from federation.cli.policy_flags import policy_limits
+from federation.control.loop import DEFAULT_MAX_PENDING, RoundScheduler
+from federation.control.retention import AuditRetention
 from federation.domain.plans import PlanLimits
+from federation.logs import configure, redact
+from federation.metrics.exporter import MetricsServer, parse_listen, serve_metrics, with_process_metrics
+from federation.metrics.gauges import FederationCollector
+from federation.metrics.instruments import NO_METRICS, ServiceMetrics
 from federation.service.agent_hub import AgentHub
 from federation.service.audit import AuditServicer
 from federation.service.auth import Authenticator
@@ -43,7 +47,6 @@ from federation.service.health import AGENTS, AUDIT, CLUSTERS, DEFAULT_INTERVAL_
 from federation.service.jobs import DEFAULT_SPEC_LIMIT, JobServicer, SubmitBatching
 from federation.service.leadership import Elector, Leadership, LeaseTimings
 from federation.service.queues import QueueServicer
-from federation.service.rounds import DEFAULT_MAX_PENDING, RoundScheduler
 from federation.store.leases import LeaseFence, LeaseRepository
 from federation.v1 import agent_pb2_grpc, audit_pb2_grpc, clusters_pb2_grpc, jobs_pb2_grpc, queues_pb2_grpc
 
@@ -71,6 +74,32 @@ class ServerTls:
         )
 
 
+@dataclass(frozen=True)
+class ServeConfig:
+    """Everything ``federation serve`` was told, typed; built by the CLI (``cli/main.py``),
+    which is the only place that parses arguments. Defaults match the CLI's."""
+
+    listen: str = "127.0.0.1:50051"
+    db: str = "sqlite:///federation.db"
+    tokens: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+    migrate: bool = True
+    agent_grace_seconds: float = 30.0
+    round_debounce_seconds: float = 0.2
+    plan_limits: PlanLimits = field(default_factory=PlanLimits)
+    max_pending_per_round: int = DEFAULT_MAX_PENDING
+    shutdown_grace_seconds: float = 10.0
+    control_loop: bool = True
+    submit_batching: SubmitBatching = field(default_factory=SubmitBatching)
+    metrics_listen: str | None = None  # HOST:PORT of Prometheus /metrics; None: no metrics kept
+    log_format: str = "text"  # text | json (federation.logs)
+    audit_retention_seconds: float | None = None  # None: keep the whole audit
+    leader_election: bool = False  # PostgreSQL only: replicas compete for a lease (docs/design/standby.md)
+    lease_seconds: float = 15.0
+
+
 @dataclass
 class RunningServer:
     """A started service; ``stop()`` shuts it down gracefully (see the module docstring)."""
@@ -85,6 +114,8 @@ class RunningServer:
     jobs: JobServicer
     health: HealthReporter
     leadership: Leadership
+    metrics: MetricsServer | None = None
+    retention: AuditRetention | None = None
     elector: Elector | None = None
     lost: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when this replica lost the leadership it held (``serve`` then exits 1)."""
@@ -110,15 +141,22 @@ class RunningServer:
             await self.jobs.close()  # submission batches still running commit before the store closes
             if self.rounds is not None:
                 await self.rounds.stop()
+            if self.retention is not None:
+                await self.retention.stop()
+            if self.metrics is not None:
+                await asyncio.to_thread(self.metrics.stop)
             if self.elector is not None:
                 await self.elector.release()  # after the last round: the next leader starts at once
 
     async def _elected(self, epoch: int) -> None:
-        """Take the leader's part: rounds (the first one repairs what the last leader left) and agents."""
+        """Take the leader's part: rounds (the first one repairs what the last leader left),
+        agents and audit retention."""
         if self.rounds is not None:
             await self.rounds.start()
         if self.hub is not None:
             await self.hub.start()
+        if self.retention is not None:
+            await self.retention.start()
         await self.health.publish()
 
     async def _lost(self, reason: str) -> None:
@@ -127,6 +165,8 @@ class RunningServer:
             await self.hub.stop()
         if self.rounds is not None:
             await self.rounds.stop()
+        if self.retention is not None:
+            await self.retention.stop()
         self.lost.set()
 
     async def wait_for_termination(self) -> None:
@@ -156,15 +196,20 @@ async def build_server(
     max_message_bytes: int = MAX_MESSAGE_BYTES,
     watch_poll_seconds: float = 0.2,
     submit_batching: SubmitBatching | None = None,
+    metrics_listen: str | None = None,
+    audit_retention_seconds: float | None = None,
     leader_election: LeaseTimings | None = None,
     health_interval_seconds: float = DEFAULT_INTERVAL_SECONDS,
 ) -> RunningServer:
     """Start the service on ``listen`` (port 0 = any free port) and return its handles.
 
     ``control_loop=False`` leaves out the round scheduler and the agent hub (API-only
-    tests that must not see jobs placed under them). ``leader_election`` (PostgreSQL
-    only) starts the replica as a standby: it serves reads, refuses writes and agent
-    streams, and takes the leader's part once it holds the lease (docs/design/standby.md).
+    tests that must not see jobs placed under them). ``metrics_listen`` serves Prometheus
+    metrics on ``HOST:PORT/metrics``; without it no metric is kept at all.
+    ``audit_retention_seconds`` prunes the audit in the background (``retention``).
+    ``leader_election`` (PostgreSQL only) starts the replica as a standby: it serves
+    reads, refuses writes and agent streams, and takes the leader's part (rounds, agents,
+    retention) once it holds the lease (docs/design/standby.md).
     """
     auth = auth if auth is not None else Authenticator.open_mode()
     leadership = Leadership() if leader_election is not None else Leadership.always()
@@ -173,13 +218,14 @@ async def build_server(
             raise ValueError("--leader-election elects the replica that runs the control loop; "
                              "it cannot go with --no-control-loop")
         store.db.fence = LeaseFence(leadership.current_epoch)
+    metrics: ServiceMetrics = ServiceMetrics() if metrics_listen is not None else NO_METRICS
     rounds: RoundScheduler | None = None
     hub: AgentHub | None = None
     if control_loop:
         rounds = RoundScheduler(store, debounce_seconds=round_debounce_seconds,
                                 limits=plan_limits or PlanLimits(), clock=clock,
-                                max_pending=max_pending_per_round)
-        hub = AgentHub(store, rounds, auth, grace_seconds=agent_grace_seconds, clock=clock,
+                                max_pending=max_pending_per_round, metrics=metrics)
+        hub = AgentHub(store, rounds, auth, grace_seconds=agent_grace_seconds, clock=clock, metrics=metrics,
                        leading=leadership.leading)
     health = HealthReporter(store.ping, leadership.leading, agents=hub is not None,
                             interval=health_interval_seconds)
@@ -190,7 +236,8 @@ async def build_server(
                  ("grpc.so_reuseport", 0)],
     )
     jobs = JobServicer(store, auth, rounds=rounds, hub=hub, spec_limit_bytes=spec_limit_bytes,
-                       watch_poll_seconds=watch_poll_seconds, batching=submit_batching)
+                       watch_poll_seconds=watch_poll_seconds, batching=submit_batching, metrics=metrics,
+                       topology_wait_seconds=(plan_limits or PlanLimits()).topology_wait_seconds)
     jobs_pb2_grpc.add_JobServiceServicer_to_server(jobs, server)
     queues_pb2_grpc.add_QueueServiceServicer_to_server(QueueServicer(store, auth), server)
     clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth), server)
@@ -203,10 +250,20 @@ async def build_server(
     bound = server.add_secure_port(target, tls.credentials()) if tls else server.add_insecure_port(target)
     if bound == 0:
         raise OSError(f"cannot listen on {listen}")
+    exporter: MetricsServer | None = None
+    if metrics_listen is not None:
+        with_process_metrics(metrics.registry).register(FederationCollector(
+            store.stats, observed=(lambda: rounds.observed) if rounds is not None else (lambda: None),
+            streams=hub.stream_count if hub is not None else None))
+        exporter = serve_metrics(metrics_listen, metrics.registry)
     await server.start()
+    retention = None
+    if audit_retention_seconds is not None:
+        retention = AuditRetention(store, audit_retention_seconds, metrics=metrics)
     address = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
     running = RunningServer(server=server, port=bound, address=address, store=store, auth=auth,
-                            rounds=rounds, hub=hub, jobs=jobs, health=health, leadership=leadership)
+                            rounds=rounds, hub=hub, jobs=jobs, health=health, leadership=leadership,
+                            metrics=exporter, retention=retention)
     await health.start()
     if leader_election is None:
         await running._elected(0)
@@ -248,84 +305,91 @@ def open_store(url: str, *, migrate: bool) -> Any:
 
 
 def _redact(url: str) -> str:
-    """A database URL without its password, fit for a log line."""
-    scheme, sep, rest = url.partition("://")
-    if sep and "@" in rest:
-        creds, _, host = rest.rpartition("@")
-        user, has_password, _ = creds.partition(":")
-        return f"{scheme}://{user}{':***' if has_password else ''}@{host}"
-    return url
+    """A database URL without its password, fit for a log line or an error message."""
+    return redact(url)
 
 
-def serve_main(args: argparse.Namespace) -> int:
+def serve_main(config: ServeConfig) -> int:
     """``federation serve``: run until SIGTERM/SIGINT, then shut down gracefully (exit 0)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
-    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
-        _host_port(args.listen)
+        configure(config.log_format)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
-        auth = Authenticator.from_file(args.tokens) if args.tokens else Authenticator.open_mode()
-    except (OSError, ValueError) as exc:
-        print(f"error: --tokens: {exc}", file=sys.stderr)
+        _host_port(config.listen)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
-    tls = None
-    if args.tls_cert or args.tls_key:
-        if not (args.tls_cert and args.tls_key):
-            print("error: --tls-cert and --tls-key go together", file=sys.stderr)
-            return 2
-        tls = ServerTls(args.tls_cert, args.tls_key, args.tls_client_ca)
-    elif args.tls_client_ca:
-        print("error: --tls-client-ca needs --tls-cert and --tls-key", file=sys.stderr)
-        return 2
-    leader_election = None
-    if getattr(args, "leader_election", False):
-        if not args.db.startswith("postgresql"):
-            print("error: --leader-election needs PostgreSQL (--db postgresql+psycopg://...): SQLite is "
-                  "single-replica, run one replica without --leader-election", file=sys.stderr)
-            return 2
-        if getattr(args, "no_control_loop", False):
-            print("error: --leader-election cannot go with --no-control-loop (the leader is the replica that "
-                  "runs the control loop)", file=sys.stderr)
-            return 2
+    if config.metrics_listen is not None:
         try:
-            leader_election = LeaseTimings(args.lease_seconds)
+            parse_listen(config.metrics_listen)
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     try:
-        store = open_store(args.db, migrate=not args.no_migrate)
+        auth = Authenticator.from_file(config.tokens) if config.tokens else Authenticator.open_mode()
+    except (OSError, ValueError) as exc:
+        print(f"error: --tokens: {exc}", file=sys.stderr)
+        return 2
+    tls = None
+    if config.tls_cert or config.tls_key:
+        if not (config.tls_cert and config.tls_key):
+            print("error: --tls-cert and --tls-key go together", file=sys.stderr)
+            return 2
+        tls = ServerTls(config.tls_cert, config.tls_key, config.tls_client_ca)
+    elif config.tls_client_ca:
+        print("error: --tls-client-ca needs --tls-cert and --tls-key", file=sys.stderr)
+        return 2
+    leader_election = None
+    if config.leader_election:
+        if not config.db.startswith("postgresql"):
+            print("error: --leader-election needs PostgreSQL (--db postgresql+psycopg://...): SQLite is "
+                  "single-replica, run one replica without --leader-election", file=sys.stderr)
+            return 2
+        if not config.control_loop:
+            print("error: --leader-election cannot go with --no-control-loop (the leader is the replica that "
+                  "runs the control loop)", file=sys.stderr)
+            return 2
+        try:
+            leader_election = LeaseTimings(config.lease_seconds)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    try:
+        store = open_store(config.db, migrate=config.migrate)
     except StartupError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     try:
-        return asyncio.run(_serve(store, auth, tls, args, leader_election))
+        return asyncio.run(_serve(store, auth, tls, config, leader_election))
     finally:
         store.dispose()
 
 
-async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, args: argparse.Namespace,
+async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, config: ServeConfig,
                  leader_election: LeaseTimings | None) -> int:
-    print(auth.describe(), file=sys.stderr, flush=True)
+    log.info("%s", auth.describe())
     running = await build_server(
-        store, listen=args.listen, auth=auth, tls=tls,
-        agent_grace_seconds=args.agent_grace_seconds,
-        round_debounce_seconds=args.round_debounce_seconds,
-        plan_limits=policy_limits(args, PlanLimits(time_limit_seconds=args.plan_time_limit)),
-        max_pending_per_round=getattr(args, "max_pending_per_round", DEFAULT_MAX_PENDING),
-        control_loop=not getattr(args, "no_control_loop", False),
-        submit_batching=SubmitBatching(max_items=getattr(args, "submit_batch_size", 64),
-                                       max_delay_seconds=getattr(args, "submit_batch_delay_ms", 2.0) / 1000),
+        store, listen=config.listen, auth=auth, tls=tls,
+        agent_grace_seconds=config.agent_grace_seconds,
+        round_debounce_seconds=config.round_debounce_seconds,
+        plan_limits=config.plan_limits,
+        max_pending_per_round=config.max_pending_per_round,
+        control_loop=config.control_loop,
+        submit_batching=config.submit_batching,
+        metrics_listen=config.metrics_listen,
+        audit_retention_seconds=config.audit_retention_seconds,
         leader_election=leader_election,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    print(f"listening with {'TLS' if tls else 'plaintext'}, db {_redact(args.db)}", file=sys.stderr, flush=True)
+    log.info("listening with %s, db %s", "TLS" if tls else "plaintext", _redact(config.db))
+    if running.metrics is not None:
+        log.info("metrics on http://%s/metrics", running.metrics.address)
     print(f"federation serving on {running.address}", flush=True)
     lost = asyncio.create_task(running.lost.wait())
     stopped = asyncio.create_task(stop.wait())
@@ -333,11 +397,10 @@ async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, args: a
     lost.cancel()
     stopped.cancel()
     if running.lost.is_set():  # docs/design/standby.md: restart as a fresh standby
-        print("federation: leadership lost; exiting so this replica restarts as a standby",
-              file=sys.stderr, flush=True)
+        log.error("federation: leadership lost; exiting so this replica restarts as a standby")
         await running.stop(grace=1.0)
         return 1
-    print("federation: shutting down (in-flight requests finish)", file=sys.stderr, flush=True)
-    await running.stop(grace=args.shutdown_grace_seconds)
-    print("federation: stopped", file=sys.stderr, flush=True)
+    log.info("federation: shutting down (in-flight requests finish)")
+    await running.stop(grace=config.shutdown_grace_seconds)
+    log.info("federation: stopped")
     return 0

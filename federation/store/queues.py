@@ -15,15 +15,16 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from federation.domain.errors import InvalidInput
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
+from federation.domain.states import TERMINAL_STATES
 from federation.store import paging
 from federation.store.codec import resources_from_json, resources_to_json
 from federation.store.engine import Database
 from federation.store.errors import AlreadyExists, Conflict, NotFound
 from federation.store.models import JobRow, QueueRow
 from federation.store.records import Page
-from federation.store.states import TERMINAL_STATES
 
 
 def queue_of(row: QueueRow) -> Queue:
@@ -37,6 +38,7 @@ def queue_of(row: QueueRow) -> Queue:
         reclaimable=row.reclaimable,
         parent=row.parent,
         owners=tuple(str(o) for o in row.owners),
+        topology_wait_seconds=row.topology_wait_seconds,
     )
 
 
@@ -49,6 +51,7 @@ def _apply(row: QueueRow, queue: Queue) -> None:
     row.reclaimable = queue.reclaimable
     row.parent = queue.parent
     row.owners = list(queue.owners)
+    row.topology_wait_seconds = queue.topology_wait_seconds
 
 
 def _check_parent(session: Session, queue: Queue) -> None:
@@ -60,8 +63,8 @@ def _check_parent(session: Session, queue: Queue) -> None:
             raise Conflict(f"queue {queue.name!r}: parent {queue.parent!r} would make a cycle")
         seen.add(cursor)
         parent = session.get(QueueRow, cursor)
-        if parent is None:
-            raise NotFound("queue", cursor)
+        if parent is None:  # the spec is wrong, not the request's target: INVALID_ARGUMENT
+            raise InvalidInput("spec.parent", f"unknown parent queue {cursor!r} (create it first, or use root)")
         cursor = parent.parent
 
 

@@ -96,6 +96,7 @@ class Queue(_message.Message):
     PARENT_FIELD_NUMBER: _builtins.int
     OWNERS_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
+    TOPOLOGY_WAIT_SECONDS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     weight: _builtins.int
     """1..65535; 0 on input = 1."""
@@ -103,6 +104,8 @@ class Queue(_message.Message):
     reclaimable: _builtins.bool
     """Unset = true."""
     parent: _builtins.str
+    topology_wait_seconds: _builtins.float
+    """Default topology wait of its jobs that carry a networkTopology; unset = the service's."""
     @_builtins.property
     def capability(self) -> Global___ResourceList:
         """Hard cap; unset = none."""
@@ -136,14 +139,20 @@ class Queue(_message.Message):
         parent: _builtins.str = ...,
         owners: _abc.Iterable[_builtins.str] | None = ...,
         status: Global___QueueStatus | None = ...,
+        topology_wait_seconds: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_reclaimable", b"_reclaimable", "capability", b"capability", "deserved", b"deserved", "reclaimable", b"reclaimable", "status", b"status"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_reclaimable", b"_reclaimable", "_topology_wait_seconds", b"_topology_wait_seconds", "capability", b"capability", "deserved", b"deserved", "reclaimable", b"reclaimable", "status", b"status", "topology_wait_seconds", b"topology_wait_seconds"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reclaimable", b"_reclaimable", "capability", b"capability", "deserved", b"deserved", "guarantee", b"guarantee", "name", b"name", "owners", b"owners", "parent", b"parent", "priority", b"priority", "reclaimable", b"reclaimable", "status", b"status", "weight", b"weight"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reclaimable", b"_reclaimable", "_topology_wait_seconds", b"_topology_wait_seconds", "capability", b"capability", "deserved", b"deserved", "guarantee", b"guarantee", "name", b"name", "owners", b"owners", "parent", b"parent", "priority", b"priority", "reclaimable", b"reclaimable", "status", b"status", "topology_wait_seconds", b"topology_wait_seconds", "weight", b"weight"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__reclaimable: _TypeAlias = _typing.Literal["reclaimable"]  # noqa: Y015
     _WhichOneofArgType__reclaimable: _TypeAlias = _typing.Literal["_reclaimable", b"_reclaimable"]  # noqa: Y015
+    _WhichOneofReturnType__topology_wait_seconds: _TypeAlias = _typing.Literal["topology_wait_seconds"]  # noqa: Y015
+    _WhichOneofArgType__topology_wait_seconds: _TypeAlias = _typing.Literal["_topology_wait_seconds", b"_topology_wait_seconds"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__reclaimable) -> _WhichOneofReturnType__reclaimable | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__topology_wait_seconds) -> _WhichOneofReturnType__topology_wait_seconds | None: ...
 
 Global___Queue: _TypeAlias = Queue  # noqa: Y015
 

@@ -1,6 +1,6 @@
 """Submission throughput through the client library to ``federation serve`` on PostgreSQL.
 
-A short run (3 s) of ``federation.service.submitbench`` — the full 60 s figure is recorded
+A short run (3 s) of ``federation.bench.submit`` — the full 60 s figure is recorded
 in docs/benchmarks.md with its command. Asserts correctness only (every acknowledged job
 is in the store, no errors, the server drains and exits 0), never a wall-clock rate:
 the machine is shared.
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from federation.service.submitbench import run
+from federation.bench.submit import run
 from federation.store import migrate as migrations
 
 pytestmark = pytest.mark.perf
@@ -58,3 +58,15 @@ def test_every_acknowledged_submission_is_stored(bench_db: str) -> None:
     assert report.stored_unacknowledged == 0
     assert report.server_exit_code == 0
     assert all(b["jobs"] > 0 for b in report.baseline)
+
+
+def test_the_metrics_cost_comparison_runs_both_sides_and_scrapes(bench_db: str) -> None:
+    """``federation.bench.metrics_cost`` (docs/benchmarks.md, "Cost of metrics"), shortened:
+    one run without and one with ``--metrics-listen``, the endpoint scraped meanwhile."""
+    from federation.bench.metrics_cost import compare
+
+    result = compare(bench_db, rounds=1, seconds=3, clients=1, concurrency=8, scrape_interval=0.5,
+                     control_loop=False)
+    assert result["off"]["runs"]["missing"] == 0 and result["on"]["runs"]["missing"] == 0
+    assert result["off"]["jobs_per_second"] > 0 and result["on"]["jobs_per_second"] > 0
+    assert result["scrapes"] >= 2  # the server with metrics answered /metrics during its run

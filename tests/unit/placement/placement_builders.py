@@ -23,7 +23,7 @@ from federation.domain import (
     Toleration,
 )
 from federation.placement import greedy_plan, plan, validate
-from federation.placement.instances import gang, gpu_node, tiered_cluster
+from tests.fixtures.instances import gang, gpu_node, tiered_cluster
 
 # The rules alone: evict and widen at once (the shipped defaults hold both back; see
 # test_placement_policy.py).
@@ -91,9 +91,13 @@ def snap(clusters: Sequence[ClusterSnapshot], jobs: Sequence[Job], queues: Seque
     return FederationSnapshot(cs, qs, pend, tuple(runs), now)
 
 
-def checked(planner: str, s: FederationSnapshot) -> Plan:
+# The shipped defaults, with a short solver budget only (what an operator gets untouched).
+SHIPPED = PlanLimits(time_limit_seconds=0.3, workers=1)
+
+
+def checked(planner: str, s: FederationSnapshot, limits: PlanLimits = FAST) -> Plan:
     """Run a planner and assert its plan is valid."""
-    result = greedy_plan(s, FAST) if planner == "greedy" else plan(s, FAST)
+    result = greedy_plan(s, limits) if planner == "greedy" else plan(s, limits)
     problems = validate(s, result)
     assert problems == [], problems
     return result
