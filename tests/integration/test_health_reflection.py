@@ -10,7 +10,6 @@ from typing import Any
 
 import grpc
 import grpc.aio
-from gotools import arun_tool
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from servicekit import ADMIN, running, secured
 
@@ -18,6 +17,7 @@ from federation.domain.queues import Queue
 from federation.service.health import AGENTS, AUDIT, CLUSTERS, JOBS, QUEUES
 from federation.store import Store
 from federation.store import migrate as migrations
+from tests.fixtures.gotools import arun_tool
 
 FEDERATION_SERVICES = {JOBS, QUEUES, CLUSTERS, AUDIT, AGENTS}
 
