@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup test unit lint proto demo bench controlplane tools postgres-deps prometheus-deps clean
+.PHONY: setup test unit lint proto demo bench controlplane tools image postgres-deps prometheus-deps clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -28,6 +28,13 @@ prometheus-deps:
 
 controlplane:
 	./hack/build-controlplane.sh
+
+# The image deploy/chart/ references (image.repository:appVersion): keep IMAGE in step
+# with the charts' values.yaml and Chart.yaml (tests/unit/test_image_reference.py checks).
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+IMAGE ?= federation:$(VERSION)
+image:
+	docker build -t $(IMAGE) .
 
 # grpc-health-probe, grpcurl and helm, from their Go modules (cached like the control plane).
 tools:
