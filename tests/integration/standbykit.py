@@ -23,12 +23,13 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
 import grpc.aio
 import yaml
 from fleetkit import TOKENS as AGENT_TOKENS
-from fleetkit import Fleet, job_spec
+from fleetkit import Fleet, eventually, job_spec
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from servicekit import NLP, TOKENS
 
@@ -230,17 +231,12 @@ class Federation:
     def logs(self) -> str:
         return "\n".join(f"--- {r.log.name}\n{r.log.read_text()[-6000:]}" for r in self.replicas if r.log.exists())
 
-    async def wait(self, check: object, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            result = check() if callable(check) else check
-            if asyncio.iscoroutine(result):
-                result = await result
-            if result:
-                return
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{self.logs()}")
-            await asyncio.sleep(0.05)
+    async def wait(self, check: Any, timeout: float, what: str) -> None:
+        """``eventually``, with both replicas' logs in the failure."""
+        try:
+            await eventually(check, timeout=timeout, what=what)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.logs()}") from None
 
     async def start(self, *, agents: bool = True) -> None:
         store = Store(self.url)

@@ -10,6 +10,7 @@ from typing import Any
 
 import grpc
 import grpc.aio
+from fleetkit import eventually
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from servicekit import ADMIN, running, secured
 
@@ -91,22 +92,13 @@ async def test_overall_status_follows_the_database(scratch_postgres: Any) -> Non
             addr = f"127.0.0.1:{server.port}"
             assert (await arun_tool("grpc-health-probe", f"-addr={addr}")).returncode == 0
             await asyncio.to_thread(scratch_postgres.stop)
-            await _until(lambda: server.health.status() == health_pb2.HealthCheckResponse.NOT_SERVING)
+            await eventually(lambda: server.health.status() == health_pb2.HealthCheckResponse.NOT_SERVING)
             down = await arun_tool("grpc-health-probe", f"-addr={addr}")
             assert down.returncode == 4 and "NOT_SERVING" in down.stderr, (down.returncode, down.stderr)
             audit = await arun_tool("grpc-health-probe", f"-addr={addr}", f"-service={AUDIT}")
             assert audit.returncode == 4
             await asyncio.to_thread(scratch_postgres.start)
-            await _until(lambda: server.health.status() == health_pb2.HealthCheckResponse.SERVING, timeout=30)
+            await eventually(lambda: server.health.status() == health_pb2.HealthCheckResponse.SERVING, timeout=30)
             assert (await arun_tool("grpc-health-probe", f"-addr={addr}")).returncode == 0
     finally:
         store.dispose()
-
-
-async def _until(check, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not check():
-        if loop.time() > deadline:
-            raise AssertionError("timed out")
-        await asyncio.sleep(0.05)

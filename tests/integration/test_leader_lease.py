@@ -6,7 +6,6 @@ hand-over); SQLite refused."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import grpc
 import grpc.aio
 import pytest
+from fleetkit import eventually
 from grpc_health.v1 import health_pb2
 from servicekit import ADMIN, EAST, NLP, client, secured, spec
 from sqlalchemy import text
@@ -102,30 +102,17 @@ async def _status(port: int, service: str = "") -> int:
         return int(reply.status)
 
 
-async def _until(check: Any, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        await asyncio.sleep(0.05)
-
-
 async def test_two_replicas_one_leads_the_standby_refuses_writes_and_agents_and_takes_over_on_stop(
         pg_store: Store) -> None:
     pg_store.queues.create(Queue("research", owners=("nlp",)))
     timings = LeaseTimings(3.0)
     first = await build_server(Store(pg_store.url), auth=secured(), leader_election=timings,
                                health_interval_seconds=0.2, round_debounce_seconds=0.05)
-    await _until(lambda: first.leadership.leading())
+    await eventually(lambda: first.leadership.leading())
     second = await build_server(Store(pg_store.url), auth=secured(), leader_election=timings,
                                 health_interval_seconds=0.2, round_debounce_seconds=0.05)
     try:
-        await _until(lambda: second.health.status() is not None)
+        await eventually(lambda: second.health.status() is not None)
         assert await _status(first.port) == SERVING
         assert await _status(second.port) == NOT_SERVING
         assert await _status(second.port, AGENTS) == NOT_SERVING
@@ -149,10 +136,10 @@ async def test_two_replicas_one_leads_the_standby_refuses_writes_and_agents_and_
 
         started = time.monotonic()
         await first.stop(grace=1.0)  # graceful: the lease is released, no waiting for expiry
-        await _until(lambda: second.leadership.leading(), timeout=timings.seconds + 5)
+        await eventually(lambda: second.leadership.leading(), timeout=timings.seconds + 5)
         handover = time.monotonic() - started
         assert handover < timings.seconds  # released, so well inside one lease
-        await _until(lambda: second.health.status() == SERVING)
+        await eventually(lambda: second.health.status() == SERVING)
         assert await _status(second.port) == SERVING
         async with client(second, ADMIN) as c:
             assert (await c.submit_job(spec("after-handover"))).created
