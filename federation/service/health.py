@@ -11,7 +11,7 @@ service                        SERVING when
 =============================  ==========================================================
 ``""`` (overall)               store answers and this replica leads
 AgentService                   store answers and this replica leads (standbys refuse streams)
-JobService, QueueService       store answers and this replica leads (their writes are fenced)
+Job-, Queue-, ObjectService    store answers and this replica leads (their writes are fenced)
 ClusterService, AuditService   store answers (read-only: a standby serves them too)
 Health, ServerReflection       always
 =============================  ==========================================================
@@ -39,7 +39,7 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
 from federation.store import StoreError
-from federation.v1 import agent_pb2, audit_pb2, clusters_pb2, jobs_pb2, queues_pb2
+from federation.v1 import agent_pb2, audit_pb2, clusters_pb2, jobs_pb2, objects_pb2, queues_pb2
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +50,11 @@ HEALTH = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 AGENTS = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
 JOBS = jobs_pb2.DESCRIPTOR.services_by_name["JobService"].full_name
 QUEUES = queues_pb2.DESCRIPTOR.services_by_name["QueueService"].full_name
+OBJECTS = objects_pb2.DESCRIPTOR.services_by_name["ObjectService"].full_name
 CLUSTERS = clusters_pb2.DESCRIPTOR.services_by_name["ClusterService"].full_name
 AUDIT = audit_pb2.DESCRIPTOR.services_by_name["AuditService"].full_name
 READ_ONLY = (CLUSTERS, AUDIT)
-LEADER_ONLY = (OVERALL, JOBS, QUEUES)
+LEADER_ONLY = (OVERALL, JOBS, QUEUES, OBJECTS)
 DEFAULT_INTERVAL_SECONDS = 1.0
 
 

@@ -34,7 +34,7 @@ import grpc.aio
 from federation.control.loop import DEFAULT_MAX_PENDING, RoundScheduler
 from federation.control.retention import AuditRetention
 from federation.domain.plans import PlanLimits
-from federation.logs import configure, redact
+from federation.logs import FORMATS, configure, redact
 from federation.metrics.exporter import MetricsServer, parse_listen, serve_metrics, with_process_metrics
 from federation.metrics.gauges import FederationCollector
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
@@ -43,12 +43,29 @@ from federation.service.audit import AuditServicer
 from federation.service.auth import Authenticator
 from federation.service.clusters import ClusterServicer
 from federation.service.errors import ErrorMapping
-from federation.service.health import AGENTS, AUDIT, CLUSTERS, DEFAULT_INTERVAL_SECONDS, JOBS, QUEUES, HealthReporter
+from federation.service.health import (
+    AGENTS,
+    AUDIT,
+    CLUSTERS,
+    DEFAULT_INTERVAL_SECONDS,
+    JOBS,
+    OBJECTS,
+    QUEUES,
+    HealthReporter,
+)
 from federation.service.jobs import DEFAULT_SPEC_LIMIT, JobServicer, SubmitBatching
 from federation.service.leadership import Elector, Leadership, LeaseTimings
+from federation.service.objects import ObjectServicer
 from federation.service.queues import QueueServicer
 from federation.store.leases import LeaseFence, LeaseRepository
-from federation.v1 import agent_pb2_grpc, audit_pb2_grpc, clusters_pb2_grpc, jobs_pb2_grpc, queues_pb2_grpc
+from federation.v1 import (
+    agent_pb2_grpc,
+    audit_pb2_grpc,
+    clusters_pb2_grpc,
+    jobs_pb2_grpc,
+    objects_pb2_grpc,
+    queues_pb2_grpc,
+)
 
 log = logging.getLogger(__name__)
 
@@ -240,11 +257,13 @@ async def build_server(
                        topology_wait_seconds=(plan_limits or PlanLimits()).topology_wait_seconds)
     jobs_pb2_grpc.add_JobServiceServicer_to_server(jobs, server)
     queues_pb2_grpc.add_QueueServiceServicer_to_server(QueueServicer(store, auth), server)
-    clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth), server)
+    clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth, rounds), server)
     audit_pb2_grpc.add_AuditServiceServicer_to_server(AuditServicer(store, auth), server)
+    objects_pb2_grpc.add_ObjectServiceServicer_to_server(
+        ObjectServicer(store, auth, rounds=rounds, on_classes_changed=jobs.classes.invalidate), server)
     if hub is not None:
         agent_pb2_grpc.add_AgentServiceServicer_to_server(hub, server)
-    health.add_to(server, [JOBS, QUEUES, CLUSTERS, AUDIT, *([AGENTS] if hub is not None else [])])
+    health.add_to(server, [JOBS, QUEUES, OBJECTS, CLUSTERS, AUDIT, *([AGENTS] if hub is not None else [])])
     host, port = _host_port(listen)
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     bound = server.add_secure_port(target, tls.credentials()) if tls else server.add_insecure_port(target)
@@ -310,13 +329,13 @@ def _redact(url: str) -> str:
 
 
 def serve_main(config: ServeConfig) -> int:
-    """``federation serve``: run until SIGTERM/SIGINT, then shut down gracefully (exit 0)."""
-    try:
-        configure(config.log_format)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    """``federation serve``: run until SIGTERM/SIGINT, then shut down gracefully (exit 0).
+
+    Flags are checked before logging is configured: a refused flag is one ``error:`` line
+    on stderr and exit 2, and leaves the process's logging as it was."""
+    if config.log_format not in FORMATS:
+        print(f"error: --log-format: must be one of {', '.join(FORMATS)}", file=sys.stderr)
         return 2
-    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         _host_port(config.listen)
     except ValueError as exc:
@@ -357,6 +376,8 @@ def serve_main(config: ServeConfig) -> int:
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+    configure(config.log_format)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         store = open_store(config.db, migrate=config.migrate)
     except StartupError as exc:

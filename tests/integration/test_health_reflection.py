@@ -15,12 +15,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from servicekit import ADMIN, running, secured
 
 from federation.domain.queues import Queue
-from federation.service.health import AGENTS, AUDIT, CLUSTERS, JOBS, QUEUES
+from federation.service.health import AGENTS, AUDIT, CLUSTERS, JOBS, OBJECTS, QUEUES
 from federation.store import Store
 from federation.store import migrate as migrations
 from tests.fixtures.gotools import arun_tool
 
-FEDERATION_SERVICES = {JOBS, QUEUES, CLUSTERS, AUDIT, AGENTS}
+FEDERATION_SERVICES = {JOBS, QUEUES, OBJECTS, CLUSTERS, AUDIT, AGENTS}
 
 
 async def test_health_probe_and_grpcurl_list_describe_and_call_without_and_with_a_token(migrated_url: str) -> None:

@@ -1,7 +1,7 @@
 """The central's leader lease (``federation serve --leader-election``, docs/design/standby.md).
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0005
+Revises: 0004_objects
 Create Date: 2026-11-24
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0004"
-down_revision: str | Sequence[str] | None = "0003"
+revision: str = "0005"
+down_revision: str | Sequence[str] | None = "0004_objects"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
