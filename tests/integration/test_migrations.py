@@ -14,7 +14,7 @@ from federation.store.engine import make_engine
 from federation.store.models import Base
 
 TABLES = {"queues", "jobs", "job_events", "clusters", "works", "placement_rounds", "placement_decisions",
-          "audit_pruning", "propagation_policies", "policy_claims", "priority_classes"}
+          "audit_pruning", "propagation_policies", "policy_claims", "priority_classes", "leases"}
 
 
 def _tables(engine: Engine) -> set[str]:
@@ -60,7 +60,7 @@ def test_migrations_are_found_through_the_installed_package() -> None:
     directory = migrations.migrations_dir()
     assert (directory / "env.py").is_file()
     assert any(p.name.endswith(".py") for p in (directory / "versions").iterdir())
-    assert migrations.head() == "0005"
+    assert migrations.head() == "0006"
 
 
 def test_upgrade_accepts_an_engine(db_url: str) -> None:
@@ -73,10 +73,10 @@ def test_upgrade_accepts_an_engine(db_url: str) -> None:
 
 
 def test_work_state_running_becomes_bound_and_rows_are_carried_both_ways(db_url: str) -> None:
-    """0005 renames the work state ``running`` to ``bound`` on existing rows (and back on
+    """0006 renames the work state ``running`` to ``bound`` on existing rows (and back on
     downgrade); every other row and column is carried unchanged, and SQLite keeps its
     AUTOINCREMENT so a work id is never reused after the table is rebuilt."""
-    migrations.upgrade(db_url, "0004_objects")
+    migrations.upgrade(db_url, "0005")
     engine = make_engine(db_url)
     t = "'2026-01-01 00:00:00+00:00'"
     try:
@@ -102,7 +102,7 @@ def test_work_state_running_becomes_bound_and_rows_are_carried_both_ways(db_url:
             with engine.connect() as conn:
                 return [tuple(r) for r in conn.execute(text("SELECT id, job, state, message FROM works ORDER BY id"))]
 
-        migrations.upgrade(db_url, "0005")
+        migrations.upgrade(db_url, "0006")
         assert works() == [(ids[0], "bound-job", "bound", "bound-job"),
                            (ids[1], "applied-job", "applied", "applied-job")]
         with engine.begin() as conn:
@@ -114,7 +114,7 @@ def test_work_state_running_becomes_bound_and_rows_are_carried_both_ways(db_url:
         assert new_id > ids[2]
         assert _diff(engine) == []
 
-        migrations.downgrade(db_url, "0004_objects")
+        migrations.downgrade(db_url, "0005")
         assert works()[:2] == [(ids[0], "bound-job", "running", "bound-job"),
                                (ids[1], "applied-job", "applied", "applied-job")]
     finally:

@@ -6,8 +6,8 @@ Existing rows are carried: every ``running`` work becomes ``bound`` (and back on
 downgrade). The CHECK constraint is replaced around the update; SQLite rebuilds the table
 (batch mode), keeping AUTOINCREMENT so work ids are never reused.
 
-Revision ID: 0005
-Revises: 0004_objects
+Revision ID: 0006
+Revises: 0005
 Create Date: 2026-11-24
 """
 
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0005"
-down_revision: str | Sequence[str] | None = "0004_objects"
+revision: str = "0006"
+down_revision: str | Sequence[str] | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
