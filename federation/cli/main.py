@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from federation.cli.durations import duration_flag
 from federation.cli.errors import EXIT_USAGE, fail
 from federation.cli.policy_flags import add_policy_flags, policy_limits
 from federation.domain.errors import InvalidInput
@@ -51,6 +52,13 @@ def _parser() -> argparse.ArgumentParser:
                        help="group commit: at most this many SubmitJob calls per store transaction")
     serve.add_argument("--submit-batch-delay-ms", type=float, default=2.0,
                        help="group commit: a submission waits at most this long for others to join its batch")
+    serve.add_argument("--audit-retention", metavar="DURATION", type=duration_flag(60, "DURATION"),
+                       help="prune planning rounds that ended longer ago than this (e.g. 30d), in the background; "
+                            "the latest decision of every live job is kept (default: keep everything)")
+    serve.add_argument("--log-format", choices=("text", "json"), default="text",
+                       help="text, or json: one JSON object per line with job, queue, cluster and round fields")
+    serve.add_argument("--metrics-listen", metavar="HOST:PORT",
+                       help="serve Prometheus metrics on http://HOST:PORT/metrics (off by default)")
 
     db = sub.add_parser("db", help="database schema migrations")
     db_sub = db.add_subparsers(dest="db_command", required=True)
@@ -134,6 +142,8 @@ def _serve_config(args: argparse.Namespace) -> ServeConfig:
         control_loop=not args.no_control_loop,
         submit_batching=SubmitBatching(max_items=args.submit_batch_size,
                                        max_delay_seconds=args.submit_batch_delay_ms / 1000),
+        metrics_listen=args.metrics_listen, log_format=args.log_format,
+        audit_retention_seconds=args.audit_retention,
     )
 
 

@@ -11,7 +11,8 @@ from federation.store import migrate as migrations
 from federation.store.engine import make_engine
 from federation.store.models import Base
 
-TABLES = {"queues", "jobs", "job_events", "clusters", "works", "placement_rounds", "placement_decisions"}
+TABLES = {"queues", "jobs", "job_events", "clusters", "works", "placement_rounds", "placement_decisions",
+          "audit_pruning", "propagation_policies", "policy_claims", "priority_classes"}
 
 
 def _tables(engine: Engine) -> set[str]:
@@ -57,7 +58,7 @@ def test_migrations_are_found_through_the_installed_package() -> None:
     directory = migrations.migrations_dir()
     assert (directory / "env.py").is_file()
     assert any(p.name.endswith(".py") for p in (directory / "versions").iterdir())
-    assert migrations.head() == "0002"
+    assert migrations.head() == "0004_objects"
 
 
 def test_upgrade_accepts_an_engine(db_url: str) -> None:
