@@ -44,6 +44,8 @@ from federation.domain.resources import Resources
 
 PRIORITY_ANNOTATION = "federation.io/priority"
 OWNERS_ANNOTATION = "federation.io/owners"
+# Volcano's older hierarchical DRF annotations; refused in favour of spec.parent (one way to say it).
+HIERARCHY_ANNOTATIONS = ("volcano.sh/hierarchy", "volcano.sh/hierarchy-weights")
 TOPOLOGY_WAIT_ANNOTATION = "federation.io/topology-wait"  # opt-in hold for a lower tier (placement/intent.py)
 
 # priorityClassName -> priority. No class means 0, as in Kubernetes without a globalDefault.
@@ -285,6 +287,10 @@ def parse_queue(doc: Mapping[str, object], path: str) -> Queue:
     if "name" not in meta:
         raise InvalidInput(f"{path}.metadata.name", "is required")
     annotations = string_map(meta.get("annotations"), f"{path}.metadata.annotations")
+    for key in HIERARCHY_ANNOTATIONS:
+        if key in annotations:
+            raise InvalidInput(f"{path}.metadata.annotations[{key}]", "not supported: express the hierarchy with "
+                               "spec.parent and each queue's spec.weight (Volcano's hierarchical queues)")
     owners = tuple(o.strip() for o in annotations.get(OWNERS_ANNOTATION, "").split(",") if o.strip())
     guarantee = mapping(spec.get("guarantee"), f"{path}.spec.guarantee")
     check_keys(guarantee, f"{path}.spec.guarantee", ("resource",))

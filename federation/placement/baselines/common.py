@@ -30,6 +30,7 @@ from federation.placement.eligibility import (
     unmatched_constraints,
     usable_nodes,
 )
+from federation.placement.hierarchy import ancestors
 
 Pod = tuple[str, int, Resources]
 #: Score of putting ``pod`` on ``node`` given the node's current free; higher is better.
@@ -138,12 +139,18 @@ class Ledger:
         return None if found is None else replace(found, job=job.name)
 
     def within_capability(self, job: Job, request: Resources) -> bool:
-        """Usage after ``request`` stays within ``capability`` in every capped resource it asks for."""
-        queue = self.snapshot.queue(job.queue)
-        if queue is None or queue.capability is None:
-            return True
-        after = self.usage(job.queue) + request
-        return all(after.get(k) <= cap for k, cap in queue.capability if request.get(k) > 0)
+        """Usage after ``request`` stays within ``capability`` in every capped resource it asks
+        for, for the job's queue and every parent over its subtree (hierarchical queues)."""
+        queues = {q.name: q for q in self.snapshot.queues}
+        for name in (job.queue, *ancestors(queues, job.queue)):
+            queue = queues.get(name)
+            if queue is None or queue.capability is None:
+                continue
+            below = [u for q, u in self.queue_usage.items() if q == name or name in ancestors(queues, q)]
+            after = total(below) + request
+            if not all(after.get(k) <= cap for k, cap in queue.capability if request.get(k) > 0):
+                return False
+        return True
 
     def commit(self, job: Job, placement: Placement) -> None:
         reqs = {(t, i): r for t, i, r in self.pods(job)}
