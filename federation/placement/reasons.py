@@ -115,8 +115,9 @@ def _kept_for_another(rnd: Round, job: Job, ever: list[str]) -> Unplaced | None:
     if home is None:
         return None
     starved, cluster, domain = rnd.reserved
-    return Unplaced(job.name, f"the room that fits it, in {cluster}, is kept for {starved} (pending longest in a "
-                    f"queue below its fair share) until {domain} can hold it", "fairness", cluster)
+    because, constraint = rnd.reserved_why
+    return Unplaced(job.name, f"the room that fits it, in {cluster}, is kept for {starved} ({because}) until "
+                    f"{domain} can hold it", constraint, cluster)
 
 
 def diagnose(rnd: Round, job: Job) -> Unplaced:

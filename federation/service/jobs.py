@@ -40,6 +40,7 @@ from federation.placement.intent import topology_wait
 from federation.service.auth import Authenticator, Identity, check_queue, may_use_queue
 from federation.service.batching import Batcher
 from federation.service.errors import status_for
+from federation.service.objects import PriorityClassCache
 from federation.service.views import event_to_view, explain, job_to_view
 from federation.store.errors import NotFound
 from federation.store.jobs_submit import Outcome
@@ -127,10 +128,11 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
                  hub: Canceller | None = None, queues: QueueCache | None = None,
                  spec_limit_bytes: int = DEFAULT_SPEC_LIMIT, watch_poll_seconds: float = 0.2,
                  batching: SubmitBatching | None = None, topology_wait_seconds: float = 0.0,
-                 metrics: ServiceMetrics = NO_METRICS) -> None:
+                 metrics: ServiceMetrics = NO_METRICS, classes: PriorityClassCache | None = None) -> None:
         self._store = store
         self._topology_wait = topology_wait_seconds  # the service default, for ExplainJob
         self._metrics = metrics
+        self.classes = classes or PriorityClassCache(store)
         self._auth = auth
         self._rounds = rounds
         self._hub = hub
@@ -193,12 +195,15 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         size = request.spec.ByteSize()
         if size > self._limit:
             raise InvalidInput("spec", f"is {size} bytes serialized, over the {self._limit}-byte limit")
-        job = job_from_proto(request.spec, "spec")
+        job = job_from_proto(request.spec, "spec", None if request.spec.HasField("priority")
+                             else await self.classes.get())
         try:
             queue = await self.queues.get(job.queue)
         except NotFound:
             raise InvalidInput("spec.queue", f"unknown queue {job.queue!r}") from None
         check_queue(who, queue.name, queue.owners)
+        if request.dry_run:
+            return jobs_pb2.SubmitJobResponse(job=jobs_pb2.Job(id=job.name), created=False)
         outcome = await self.submissions.submit((job, who.tenant or ""))
         if isinstance(outcome, NotFound):  # the queue was deleted since the cache saw it
             self.queues.invalidate(job.queue)
@@ -307,4 +312,9 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         except NotFound:
             queue = None
         resp.topology_wait = topology_wait(record.job, queue, self._topology_wait).describe()
+        if record.job.propagation is not None:
+            resp.policy = "inline"
+        else:
+            claims = await self._call(self._store.policies.claims, [request.name])
+            resp.policy = claims.get(request.name, "")
         return resp

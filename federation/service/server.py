@@ -43,8 +43,16 @@ from federation.service.auth import Authenticator
 from federation.service.clusters import ClusterServicer
 from federation.service.errors import ErrorMapping
 from federation.service.jobs import DEFAULT_SPEC_LIMIT, JobServicer, SubmitBatching
+from federation.service.objects import ObjectServicer
 from federation.service.queues import QueueServicer
-from federation.v1 import agent_pb2_grpc, audit_pb2_grpc, clusters_pb2_grpc, jobs_pb2_grpc, queues_pb2_grpc
+from federation.v1 import (
+    agent_pb2_grpc,
+    audit_pb2_grpc,
+    clusters_pb2_grpc,
+    jobs_pb2_grpc,
+    objects_pb2_grpc,
+    queues_pb2_grpc,
+)
 
 log = logging.getLogger(__name__)
 
@@ -186,8 +194,10 @@ async def build_server(
                        topology_wait_seconds=(plan_limits or PlanLimits()).topology_wait_seconds)
     jobs_pb2_grpc.add_JobServiceServicer_to_server(jobs, server)
     queues_pb2_grpc.add_QueueServiceServicer_to_server(QueueServicer(store, auth), server)
-    clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth), server)
+    clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth, rounds), server)
     audit_pb2_grpc.add_AuditServiceServicer_to_server(AuditServicer(store, auth), server)
+    objects_pb2_grpc.add_ObjectServiceServicer_to_server(
+        ObjectServicer(store, auth, rounds=rounds, on_classes_changed=jobs.classes.invalidate), server)
     if hub is not None:
         agent_pb2_grpc.add_AgentServiceServicer_to_server(hub, server)
     host, port = _host_port(listen)

@@ -89,8 +89,14 @@ class Ledger:
         for run in snapshot.running:  # running jobs hold all their replicas
             by_queue.setdefault(run.job.queue, []).append(run.job.requests)
         self.queue_usage: dict[str, Resources] = {q: total(reqs) for q, reqs in by_queue.items()}
+        # What ``verdict`` depends on besides the job: health, unusable nodes, and the node
+        # profiles (sizes, labels, taints) and tree of each cluster. Names alone were not
+        # enough: two snapshots with the same node names but other sizes shared a verdict.
         self.signature = tuple(
-            (c.name, c.healthy, tuple(n.name for n in c.nodes if not n.usable)) for c in snapshot.clusters
+            (c.name, c.healthy, tuple(n.name for n in c.nodes if not n.usable),
+             frozenset((n.allocatable, tuple(sorted(n.labels.items())), n.taints) for n in c.nodes),
+             tuple(sorted((d.name, d.tier, len(d.nodes)) for d in c.tree.domains.values())))
+            for c in snapshot.clusters
         )
         self.capacity = total(
             n.allocatable for c in snapshot.clusters if c.healthy for n in c.nodes if n.usable
