@@ -94,6 +94,13 @@ def _parser() -> argparse.ArgumentParser:
         qc.add_argument("--deserved", action="append", default=[], metavar="RES=QTY")
         qc.add_argument("--owner", action="append", default=[], help="tenant allowed to use the queue (repeatable)")
         qc.add_argument("--parent", default="")
+        qc.add_argument("--namespace", action="append", default=[], dest="namespaces",
+                        help="namespace the queue's jobs may use (repeatable; none = only --default-namespace)")
+        qc.add_argument("--default-namespace", default="", help="namespace of a job that names none (default: default)")
+        qc.add_argument("--pod-security", default="", choices=("", "baseline", "restricted", "privileged"),
+                        help="Pod Security Standard for the queue's pod templates (default: baseline)")
+        qc.add_argument("--allow-system-namespaces", action="store_true",
+                        help="let --namespace list kube-system and other kube-* namespaces")
         qc.add_argument("--no-reclaimable", action="store_true")
         _output(qc)
     ql = qsub.add_parser("list", help="list queues")
@@ -135,7 +142,9 @@ def queue_from_flags(args: argparse.Namespace) -> queues_pb2.Queue:
     if not args.name:
         raise InvalidInput("name", "a queue name (or -f FILE) is required")
     q = queues_pb2.Queue(name=args.name, weight=args.weight, priority=args.priority, parent=args.parent,
-                         owners=args.owner, guarantee=_quantities(args.guarantee, "--guarantee"))
+                         owners=args.owner, guarantee=_quantities(args.guarantee, "--guarantee"),
+                         namespaces=args.namespaces, default_namespace=args.default_namespace,
+                         pod_security=args.pod_security, allow_system_namespaces=args.allow_system_namespaces)
     if args.capability:
         q.capability.quantities.update(_quantities(args.capability, "--capability"))
     if args.deserved:

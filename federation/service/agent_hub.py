@@ -47,8 +47,9 @@ from federation.propagation.works import placement_from_payload
 from federation.service.agent_inbox import Inbox
 from federation.service.agent_messages import ack, fence, rejection
 from federation.service.agent_status import StatusHandler
-from federation.service.auth import Authenticator
+from federation.service.auth import Authenticator, PermissionDenied
 from federation.service.convert import snapshot_from_proto, timestamp_from_proto, work_to_proto
+from federation.service.limits import DEFAULT_LIMITS, Limits, check_snapshot
 from federation.service.rounds import RoundScheduler
 from federation.store import StaleEpoch, Store, StoreError, Unavailable
 from federation.v1 import agent_pb2, agent_pb2_grpc
@@ -56,7 +57,7 @@ from federation.v1 import agent_pb2, agent_pb2_grpc
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-HELLO_TIMEOUT_SECONDS = 30.0
+HELLO_TIMEOUT_SECONDS = 5.0
 STORE_RETRIES = 3
 
 
@@ -99,6 +100,8 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         grace_seconds: float = 30.0,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        limits: Limits = DEFAULT_LIMITS,
+        hello_timeout_seconds: float = HELLO_TIMEOUT_SECONDS,
     ) -> None:
         """``monotonic`` times liveness (when each cluster was last heard from). ``clock``
         is the wall clock ``build_server`` passes; liveness never uses it, because a wall
@@ -106,6 +109,8 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         self._store = store
         self._rounds = rounds
         self._auth = auth
+        self._limits = limits
+        self._hello_timeout = hello_timeout_seconds
         self._grace = grace_seconds
         self._clock = clock
         self._monotonic = monotonic
@@ -166,11 +171,17 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         request_iterator: AsyncIterator[agent_pb2.AgentMessage],
         context: Any,
     ) -> AsyncIterator[agent_pb2.CentralMessage]:
+        # Who is calling comes first: an unknown token learns nothing, not even the protocol.
+        who = self._auth.identity(context)
+        if who.tenant is not None and not self._auth.open:
+            raise PermissionDenied(f"{who.name} is a submitter token; only cluster agents may connect")
         messages = request_iterator.__aiter__()
         try:
-            first = await asyncio.wait_for(anext(messages), HELLO_TIMEOUT_SECONDS)
-        except (StopAsyncIteration, TimeoutError):
+            first = await asyncio.wait_for(anext(messages), self._hello_timeout)
+        except StopAsyncIteration:
             return
+        except TimeoutError:
+            raise InvalidInput("hello", f"no hello within {self._hello_timeout:g}s of connecting") from None
         if first.WhichOneof("body") != "hello":
             raise InvalidInput("hello", "the first message on the stream must be hello")
         hello = first.hello
@@ -322,7 +333,9 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
             if msg.cluster != session.cluster:
                 raise InvalidInput("snapshot.cluster", f"is {msg.cluster!r}; this stream speaks for "
                                                        f"{session.cluster!r}")
-            snapshot = snapshot_from_proto(msg, "snapshot")
+            # Bounded first (counts and lengths), then parsed: both off the event loop, since a
+            # 15,000-node snapshot takes a noticeable fraction of a second to validate.
+            snapshot = await asyncio.to_thread(self._parse_snapshot, msg)
         except InvalidInput as exc:
             await self._call(self._store.clusters.record_tree_error, session.cluster, session.epoch, str(exc))
             log.warning("snapshot of %s rejected: %s", session.cluster, exc)
@@ -331,6 +344,10 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         await self._call(self._store.clusters.record_snapshot, session.epoch, snapshot)
         session.send(ack("snapshot", taken, session.epoch))
         self._rounds.trigger("snapshot")
+
+    def _parse_snapshot(self, msg: Any) -> Any:
+        check_snapshot(msg, self._limits, "snapshot")
+        return snapshot_from_proto(msg, "snapshot")
 
     # ------------------------------------------------------------------ watchdog
     async def _watch(self) -> None:

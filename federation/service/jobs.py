@@ -35,9 +35,11 @@ import grpc.aio
 from federation.domain.errors import InvalidInput
 from federation.domain.jobs import Job
 from federation.domain.queues import Queue
+from federation.service.admission import INLINE_TEMPLATE_BYTES, admit, template_bytes
 from federation.service.auth import Authenticator, Identity, check_queue, may_use_queue
 from federation.service.batching import Batcher
 from federation.service.convert import job_from_proto, job_state_name
+from federation.service.limits import DEFAULT_LIMITS, Limits, check_job_spec
 from federation.service.views import event_to_view, explain, job_to_view
 from federation.store.errors import NotFound
 from federation.store.jobs_submit import Outcome
@@ -116,8 +118,9 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     def __init__(self, store: Any, auth: Authenticator, *, rounds: Trigger | None = None,
                  hub: Canceller | None = None, queues: QueueCache | None = None,
                  spec_limit_bytes: int = DEFAULT_SPEC_LIMIT, watch_poll_seconds: float = 0.2,
-                 batching: SubmitBatching | None = None) -> None:
+                 batching: SubmitBatching | None = None, limits: Limits = DEFAULT_LIMITS) -> None:
         self._store = store
+        self._limits = limits
         self._auth = auth
         self._rounds = rounds
         self._hub = hub
@@ -171,12 +174,17 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         size = request.spec.ByteSize()
         if size > self._limit:
             raise InvalidInput("spec", f"is {size} bytes serialized, over the {self._limit}-byte limit")
+        check_job_spec(request.spec, self._limits, "spec")  # counts and names: cheap, before any parsing
         job = job_from_proto(request.spec, "spec")
         try:
             queue = await self.queues.get(job.queue)
         except NotFound:
             raise InvalidInput("spec.queue", f"unknown queue {job.queue!r}") from None
         check_queue(who, queue.name, queue.owners)
+        if template_bytes(request.spec) > INLINE_TEMPLATE_BYTES:  # big templates parse off the event loop
+            job = await asyncio.to_thread(admit, job, request.spec, queue, self._limits)
+        else:
+            job = admit(job, request.spec, queue, self._limits)
         outcome = await self.submissions.submit((job, who.tenant or ""))
         if isinstance(outcome, NotFound):  # the queue was deleted since the cache saw it
             self.queues.invalidate(job.queue)

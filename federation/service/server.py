@@ -39,6 +39,7 @@ from federation.service.auth import Authenticator
 from federation.service.clusters import ClusterServicer
 from federation.service.errors import ErrorMapping
 from federation.service.jobs import DEFAULT_SPEC_LIMIT, JobServicer, SubmitBatching
+from federation.service.limits import DEFAULT_LIMITS, Limits
 from federation.service.queues import QueueServicer
 from federation.service.rounds import DEFAULT_MAX_PENDING, RoundScheduler
 from federation.v1 import agent_pb2_grpc, audit_pb2_grpc, clusters_pb2_grpc, jobs_pb2_grpc, queues_pb2_grpc
@@ -46,9 +47,11 @@ from federation.v1 import agent_pb2_grpc, audit_pb2_grpc, clusters_pb2_grpc, job
 log = logging.getLogger(__name__)
 
 # Transport backstop: grpc refuses bigger messages with RESOURCE_EXHAUSTED before any of
-# our code runs. The JobService refuses a JobSpec over DEFAULT_SPEC_LIMIT (1 MiB) with
-# INVALID_ARGUMENT naming the field, which is the answer users normally see.
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+# our code runs; it is the agent stream's limit (a 15,000-node snapshot), the largest
+# message we accept. ``ErrorMapping`` holds every other method to ``Limits.max_request_bytes``
+# and the JobService a JobSpec to DEFAULT_SPEC_LIMIT (1 MiB), both INVALID_ARGUMENT.
+AGENT_CONNECT_METHOD = "/federation.v1.AgentService/Connect"
+MAX_MESSAGE_BYTES = DEFAULT_LIMITS.max_agent_message_bytes
 
 
 @dataclass(frozen=True)
@@ -120,9 +123,9 @@ async def build_server(
     clock: Callable[[], float] = time.time,
     control_loop: bool = True,
     spec_limit_bytes: int = DEFAULT_SPEC_LIMIT,
-    max_message_bytes: int = MAX_MESSAGE_BYTES,
     watch_poll_seconds: float = 0.2,
     submit_batching: SubmitBatching | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> RunningServer:
     """Start the service on ``listen`` (port 0 = any free port) and return its handles.
 
@@ -136,15 +139,16 @@ async def build_server(
         rounds = RoundScheduler(store, debounce_seconds=round_debounce_seconds,
                                 limits=plan_limits or PlanLimits(), clock=clock,
                                 max_pending=max_pending_per_round)
-        hub = AgentHub(store, rounds, auth, grace_seconds=agent_grace_seconds, clock=clock)
+        hub = AgentHub(store, rounds, auth, grace_seconds=agent_grace_seconds, clock=clock, limits=limits)
+    transport_limit = max(limits.max_agent_message_bytes, limits.max_request_bytes)
     server = grpc.aio.server(
-        interceptors=[ErrorMapping()],
-        options=[("grpc.max_receive_message_length", max_message_bytes),
-                 ("grpc.max_send_message_length", max_message_bytes),
+        interceptors=[ErrorMapping(limits.max_request_bytes, {AGENT_CONNECT_METHOD: limits.max_agent_message_bytes})],
+        options=[("grpc.max_receive_message_length", transport_limit),
+                 ("grpc.max_send_message_length", transport_limit),
                  ("grpc.so_reuseport", 0)],
     )
     jobs = JobServicer(store, auth, rounds=rounds, hub=hub, spec_limit_bytes=spec_limit_bytes,
-                       watch_poll_seconds=watch_poll_seconds, batching=submit_batching)
+                       watch_poll_seconds=watch_poll_seconds, batching=submit_batching, limits=limits)
     jobs_pb2_grpc.add_JobServiceServicer_to_server(jobs, server)
     queues_pb2_grpc.add_QueueServiceServicer_to_server(QueueServicer(store, auth), server)
     clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth), server)
