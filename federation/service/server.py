@@ -150,7 +150,9 @@ async def build_server(
     jobs = JobServicer(store, auth, rounds=rounds, hub=hub, spec_limit_bytes=spec_limit_bytes,
                        watch_poll_seconds=watch_poll_seconds, batching=submit_batching, limits=limits)
     jobs_pb2_grpc.add_JobServiceServicer_to_server(jobs, server)
-    queues_pb2_grpc.add_QueueServiceServicer_to_server(QueueServicer(store, auth), server)
+    # The QueueService invalidates the submit path's queue cache, so an owner removed here loses
+    # SubmitJob and WatchJobs access at once in this process (other replicas: within its ttl).
+    queues_pb2_grpc.add_QueueServiceServicer_to_server(QueueServicer(store, auth, jobs.queues), server)
     clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth), server)
     audit_pb2_grpc.add_AuditServiceServicer_to_server(AuditServicer(store, auth), server)
     if hub is not None:
