@@ -20,7 +20,7 @@ import grpc
 
 from federation.cli import fedctl_format as fmt
 from federation.cli.errors import EXIT_FAILURE, EXIT_USAGE, fail
-from federation.client import FederationClient, ServiceError, Tls
+from federation.client import FederationClient, Reconnect, Retry, ServiceError, Tls
 from federation.domain.errors import InvalidInput
 from federation.v1 import queues_pb2
 
@@ -43,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--key", help="client private key (PEM) for mutual TLS")
     parser.add_argument("--server-name", help="name to verify in the server certificate (default: the host)")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per call")
+    parser.add_argument("--retries", type=int, default=3,
+                        help="re-send an idempotent call this many times when the server is UNAVAILABLE, with "
+                             "bounded back-off (default %(default)s; 0 = never)")
+    parser.add_argument("--reconnect-max-ms", type=int, default=2000,
+                        help="longest wait between reconnect attempts after losing the server (default %(default)s)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     submit = sub.add_parser("submit", help="submit the Volcano Job(s) in a manifest file")
@@ -253,7 +258,12 @@ async def _main(args: argparse.Namespace, run: Callable[[FederationClient, argpa
                                                         Awaitable[str | None]]) -> int:
     token = args.token or os.environ.get("FEDCTL_TOKEN") or None
     tls = Tls(args.ca, args.cert, args.key, args.server_name) if (args.ca or args.cert or args.key) else None
-    async with FederationClient(args.server, token=token, tls=tls, timeout=args.timeout) as client:
+    if args.retries < 0 or args.reconnect_max_ms < 1:
+        raise InvalidInput("--retries" if args.retries < 0 else "--reconnect-max-ms", "must not be negative"
+                           if args.retries < 0 else "must be at least 1")
+    reconnect = Reconnect(min(100, args.reconnect_max_ms), min(100, args.reconnect_max_ms), args.reconnect_max_ms)
+    async with FederationClient(args.server, token=token, tls=tls, timeout=args.timeout,
+                                retry=Retry(attempts=args.retries + 1), reconnect=reconnect) as client:
         out = await run(client, args)
     if out is not None:
         print(out)
