@@ -34,6 +34,7 @@ unit: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 proto: setup
 	PATH=$(CURDIR)/$(BIN):$$PATH ./hack/gen-proto.sh

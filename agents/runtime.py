@@ -48,8 +48,8 @@ from agents.core.works import Work
 from agents.runtime_jobs import JobBook, JobSlot, orphan_ops, signature
 from agents.runtime_snapshots import snapshot_message
 from federation.domain.topology import HyperNodeTree
-from federation.service.convert import timestamp_to_proto, work_from_proto
 from federation.v1 import agent_pb2, agent_pb2_grpc, types_pb2
+from federation.wire.convert import timestamp_to_proto, work_from_proto
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from agents.backend import ClusterBackend
 from agents.core.snapshot import build_snapshot, to_nodes
 from federation.domain.topology import HyperNodeSpec, HyperNodeTree
-from federation.service.convert import hypernode_to_proto, node_to_proto, snapshot_to_proto, timestamp_to_proto
 from federation.v1 import types_pb2
+from federation.wire.convert import hypernode_to_proto, node_to_proto, snapshot_to_proto, timestamp_to_proto
 
 log = logging.getLogger(__name__)
 

@@ -161,7 +161,7 @@ def queue_from_flags(args: argparse.Namespace) -> queues_pb2.Queue:
 
 async def _submit(c: FederationClient, args: argparse.Namespace) -> str:
     from federation.domain.manifests import load_jobs
-    from federation.service.convert import job_to_proto
+    from federation.wire.convert import job_to_proto
 
     jobs = load_jobs(_read(args.filename))
     results = [await c.submit_job(job_to_proto(job)) for job in jobs]
@@ -174,7 +174,7 @@ async def _submit(c: FederationClient, args: argparse.Namespace) -> str:
 async def _queue_write(c: FederationClient, args: argparse.Namespace) -> str:
     if args.filename:
         from federation.domain.manifests import load_queues
-        from federation.service.convert import queue_to_proto
+        from federation.wire.convert import queue_to_proto
 
         queues = [queue_to_proto(q) for q in load_queues(_read(args.filename))]
     else:
@@ -203,7 +203,7 @@ async def _run(c: FederationClient, args: argparse.Namespace) -> str | None:
         return fmt.json_one(cl) if js else fmt.clusters_table([cl])
     if cmd == "list":
         if args.kind == "jobs":
-            from federation.service.convert import job_state_from_name
+            from federation.wire.convert import job_state_from_name
 
             state = job_state_from_name(args.state, "--state") if args.state else 0
             jobs = await c.list_jobs(queue=args.queue, state=state)

@@ -9,10 +9,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from federation.cli.errors import EXIT_USAGE, fail
-from federation.cli.policy_flags import add_policy_flags
+from federation.cli.limit_flags import add_limit_flags, limits_from_args
+from federation.cli.policy_flags import add_policy_flags, policy_limits
 from federation.domain.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from federation.service.server import ServeConfig
 
 DEFAULT_DB = "sqlite:///federation.db"
 
@@ -37,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="coalesce submissions and snapshots for this long before a planning round")
     serve.add_argument("--plan-time-limit", type=float, default=1.0, help="CP-SAT time limit per round")
     add_policy_flags(serve)
+    add_limit_flags(serve)
     serve.add_argument("--max-pending-per-round", type=int, default=5000,
                        help="pending jobs one planning round considers (split fairly between queues)")
     serve.add_argument("--shutdown-grace-seconds", type=float, default=10.0,
@@ -86,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             from federation.service.server import serve_main
 
-            return serve_main(args)
+            return serve_main(_serve_config(args))
         if args.command == "db":
             from federation.store.migrate import downgrade, upgrade
 
@@ -97,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"database at {args.db.split('@')[-1]} is at revision {args.revision}")
             return 0
         if args.command == "demo":
-            from federation.sim.demo import demo_main
+            from federation.demo.main import demo_main
 
             return demo_main(args)
         if args.command == "bench":
@@ -109,10 +115,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_USAGE
 
 
+def _serve_config(args: argparse.Namespace) -> ServeConfig:
+    """The typed configuration of ``federation serve``, built from its parsed flags."""
+    from federation.domain.plans import PlanLimits
+    from federation.service.jobs import SubmitBatching
+    from federation.service.server import ServeConfig
+
+    return ServeConfig(
+        listen=args.listen, db=args.db, tokens=args.tokens,
+        tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
+        migrate=not args.no_migrate,
+        agent_grace_seconds=args.agent_grace_seconds,
+        round_debounce_seconds=args.round_debounce_seconds,
+        plan_limits=policy_limits(args, PlanLimits(time_limit_seconds=args.plan_time_limit)),
+        max_pending_per_round=args.max_pending_per_round,
+        shutdown_grace_seconds=args.shutdown_grace_seconds,
+        control_loop=not args.no_control_loop,
+        submit_batching=SubmitBatching(max_items=args.submit_batch_size,
+                                       max_delay_seconds=args.submit_batch_delay_ms / 1000),
+        limits=limits_from_args(args),
+    )
+
+
 def _bench(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from federation.cli.policy_flags import policy_limits
     from federation.sim.bench import run_bench
 
     policies = args.policies or ["cpsat", "volcano-greedy", "karmada-spread", "armada-drf"]

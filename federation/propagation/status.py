@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from federation.domain.plans import PodAssignment
-from federation.store.states import DISPATCHED, FAILED, PENDING, PLACED, RUNNING, SUCCEEDED, TERMINAL_STATES
+from federation.domain.states import DISPATCHED, FAILED, PENDING, PLACED, RUNNING, SUCCEEDED, TERMINAL_STATES
 
 # Phase names as in federation.v1.WorkPhase without the prefix.
 PHASES = ("PENDING", "BOUND", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "REPLAN")

@@ -21,8 +21,8 @@ from federation.domain.jobs import Job
 from federation.domain.names import is_system_namespace
 from federation.domain.pod_security import check_pod_security, parse_template
 from federation.domain.queues import Queue
-from federation.service.limits import Limits
 from federation.v1 import types_pb2
+from federation.wire.limits import Limits
 
 # Templates up to this size are checked on the event loop (tens of microseconds); a job
 # with more template text is checked in a worker thread.

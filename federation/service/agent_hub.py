@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from federation.control.loop import RoundScheduler
 from federation.domain.errors import InvalidInput
 from federation.propagation.failover import loss_reason, lost_clusters
 from federation.propagation.works import placement_from_payload
@@ -48,11 +49,10 @@ from federation.service.agent_inbox import Inbox
 from federation.service.agent_messages import ack, fence, rejection
 from federation.service.agent_status import StatusHandler
 from federation.service.auth import Authenticator, PermissionDenied
-from federation.service.convert import snapshot_from_proto, timestamp_from_proto, work_to_proto
-from federation.service.limits import DEFAULT_LIMITS, Limits, check_snapshot
-from federation.service.rounds import RoundScheduler
 from federation.store import StaleEpoch, Store, StoreError, Unavailable
 from federation.v1 import agent_pb2, agent_pb2_grpc
+from federation.wire.convert import snapshot_from_proto, timestamp_from_proto, work_to_proto
+from federation.wire.limits import DEFAULT_LIMITS, Limits, check_snapshot
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

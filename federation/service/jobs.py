@@ -38,14 +38,14 @@ from federation.domain.queues import Queue
 from federation.service.admission import INLINE_TEMPLATE_BYTES, admit, template_bytes
 from federation.service.auth import Authenticator, Identity, PermissionDenied, check_queue, may_use_queue
 from federation.service.batching import Batcher
-from federation.service.convert import job_from_proto, job_state_name
 from federation.service.event_feed import EventFeed
-from federation.service.limits import DEFAULT_LIMITS, Limits, check_job_spec
 from federation.service.views import explain, job_to_view
 from federation.store.errors import NotFound
 from federation.store.jobs_submit import Outcome
 from federation.store.records import JobRecord, Submitted
 from federation.v1 import jobs_pb2, jobs_pb2_grpc
+from federation.wire.convert import job_from_proto, job_state_name
+from federation.wire.limits import DEFAULT_LIMITS, Limits, check_job_spec
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -16,12 +16,12 @@ import grpc.aio
 from federation.domain.errors import InvalidInput
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources, total
+from federation.domain.states import ACTIVE_STATES
 from federation.service.auth import Authenticator
-from federation.service.convert import queue_from_proto
 from federation.service.jobs import QueueCache
 from federation.service.views import queue_to_view
-from federation.store.states import ACTIVE_STATES
 from federation.v1 import queues_pb2, queues_pb2_grpc
+from federation.wire.convert import queue_from_proto
 
 T = TypeVar("T")
 Context = grpc.aio.ServicerContext[Any, Any]

@@ -17,7 +17,6 @@ nothing.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import signal
@@ -31,7 +30,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from federation.cli.policy_flags import policy_limits
+from federation.control.loop import DEFAULT_MAX_PENDING, RoundScheduler
 from federation.domain.plans import PlanLimits
 from federation.service.agent_hub import AgentHub
 from federation.service.audit import AuditServicer
@@ -39,10 +38,9 @@ from federation.service.auth import Authenticator
 from federation.service.clusters import ClusterServicer
 from federation.service.errors import ErrorMapping
 from federation.service.jobs import DEFAULT_SPEC_LIMIT, JobServicer, SubmitBatching
-from federation.service.limits import DEFAULT_LIMITS, Limits
 from federation.service.queues import QueueServicer
-from federation.service.rounds import DEFAULT_MAX_PENDING, RoundScheduler
 from federation.v1 import agent_pb2_grpc, audit_pb2_grpc, clusters_pb2_grpc, jobs_pb2_grpc, queues_pb2_grpc
+from federation.wire.limits import DEFAULT_LIMITS, Limits
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +66,28 @@ class ServerTls:
             root_certificates=Path(self.client_ca).read_bytes() if self.client_ca else None,
             require_client_auth=self.client_ca is not None,
         )
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Everything ``federation serve`` was told, typed; built by the CLI (``cli/main.py``),
+    which is the only place that parses arguments. Defaults match the CLI's."""
+
+    listen: str = "127.0.0.1:50051"
+    db: str = "sqlite:///federation.db"
+    tokens: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+    migrate: bool = True
+    agent_grace_seconds: float = 30.0
+    round_debounce_seconds: float = 0.2
+    plan_limits: PlanLimits = field(default_factory=PlanLimits)
+    max_pending_per_round: int = DEFAULT_MAX_PENDING
+    shutdown_grace_seconds: float = 10.0
+    control_loop: bool = True
+    submit_batching: SubmitBatching = field(default_factory=SubmitBatching)
+    limits: Limits = DEFAULT_LIMITS
 
 
 @dataclass
@@ -212,61 +232,61 @@ def _redact(url: str) -> str:
     return url
 
 
-def serve_main(args: argparse.Namespace) -> int:
+def serve_main(config: ServeConfig) -> int:
     """``federation serve``: run until SIGTERM/SIGINT, then shut down gracefully (exit 0)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
-        _host_port(args.listen)
+        _host_port(config.listen)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        auth = Authenticator.from_file(args.tokens) if args.tokens else Authenticator.open_mode()
+        auth = Authenticator.from_file(config.tokens) if config.tokens else Authenticator.open_mode()
     except (OSError, ValueError) as exc:
         print(f"error: --tokens: {exc}", file=sys.stderr)
         return 2
     tls = None
-    if args.tls_cert or args.tls_key:
-        if not (args.tls_cert and args.tls_key):
+    if config.tls_cert or config.tls_key:
+        if not (config.tls_cert and config.tls_key):
             print("error: --tls-cert and --tls-key go together", file=sys.stderr)
             return 2
-        tls = ServerTls(args.tls_cert, args.tls_key, args.tls_client_ca)
-    elif args.tls_client_ca:
+        tls = ServerTls(config.tls_cert, config.tls_key, config.tls_client_ca)
+    elif config.tls_client_ca:
         print("error: --tls-client-ca needs --tls-cert and --tls-key", file=sys.stderr)
         return 2
     try:
-        store = open_store(args.db, migrate=not args.no_migrate)
+        store = open_store(config.db, migrate=config.migrate)
     except StartupError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     try:
-        return asyncio.run(_serve(store, auth, tls, args))
+        return asyncio.run(_serve(store, auth, tls, config))
     finally:
         store.dispose()
 
 
-async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, args: argparse.Namespace) -> int:
+async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, config: ServeConfig) -> int:
     print(auth.describe(), file=sys.stderr, flush=True)
     running = await build_server(
-        store, listen=args.listen, auth=auth, tls=tls,
-        agent_grace_seconds=args.agent_grace_seconds,
-        round_debounce_seconds=args.round_debounce_seconds,
-        plan_limits=policy_limits(args, PlanLimits(time_limit_seconds=args.plan_time_limit)),
-        max_pending_per_round=getattr(args, "max_pending_per_round", DEFAULT_MAX_PENDING),
-        control_loop=not getattr(args, "no_control_loop", False),
-        submit_batching=SubmitBatching(max_items=getattr(args, "submit_batch_size", 64),
-                                       max_delay_seconds=getattr(args, "submit_batch_delay_ms", 2.0) / 1000),
+        store, listen=config.listen, auth=auth, tls=tls,
+        agent_grace_seconds=config.agent_grace_seconds,
+        round_debounce_seconds=config.round_debounce_seconds,
+        plan_limits=config.plan_limits,
+        max_pending_per_round=config.max_pending_per_round,
+        control_loop=config.control_loop,
+        submit_batching=config.submit_batching,
+        limits=config.limits,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    print(f"listening with {'TLS' if tls else 'plaintext'}, db {_redact(args.db)}", file=sys.stderr, flush=True)
+    print(f"listening with {'TLS' if tls else 'plaintext'}, db {_redact(config.db)}", file=sys.stderr, flush=True)
     print(f"federation serving on {running.address}", flush=True)
     await stop.wait()
     print("federation: shutting down (in-flight requests finish)", file=sys.stderr, flush=True)
-    await running.stop(grace=args.shutdown_grace_seconds)
+    await running.stop(grace=config.shutdown_grace_seconds)
     print("federation: stopped", file=sys.stderr, flush=True)
     return 0

@@ -15,10 +15,10 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from federation.domain.plans import PodAssignment
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
-from federation.service.convert import job_state_from_name, job_to_proto, queue_to_proto, resources_to_proto
+from federation.domain.states import ACTIVE_STATES, PENDING
 from federation.store.records import ClusterRecord, DecisionRecord, JobEvent, JobRecord, Round, WorkRecord
-from federation.store.states import ACTIVE_STATES, PENDING
 from federation.v1 import audit_pb2, clusters_pb2, jobs_pb2, queues_pb2, types_pb2
+from federation.wire.convert import job_state_from_name, job_to_proto, queue_to_proto, resources_to_proto
 
 _EVENT_TYPES = {
     name.removeprefix("JOB_EVENT_TYPE_").lower(): value for name, value in jobs_pb2.JobEventType.items()

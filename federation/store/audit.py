@@ -27,13 +27,13 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from federation.domain.plans import PodAssignment
+from federation.domain.states import PENDING, pending_event
 from federation.store import paging
 from federation.store.engine import Database
 from federation.store.errors import NotFound
 from federation.store.lifecycle import add_event, lock_jobs, move, touch, withdraw_works
 from federation.store.models import OUTCOMES, DecisionRow, RoundRow
 from federation.store.records import Decision, DecisionRecord, JobUpdate, Page, Round, RoundResult
-from federation.store.states import PENDING, pending_event
 
 _ROUND_FIELDS = (
     "started_at", "ended_at", "trigger", "policy", "solver_status", "objective", "bound", "input_digest",

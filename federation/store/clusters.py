@@ -25,13 +25,13 @@ from sqlalchemy.orm import Session
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.nodes import Taint
 from federation.domain.resources import GPU, Resources
+from federation.domain.states import ACTIVE_STATES, PENDING
 from federation.store.codec import from_json, snapshot_from_json, snapshot_to_json, to_json
 from federation.store.engine import Database
 from federation.store.errors import Conflict, NotFound, StaleEpoch
 from federation.store.lifecycle import lock_jobs, move, withdraw_works
 from federation.store.models import ClusterRow, JobRow
 from federation.store.records import ClusterLoss, ClusterRecord, Registration, SnapshotSummary
-from federation.store.states import ACTIVE_STATES, PENDING
 
 
 def _summary(row: ClusterRow) -> SnapshotSummary | None:

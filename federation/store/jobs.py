@@ -19,6 +19,7 @@ from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from federation.domain.jobs import Job
+from federation.domain.states import CANCELLED, PENDING
 from federation.store import paging
 from federation.store.engine import Database
 from federation.store.errors import Conflict, NotFound
@@ -34,7 +35,6 @@ from federation.store.lifecycle import (
 )
 from federation.store.models import JobEventRow, JobRow, QueueRow
 from federation.store.records import EventPage, JobRecord, Page, QueueUsage, Submitted
-from federation.store.states import CANCELLED, PENDING
 
 
 def _check_version(row: JobRow, expected: int | None) -> None:

@@ -45,13 +45,13 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 
 from federation.domain.jobs import Job
+from federation.domain.states import PENDING
 from federation.store.codec import canonical_json, digest_of, job_to_json
 from federation.store.engine import Database
 from federation.store.errors import AlreadyExists, Conflict, NotFound
 from federation.store.lifecycle import job_record
 from federation.store.models import Base, JobRow
 from federation.store.records import JobRecord, Submitted
-from federation.store.states import PENDING
 
 Item: TypeAlias = tuple[Job, str]  # (job, tenant)
 Outcome: TypeAlias = Submitted | AlreadyExists | NotFound | Conflict

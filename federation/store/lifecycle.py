@@ -17,11 +17,18 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from federation.domain.jobs import Job
+from federation.domain.states import EVENT_FOR_STATE, PENDING, PLACED, allowed
 from federation.store.codec import job_from_json
-from federation.store.errors import NotFound
+from federation.store.errors import IllegalTransition, NotFound
 from federation.store.models import JobEventRow, JobRow, WorkRow
 from federation.store.records import JobEvent, JobRecord
-from federation.store.states import EVENT_FOR_STATE, PENDING, PLACED, check_transition
+
+
+def check_transition(from_state: str, to_state: str, job: str = "") -> None:
+    """Raise ``IllegalTransition`` naming both states unless the state machine
+    (``domain.states``) allows the move: every state change the store writes passes here."""
+    if not allowed(from_state, to_state):
+        raise IllegalTransition(from_state, to_state, job)
 
 ACTIVE_WORK_STATES = ("pending", "applied", "running")
 _CHUNK = 500

@@ -45,7 +45,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from federation.store.states import JOB_STATES
+from federation.domain.states import JOB_STATES
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from federation.domain.plans import Plan
+from federation.domain.states import PENDING, PLACED, pending_event
 from federation.store.records import Decision, JobUpdate, Round
-from federation.store.states import PENDING, PLACED, pending_event
 
 
 def decisions_from_plan(plan: Plan) -> tuple[Decision, ...]:

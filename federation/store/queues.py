@@ -17,13 +17,13 @@ from sqlalchemy.orm import Session
 
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
+from federation.domain.states import TERMINAL_STATES
 from federation.store import paging
 from federation.store.codec import resources_from_json, resources_to_json
 from federation.store.engine import Database
 from federation.store.errors import AlreadyExists, Conflict, NotFound
 from federation.store.models import JobRow, QueueRow
 from federation.store.records import Page
-from federation.store.states import TERMINAL_STATES
 
 
 def queue_of(row: QueueRow) -> Queue:

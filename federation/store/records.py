@@ -16,7 +16,7 @@ from federation.domain.jobs import Job
 from federation.domain.nodes import Taint
 from federation.domain.plans import PodAssignment
 from federation.domain.resources import Resources
-from federation.store.states import ACTIVE_STATES, TERMINAL_STATES
+from federation.domain.states import ACTIVE_STATES, TERMINAL_STATES
 
 T = TypeVar("T")
 

@@ -15,15 +15,15 @@ from typing import Any
 
 from conftest import ManualClock
 
+from federation.control.loop import RoundScheduler
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.nodes import Node
 from federation.domain.resources import Resources
 from federation.service.agent_hub import AgentHub
 from federation.service.auth import Authenticator
-from federation.service.convert import snapshot_to_proto, timestamp_to_proto
-from federation.service.rounds import RoundScheduler
 from federation.store import Store
 from federation.v1 import agent_pb2
+from federation.wire.convert import snapshot_to_proto, timestamp_to_proto
 
 GRACE = 10.0
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 
+from federation.control.loop import RoundScheduler
 from federation.domain import Job, Queue, Resources, Task
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.nodes import Node
-from federation.service.rounds import RoundScheduler
 from federation.store import Store
 from federation.store.models import DecisionRow
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fleetkit import eventually, fleet, has_snapshot, job_spec
 
-from federation.service.snapshot_builder import load
+from federation.control.snapshot import load
 from federation.v1 import jobs_pb2
 
 

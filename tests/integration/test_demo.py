@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from federation.cli.main import main
-from federation.sim.demo import demo_main
-from federation.sim.demo_report import SECTIONS
+from federation.demo.main import demo_main
+from federation.demo.report import SECTIONS
 from federation.sim.scenario import builtin_scenario_path, load_scenario
 
 SHORT = Path(__file__).resolve().parents[1] / "fixtures" / "scenarios" / "demo-short.yaml"

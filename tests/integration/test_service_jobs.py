@@ -11,9 +11,9 @@ from servicekit import client, counts, queue, running, spec
 
 from federation.client import FederationClient, ServiceError
 from federation.domain.plans import PodAssignment
+from federation.domain.states import PLACED
 from federation.store import Store
 from federation.store.records import Decision, JobUpdate, Round
-from federation.store.states import PLACED
 from federation.v1 import jobs_pb2
 
 

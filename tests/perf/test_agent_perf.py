@@ -41,7 +41,7 @@ from agents.k8s.convert import binding_body  # noqa: E402
 from federation.domain.nodes import Taint  # noqa: E402
 from federation.domain.resources import Resources  # noqa: E402
 from federation.domain.topology import HyperNodeMember, HyperNodeSpec, MemberSelector  # noqa: E402
-from federation.service.convert_clusters import snapshot_to_proto  # noqa: E402
+from federation.wire.clusters import snapshot_to_proto  # noqa: E402
 
 pytestmark = pytest.mark.perf
 

@@ -35,8 +35,8 @@ import pytest
 from federation.domain import FederationSnapshot, Plan, PlanLimits
 from federation.placement import greedy_plan, plan, validate
 from federation.placement.cpsat.reference import reference_plan
-from federation.placement.instances import small, synthetic
 from federation.placement.score import Scoring
+from tests.fixtures.instances import small, synthetic
 
 pytestmark = pytest.mark.perf
 RESULTS: dict[str, Any] = {}

@@ -1,6 +1,6 @@
 """Submission throughput through the client library to ``federation serve`` on PostgreSQL.
 
-A short run (3 s) of ``federation.service.submitbench`` — the full 60 s figure is recorded
+A short run (3 s) of ``federation.bench.submit`` — the full 60 s figure is recorded
 in docs/benchmarks.md with its command. Asserts correctness only (every acknowledged job
 is in the store, no errors, the server drains and exits 0), never a wall-clock rate:
 the machine is shared.
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from federation.service.submitbench import run
+from federation.bench.submit import run
 from federation.store import migrate as migrations
 
 pytestmark = pytest.mark.perf

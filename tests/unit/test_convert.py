@@ -27,8 +27,8 @@ from federation.domain import (
     Task,
 )
 from federation.domain.manifests import PRIORITY_CLASSES, load_manifests
-from federation.service import convert
 from federation.v1 import agent_pb2, jobs_pb2, queues_pb2, types_pb2
+from federation.wire import convert
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "manifests" / "pytorch-llama-pretrain.yaml"
 GI = 1 << 30

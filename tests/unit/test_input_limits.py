@@ -14,8 +14,8 @@ from federation.domain.nodes import Node
 from federation.domain.patterns import compile_pattern
 from federation.domain.resources import QUANTITY_MAX, Resources, parse_quantity
 from federation.domain.topology import HyperNodeMember, HyperNodeSpec, MemberSelector, build_tree
-from federation.service.limits import Limits, check_job_spec, check_snapshot
 from federation.v1 import types_pb2
+from federation.wire.limits import Limits, check_job_spec, check_snapshot
 
 
 def _refused(fn: object, *args: object) -> InvalidInput:

@@ -6,8 +6,9 @@ import itertools
 
 import pytest
 
+from federation.domain.states import JOB_STATES, TERMINAL_STATES, allowed, is_terminal
 from federation.store.errors import IllegalTransition
-from federation.store.states import JOB_STATES, TERMINAL_STATES, allowed, check_transition, is_terminal
+from federation.store.lifecycle import check_transition
 
 ALLOWED = [
     ("pending", "placed", "a-round-places-a-pending-job"),

@@ -13,9 +13,9 @@ from federation.domain.errors import InvalidInput
 from federation.domain.pod_security import check_pod_security, parse_template
 from federation.domain.queues import Queue
 from federation.service.admission import admit
-from federation.service.convert import job_from_proto
-from federation.service.limits import Limits
 from federation.v1 import types_pb2
+from federation.wire.convert import job_from_proto
+from federation.wire.limits import Limits
 
 TRAINER = {"name": "trainer", "image": "nvcr.io/nvidia/pytorch:24.05-py3", "command": ["torchrun", "train.py"],
            "resources": {"limits": {"nvidia.com/gpu": 8}}}

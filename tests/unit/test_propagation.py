@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from federation.control.snapshot import build
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobs import Job, Task
 from federation.domain.nodes import Node, Taint
@@ -24,7 +25,6 @@ from federation.propagation import (
     works_to_create,
 )
 from federation.propagation.status import effect, job_steps
-from federation.service.snapshot_builder import build
 from federation.store import ClusterRecord, JobRecord, SnapshotSummary, WorkRecord
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

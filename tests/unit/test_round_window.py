@@ -1,4 +1,4 @@
-"""Which pending jobs a bounded round considers: ``snapshot_builder.window`` splits the
+"""Which pending jobs a bounded round considers: ``control.snapshot.window`` splits the
 ``max_pending`` budget between queues so every queue with demand is represented."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from federation.control.snapshot import window
 from federation.domain import Job, Resources, Task
-from federation.service.snapshot_builder import window
 from federation.service.views import explain
 from federation.store import JobRecord
 from federation.v1 import jobs_pb2

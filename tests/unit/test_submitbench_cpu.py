@@ -1,10 +1,10 @@
-"""The submission benchmark's CPU and batch accounting (``federation.service.submitbench_cpu``)."""
+"""The submission benchmark's CPU and batch accounting (``federation.bench.submit_cpu``)."""
 
 from __future__ import annotations
 
 import os
 
-from federation.service.submitbench_cpu import cpu_seconds, jobs_per_transaction
+from federation.bench.submit_cpu import cpu_seconds, jobs_per_transaction
 
 
 def test_the_mean_batch_is_read_from_the_server_log() -> None:

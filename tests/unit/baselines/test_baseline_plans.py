@@ -27,7 +27,7 @@ from federation.domain import (
     RunningJob,
 )
 from federation.placement.baselines import BASELINES, POLICIES
-from federation.placement.instances import gang, synthetic, tiered_cluster
+from tests.fixtures.instances import gang, synthetic, tiered_cluster
 
 HARD1 = NetworkTopology("hard", highest_tier_allowed=1)
 HARD2 = NetworkTopology("hard", highest_tier_allowed=2)

@@ -23,7 +23,7 @@ from federation.domain import (
     Toleration,
 )
 from federation.placement import greedy_plan, plan, validate
-from federation.placement.instances import gang, gpu_node, tiered_cluster
+from tests.fixtures.instances import gang, gpu_node, tiered_cluster
 
 # The rules alone: evict and widen at once (the shipped defaults hold both back; see
 # test_placement_policy.py).

@@ -23,8 +23,8 @@ from federation.placement.eligibility import (
     usable_nodes,
 )
 from federation.placement.fairshare import dominant_share, fair_shares
-from federation.placement.instances import gpu_node
 from federation.placement.packing import pack_gang
+from tests.fixtures.instances import gpu_node
 
 PACKING = [
     # id, per-node free GPUs, pod GPU sizes, packs?

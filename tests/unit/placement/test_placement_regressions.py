@@ -26,7 +26,7 @@ from federation.domain import (
 )
 from federation.domain.plans import Preemption
 from federation.placement import plan, validate
-from federation.placement.instances import gpu_node
+from tests.fixtures.instances import gpu_node
 
 
 def _sick_node_snapshot(missing: bool) -> FederationSnapshot:

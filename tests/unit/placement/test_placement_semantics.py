@@ -202,14 +202,14 @@ CASES = [
 
 def _tainted_node() -> object:
     from federation.domain import ClusterSnapshot, Node
-    from federation.placement.instances import gpu_node
+    from tests.fixtures.instances import gpu_node
     n = gpu_node("a-n0")
     return ClusterSnapshot("a", (Node(n.name, n.allocatable, n.free, taints=(Taint("dedicated", "x"),)),))
 
 
 def _sick_nodes() -> object:
     from federation.domain import ClusterSnapshot, Node
-    from federation.placement.instances import gpu_node
+    from tests.fixtures.instances import gpu_node
     a, b, c = gpu_node("a-n0"), gpu_node("a-n1"), gpu_node("a-n2")
     return ClusterSnapshot("a", (Node(a.name, a.allocatable, a.free, ready=False),
                                  Node(b.name, b.allocatable, b.free, unschedulable=True), c))

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Collection
 
 from federation.client import FederationClient, ServiceError
-from federation.sim.demo_state import DemoState, cluster_view, event_line
+from federation.demo.state import DemoState, cluster_view, event_line
 
 log = logging.getLogger(__name__)
 

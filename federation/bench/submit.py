@@ -1,4 +1,4 @@
-"""Submission throughput benchmark (issue 2, "Measure"): ``python -m federation.service.submitbench``.
+"""Submission throughput benchmark (issue 2, "Measure"): ``python -m federation.bench.submit``.
 
 What it does, in one run:
 1. **Baseline** — the store's own ``jobs.submit`` called in this process, no gRPC, for
@@ -43,10 +43,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from federation.bench.submit_cpu import CpuMeter, jobs_per_transaction
 from federation.domain.jobs import Job, NetworkTopology, Task
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
-from federation.service.submitbench_cpu import CpuMeter, jobs_per_transaction
 
 
 def bench_job(name: str, queue: str) -> Job:
@@ -114,7 +114,7 @@ def _merge(a: Baseline, b: Baseline) -> Baseline:
 async def _drive(address: str, token: str | None, queue: str, prefix: str, start_at: float, stop_at: float,
                  concurrency: int) -> WorkerResult:
     from federation.client import FederationClient, ServiceError
-    from federation.service.convert import job_to_proto
+    from federation.wire.convert import job_to_proto
 
     result = WorkerResult()
     counter = iter(range(10**9))
@@ -325,7 +325,7 @@ def _redact(url: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m federation.service.submitbench", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m federation.bench.submit", description=__doc__.split("\n")[0])
     p.add_argument("--db", required=True, help="SQLAlchemy URL (PostgreSQL at head, or a SQLite file)")
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--clients", type=int, default=2, help="client processes")

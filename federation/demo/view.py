@@ -15,7 +15,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from federation.sim.demo_state import DECISIONS, RECOVERY, ClusterView, DemoState, EventLine, QueueView
+from federation.demo.state import DECISIONS, RECOVERY, ClusterView, DemoState, EventLine, QueueView
 
 HEALTH_STYLE = {"healthy": "green", "unhealthy": "yellow", "down": "bold red", "lost": "bold red"}
 KIND_STYLE = {"PLACED": "cyan", "RUNNING": "blue", "SUCCEEDED": "green", "FAILED": "bold red",

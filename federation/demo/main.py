@@ -7,12 +7,12 @@ What runs, and how it is wired (README "What is real and what is simulated"):
   hub with its lost-agent watchdog) on 127.0.0.1, port 0, over a fresh SQLite audit
   database in ``--out``;
 - one real agent runtime per scenario cluster, each over an in-memory cluster driven by
-  a simulated clock (``demo_fleet``), connected with ``AgentService.Connect``;
+  a simulated clock (``demo.fleet``), connected with ``AgentService.Connect``;
 - the scenario's queues (one tenant owns each) and jobs submitted at their ``submitAt``
   times with ``FederationClient``, the library ``fedctl`` uses, each tenant with its own
   token; faults injected at their times;
-- a live view (``demo_view``) fed by the same API (ListClusters, ListJobs, ExplainJob,
-  WatchJobs), a final report and a picture (``demo_report``, ``demo_picture``).
+- a live view (``demo.view``) fed by the same API (ListClusters, ListJobs, ExplainJob,
+  WatchJobs), a final report and a picture (``demo.report``, ``demo.picture``).
 
 The demo exits 0 once every job is terminal (or pending with an "unschedulable"
 verdict) and every fault has been played, 1 when ``--max-wall-seconds`` passes first.
@@ -37,19 +37,19 @@ import yaml
 from rich.console import Console
 
 from federation.client import FederationClient, ServiceError
+from federation.demo.fleet import SimFleet
+from federation.demo.observe import Observer
+from federation.demo.report import Report, write_outputs
+from federation.demo.state import TERMINAL, DemoState, EventLine
+from federation.demo.view import PlainPrinter, live_view
 from federation.domain.jobs import Job, LifecyclePolicy
 from federation.domain.plans import PlanLimits
 from federation.service.auth import Authenticator, digest
-from federation.service.convert import queue_to_proto
-from federation.service.convert_jobs import job_to_proto
 from federation.service.server import RunningServer, build_server, open_store
-from federation.sim.demo_fleet import SimFleet
-from federation.sim.demo_observe import Observer
-from federation.sim.demo_report import Report, write_outputs
-from federation.sim.demo_state import TERMINAL, DemoState, EventLine
-from federation.sim.demo_view import PlainPrinter, live_view
 from federation.sim.scenario import FaultEvent, Scenario, builtin_scenario_path, load_scenario
 from federation.sim.workload import ScenarioJob
+from federation.wire.convert import queue_to_proto
+from federation.wire.jobs import job_to_proto
 
 log = logging.getLogger(__name__)
 

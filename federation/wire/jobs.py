@@ -21,14 +21,14 @@ from federation.domain.propagation import (
     ReplicaScheduling,
     SpreadConstraint,
 )
-from federation.service.convert_base import (
+from federation.v1 import types_pb2
+from federation.wire.base import (
     build,
     resources_from_proto,
     resources_to_proto,
     toleration_from_proto,
     toleration_to_proto,
 )
-from federation.v1 import types_pb2
 
 # ---------------------------------------------------------------- lifecycle policies
 

@@ -4,7 +4,7 @@ The servicers, the agent's transport and the CLI call only these functions, so t
 proto shapes never leak into the planner and every input is validated once, at the
 edge, with full field paths (``spec.tasks[1].replicas``). This module holds queues,
 placements, Work and job states and re-exports the job and snapshot converters, which
-live in ``convert_jobs`` and ``convert_clusters`` to keep modules small.
+live in ``wire.jobs`` and ``wire.clusters`` to keep modules small.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from federation.domain.errors import InvalidInput
 from federation.domain.jobs import Job
 from federation.domain.plans import Placement, PodAssignment
 from federation.domain.queues import Queue
-from federation.service.convert_base import (
+from federation.v1 import agent_pb2, jobs_pb2, queues_pb2, types_pb2
+from federation.wire.base import (
     build,
     resources_from_proto,
     resources_to_proto,
@@ -26,7 +27,7 @@ from federation.service.convert_base import (
     toleration_from_proto,
     toleration_to_proto,
 )
-from federation.service.convert_clusters import (
+from federation.wire.clusters import (
     hypernode_from_proto,
     hypernode_to_proto,
     node_from_proto,
@@ -35,7 +36,7 @@ from federation.service.convert_clusters import (
     snapshot_summary_to_proto,
     snapshot_to_proto,
 )
-from federation.service.convert_jobs import (
+from federation.wire.jobs import (
     job_from_proto,
     job_to_proto,
     policy_from_proto,
@@ -45,7 +46,6 @@ from federation.service.convert_jobs import (
     task_from_proto,
     task_to_proto,
 )
-from federation.v1 import agent_pb2, jobs_pb2, queues_pb2, types_pb2
 
 __all__ = [
     "WorkOrder",

@@ -20,10 +20,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.markdown import Markdown
 
-from federation.sim.demo_fleet import JobRun
-from federation.sim.demo_picture import topology_svg
-from federation.sim.demo_state import DemoState, EventLine, ShareSample
-from federation.sim.demo_view import clock
+from federation.demo.fleet import JobRun
+from federation.demo.picture import topology_svg
+from federation.demo.state import DemoState, EventLine, ShareSample
+from federation.demo.view import clock
 from federation.sim.scenario import Scenario
 from federation.sim.tracking import feasibility
 from federation.store.records import Round

@@ -39,10 +39,10 @@ from federation.domain.nodes import Node
 from federation.domain.plans import FederationSnapshot, PendingJob, Placement, RunningJob
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
+from federation.domain.states import ACTIVE_STATES, PENDING
 from federation.propagation.works import placement_from_payload, reflected_in_snapshot
 from federation.store import ClusterRecord, JobRecord, Store, WorkRecord
 from federation.store.lifecycle import ACTIVE_WORK_STATES
-from federation.store.states import ACTIVE_STATES, PENDING
 
 
 @dataclass(frozen=True)

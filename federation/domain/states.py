@@ -1,5 +1,8 @@
 """The job state machine: a pure table, checked on every state change the store writes.
 
+It lives in the domain (not the store) so the pure layers (``propagation``) can name job
+states without importing the store.
+
 ::
 
     pending ──► placed ──► dispatched ──► running ──► succeeded
@@ -9,16 +12,14 @@
     dispatched ──► failed
 
 Why a table and not ad-hoc checks: every writer (submit, planner rounds, agent status,
-failover, cancel) goes through ``check_transition``, so an impossible history (a finished
-job running again, a cancelled job being placed by a round that raced the cancel) cannot
-be written by any of them. Terminal states never change again.
+failover, cancel) goes through the store's ``check_transition`` (``store/lifecycle.py``),
+so an impossible history (a finished job running again, a cancelled job being placed by
+a round that raced the cancel) cannot be written by any of them. Terminal states never change again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-from federation.store.errors import IllegalTransition
 
 PENDING = "pending"
 PLACED = "placed"
@@ -71,12 +72,6 @@ def pending_event(unschedulable: bool) -> str:
 def allowed(from_state: str, to_state: str) -> bool:
     """True when the machine allows ``from_state -> to_state``."""
     return to_state in TRANSITIONS.get(from_state, frozenset())
-
-
-def check_transition(from_state: str, to_state: str, job: str = "") -> None:
-    """Raise ``IllegalTransition`` naming both states unless the move is allowed."""
-    if not allowed(from_state, to_state):
-        raise IllegalTransition(from_state, to_state, job)
 
 
 def is_terminal(state: str) -> bool:

@@ -1,6 +1,6 @@
 """Planning rounds: debounce triggers, plan off the event loop, record in one transaction.
 
-A round is: read the federation from the store (``snapshot_builder``), run the pure
+A round is: read the federation from the store (``control.snapshot``), run the pure
 planner, write the round, its decisions and the job changes they cause in ONE store
 transaction (``AuditRepository.record_round``), then create a Work for every placed job
 (``propagation``) and tell the agent hub which clusters have new or withdrawn works.
@@ -24,7 +24,7 @@ docs/design/rounds.md explains the choices; in short:
   ``RunningJob`` with their placement, so a later round never moves them (only an explicit
   preemption does, recorded as such).
 - **A round plans a bounded window** of at most ``max_pending`` pending jobs
-  (``snapshot_builder.window``), so its cost does not grow with the backlog; the jobs
+  (``control.snapshot.window``), so its cost does not grow with the backlog; the jobs
   outside it keep their last decision. An ``unplaced`` decision is written only when its
   reason, constraint or closest cluster changed (``record_round``), so a steady backlog
   does not write a row per job per round.
@@ -44,11 +44,11 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 
+from federation.control.snapshot import PlanningInput, load
 from federation.domain.plans import FederationSnapshot, Placement, Plan, PlanLimits
 from federation.placement import plan as plan_round
 from federation.propagation.availability import with_availability
 from federation.propagation.works import admissible, work_payload, works_to_create
-from federation.service.snapshot_builder import PlanningInput, load
 from federation.store import Store, StoreError
 from federation.store.plan_records import decisions_from_plan, round_from_plan, updates_from_plan
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.nodes import Node
 from federation.domain.topology import HyperNodeMember, HyperNodeSpec, MemberSelector
-from federation.service.convert_base import (
+from federation.v1 import clusters_pb2, types_pb2
+from federation.wire.base import (
     build,
     resources_from_proto,
     resources_to_proto,
@@ -21,7 +22,6 @@ from federation.service.convert_base import (
     timestamp_from_proto,
     timestamp_to_proto,
 )
-from federation.v1 import clusters_pb2, types_pb2
 
 _MEMBER_TYPES = {types_pb2.MEMBER_TYPE_NODE: "Node", types_pb2.MEMBER_TYPE_HYPERNODE: "HyperNode"}
 _MEMBER_ENUMS = {name: value for value, name in _MEMBER_TYPES.items()}

@@ -15,10 +15,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from xml.sax.saxutils import escape, quoteattr
 
+from federation.demo.fleet import JobRun
+from federation.demo.state import DemoState
 from federation.domain.topology import Domain, HyperNodeTree
 from federation.sim.clusters import ClusterSpec
-from federation.sim.demo_fleet import JobRun
-from federation.sim.demo_state import DemoState
 from federation.sim.scenario import Scenario
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948", "#9c755f")
