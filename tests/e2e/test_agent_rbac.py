@@ -107,3 +107,39 @@ async def test_agent_service_account_can_do_its_job_and_no_more(control_plane) -
     finally:
         await cleanup(backend, job.name)
         await backend.close()
+
+
+async def test_a_confined_agent_works_in_its_namespaces_and_cannot_create_pods_elsewhere(control_plane) -> None:
+    """deploy/rbac-namespaced.yaml with MANAGED_NAMESPACE = default: the gang runs in default
+    as that service account; a pod in kube-system is forbidden (403) whatever it is sent."""
+    text = (DEPLOY / "rbac-namespaced.yaml").read_text().replace("MANAGED_NAMESPACE", "default")
+    for doc in (d for d in yaml.safe_load_all(text) if d):
+        _create(control_plane, "west", doc)
+    api = await client_from_kubeconfig(str(control_plane.kubeconfig("west")))
+    api.set_default_header("Impersonate-User", "system:serviceaccount:federation-system:federation-agent-confined")
+    backend = KubernetesBackend(api, "west")
+    job = gpu_job(unique("confined"), (("worker", 2, 2),), plugins=(("svc", ()),))
+    try:
+        await backend.start()
+        with Tree(control_plane, "west") as tree:
+            driver = WorkDriver(backend, work_for(job, "west", tree.leaf_a)).start()
+            try:
+                async def running() -> bool:
+                    pods = await backend.list_pods({LABEL_JOB: job.name})
+                    return len(pods) == 2 and all(p.phase == "Running" for p in pods)
+
+                await eventually("gang Running as the confined service account", running, 45)
+                assert not [e for e in driver.errors if "403" in e or "forbidden" in e.lower()], driver.errors
+            finally:
+                await driver.stop()
+            await cleanup(backend, job.name)
+        core = core_api(api)
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": unique("escape")},
+               "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+        for namespace in ("kube-system", "kube-public"):
+            with pytest.raises(ApiError) as denied:
+                await call(core.create_namespaced_pod(namespace, pod, _preload_content=False))
+            assert denied.value.status == 403, namespace
+    finally:
+        await cleanup(backend, job.name)
+        await backend.close()
