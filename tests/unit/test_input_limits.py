@@ -207,3 +207,24 @@ def test_generated_hostile_specs_are_accepted_only_within_bounds(replicas: int, 
     else:
         assert replicas <= 10_000 and tier <= 16 and len(namespace) <= 63
         assert json.dumps(namespace)  # the accepted namespace is a plain DNS label
+
+
+_HOSTILE = st.one_of(st.text(max_size=30), st.sampled_from(
+    ["1e300000", "1e-300000", "(a+)+b", r"(a)\1", "kube-system", "a/b", "9" * 70, "", "-1", "1e3Gi", "x" * 300]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(node=_HOSTILE, quantity=_HOSTILE, label=_HOSTILE, regex=_HOSTILE, tier=st.integers(-5, 2**31 - 1))
+def test_generated_hostile_snapshots_are_parsed_or_refused_with_a_snapshot_path(
+        node: str, quantity: str, label: str, regex: str, tier: int) -> None:
+    from federation.wire.convert import snapshot_from_proto
+
+    snap = types_pb2.ClusterSnapshot(cluster="c")
+    snap.nodes.add(name=node or "n", allocatable={"memory": quantity}, free={"cpu": "1"}, labels={label or "k": "v"})
+    hn = snap.hyper_nodes.add(name="s", tier=tier)
+    hn.members.add(type=types_pb2.MEMBER_TYPE_NODE, regex=regex or ".*")
+    try:
+        check_snapshot(snap)
+        snapshot_from_proto(snap, "snapshot")
+    except InvalidInput as exc:
+        assert exc.path.startswith("snapshot"), exc
