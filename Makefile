@@ -1,5 +1,5 @@
 # One entry point for people and CI. `make test` works on a fresh machine: it creates the
-# virtualenv, installs PostgreSQL from Debian's packages when missing (as root), builds or
+# virtualenv, installs PostgreSQL and Prometheus from Debian's packages when missing (as root), builds or
 # reuses the Kubernetes control plane (kube-apiserver, etcd, kwok) from Go modules, then
 # runs the whole suite: lint, unit, integration (real PostgreSQL + SQLite, real gRPC) and
 # end-to-end (real kube-apiservers).
@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup test unit lint proto demo bench controlplane postgres-deps clean
+.PHONY: setup test unit lint proto demo bench controlplane postgres-deps prometheus-deps clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -22,10 +22,13 @@ setup: $(STAMP)
 postgres-deps:
 	./hack/ensure-postgres.sh
 
+prometheus-deps:
+	./hack/ensure-prometheus.sh
+
 controlplane:
 	./hack/build-controlplane.sh
 
-test: setup postgres-deps controlplane lint
+test: setup postgres-deps prometheus-deps controlplane lint
 	$(BIN)/python -m pytest -m "not perf" $(PYTEST_ARGS)
 
 unit: setup

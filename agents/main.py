@@ -32,9 +32,12 @@ import grpc
 
 from agents.backend import ClusterBackend
 from agents.failpoints import with_failpoints
+from agents.metrics import NO_AGENT_METRICS, AgentMetrics, measured
 from agents.runtime import AgentRuntime, Fenced, RuntimeConfig
+from federation.logs import add_secret, configure, set_fields
 
 EXIT_FENCED = 3
+log = logging.getLogger("agents.main")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -62,6 +65,10 @@ def parser() -> argparse.ArgumentParser:
                    help="a label of the cluster (used by propagation policies), repeatable")
     p.add_argument("--heartbeat-seconds", type=float, default=5.0)
     p.add_argument("--snapshot-period-seconds", type=float, default=30.0)
+    p.add_argument("--log-format", choices=("text", "json"), default="text",
+                   help="text, or json: one JSON object per line with the cluster (and job) as fields")
+    p.add_argument("--metrics-listen", metavar="HOST:PORT",
+                   help="serve Prometheus metrics on http://HOST:PORT/metrics (off by default)")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -109,7 +116,7 @@ def fake_backend(cluster: str, nodes: int) -> ClusterBackend:
                                  for i in range(nodes)], clock=time.time)
 
 
-async def run(args: argparse.Namespace) -> int:
+async def run(args: argparse.Namespace, metrics: AgentMetrics = NO_AGENT_METRICS) -> int:
     cfg = config(args)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -117,7 +124,7 @@ async def run(args: argparse.Namespace) -> int:
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     if args.fake_nodes:
-        return await run_runtime(fake_backend(args.cluster, args.fake_nodes), cfg, stop)
+        return await run_runtime(fake_backend(args.cluster, args.fake_nodes), cfg, stop, metrics=metrics)
     if not args.kubeconfig and not os.environ.get("KUBERNETES_SERVICE_HOST"):
         print("error: --kubeconfig is required outside a pod (or use --fake-nodes N)", file=sys.stderr)
         return 2
@@ -127,7 +134,7 @@ async def run(args: argparse.Namespace) -> int:
         backend = await KubernetesBackend.from_kubeconfig(args.kubeconfig, args.cluster, context=args.context)
         try:
             await backend.start()
-            return await run_runtime(backend, cfg, stop)
+            return await run_runtime(backend, cfg, stop, metrics=metrics)
         finally:
             await backend.close()
     from agents.k8s.run import DEFAULT_LEASE_NAMESPACE, run_agent_on_kubernetes
@@ -136,7 +143,8 @@ async def run(args: argparse.Namespace) -> int:
 
     async def runtime(backend: ClusterBackend, epoch: int, agent_id: str) -> None:
         nonlocal fenced
-        code = await run_runtime(with_failpoints(backend), replace(cfg, agent_id=agent_id), stop, epoch=epoch)
+        code = await run_runtime(with_failpoints(backend), replace(cfg, agent_id=agent_id), stop, epoch=epoch,
+                                 metrics=metrics)
         if code == EXIT_FENCED:  # the term ends; the Lease is released and we campaign again
             fenced += 1
 
@@ -148,8 +156,8 @@ async def run(args: argparse.Namespace) -> int:
 
 
 async def run_runtime(backend: ClusterBackend, cfg: RuntimeConfig, stop: asyncio.Event,
-                      epoch: int | None = None) -> int:
-    runtime = AgentRuntime(backend, cfg, epoch=epoch)
+                      epoch: int | None = None, metrics: AgentMetrics = NO_AGENT_METRICS) -> int:
+    runtime = AgentRuntime(measured(backend, metrics), cfg, epoch=epoch, metrics=metrics)
     task = asyncio.create_task(runtime.run())
     stopping = asyncio.create_task(stop.wait())
     try:
@@ -157,7 +165,7 @@ async def run_runtime(backend: ClusterBackend, cfg: RuntimeConfig, stop: asyncio
         runtime.stop()
         await task
     except Fenced as exc:
-        print(f"federation-agent: {exc}", file=sys.stderr)
+        log.error("federation-agent: %s", exc)
         return EXIT_FENCED
     finally:
         stopping.cancel()
@@ -166,9 +174,31 @@ async def run_runtime(backend: ClusterBackend, cfg: RuntimeConfig, stop: asyncio
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    return asyncio.run(run(args))
+    configure(args.log_format, level=logging.DEBUG if args.verbose else logging.INFO)
+    set_fields(cluster=args.cluster)
+    add_secret(args.token)
+    if args.token_file:
+        with contextlib.suppress(OSError):
+            add_secret(Path(args.token_file).read_text().strip())
+    metrics: AgentMetrics = NO_AGENT_METRICS
+    exporter = None
+    if args.metrics_listen:
+        from federation.metrics.exporter import parse_listen, serve_metrics, with_process_metrics
+
+        try:
+            parse_listen(args.metrics_listen)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        metrics = AgentMetrics()
+        with_process_metrics(metrics.registry)
+        exporter = serve_metrics(args.metrics_listen, metrics.registry)
+        log.info("metrics on http://%s/metrics", exporter.address)
+    try:
+        return asyncio.run(run(args, metrics))
+    finally:
+        if exporter is not None:
+            exporter.stop()
 
 
 if __name__ == "__main__":

@@ -45,9 +45,11 @@ from agents.backend import ClusterBackend
 from agents.core.apply import apply_ops
 from agents.core.controller import PassReport
 from agents.core.works import Work
+from agents.metrics import NO_AGENT_METRICS, AgentMetrics
 from agents.runtime_jobs import JobBook, JobSlot, orphan_ops, signature
 from agents.runtime_snapshots import snapshot_message
 from federation.domain.topology import HyperNodeTree
+from federation.logs import fields
 from federation.v1 import agent_pb2, agent_pb2_grpc, types_pb2
 from federation.wire.convert import timestamp_to_proto, work_from_proto
 
@@ -117,13 +119,15 @@ class AgentRuntime:
     """Runs until ``stop()`` (returns) or a Fence (raises ``Fenced``)."""
 
     def __init__(self, backend: ClusterBackend, config: RuntimeConfig, *, clock: Callable[[], float] = time.time,
-                 epoch: int | None = None, rng: random.Random | None = None) -> None:
+                 epoch: int | None = None, rng: random.Random | None = None,
+                 metrics: AgentMetrics = NO_AGENT_METRICS) -> None:
         self.backend = backend
         self.config = config
         self.clock = clock
         self.epoch = epoch if epoch is not None else time.time_ns()
         self.agent_id = config.agent_id or f"{socket.gethostname()}-{os.getpid()}-{self.epoch}"
         self.jobs = JobBook(config.label_keys)
+        self.metrics = metrics
         self.connected = asyncio.Event()
         self.syncs = 0
         self.passes = 0
@@ -216,6 +220,7 @@ class AgentRuntime:
                 stop_wait.cancel()
                 self._out = None
                 self.connected.clear()
+                self.metrics.connected(False)
                 call.cancel()
 
     def _check_fence(self, msg: agent_pb2.CentralMessage) -> None:
@@ -246,6 +251,7 @@ class AgentRuntime:
             self.syncs += 1
         log.info("agent %s synced: %d work(s) desired", self.config.cluster, len(works))
         self.connected.set()
+        self.metrics.connected(True)
         self._dirty.set()
         self._snapshot_dirty.set()
         return True
@@ -362,10 +368,12 @@ class AgentRuntime:
             try:
                 report = await slot.controller.sync(self.backend, now, self._tree)
             except Exception:
-                log.exception("agent %s: pass for %s failed", self.config.cluster, slot.work.name)
+                log.exception("agent %s: pass for %s failed", self.config.cluster, slot.work.name,
+                              extra=fields(job=slot.work.name, queue=slot.work.job.queue, work=slot.work.work_id))
                 continue
             if report.error:
-                log.warning("agent %s: %s", self.config.cluster, report.error)
+                log.warning("agent %s: %s", self.config.cluster, report.error,
+                            extra=fields(job=slot.work.name, queue=slot.work.job.queue, work=slot.work.work_id))
                 self._dirty.set()
             if report.wake_at is not None:
                 wake = report.wake_at if wake is None else min(wake, report.wake_at)
@@ -382,6 +390,7 @@ class AgentRuntime:
     def _report(self, slot: JobSlot, report: PassReport) -> None:
         work = slot.work
         slot.unsent.extend(report.actions)
+        self.metrics.actions(a.kind for a in report.actions)
         phase_name, message = slot.outcome(report)
         key = (*signature(report), phase_name, message)
         if not slot.unsent and key == slot.reported:

@@ -7,6 +7,9 @@ valid are kept, the rest are re-packed best-fit inside the SAME domain, never ou
 (the network-topology promise — Volcano's hard mode, volcano-sh/volcano
 pkg/scheduler/plugins/network-topology-aware — is the planner's decision to keep).
 
+Each pod goes only to a node its task's nodeSelector, required node affinity and
+tolerations allow (``Job.node_constraints``), as the planner assumed.
+
 The result is all-or-nothing, like Volcano's gang plugin (pkg/scheduler/plugins/gang):
 either an assignment holding at least ``minAvailable`` pods (and every task's own
 ``minAvailable``), or None with the reason. Pure: inputs are immutable domain values and
@@ -22,6 +25,7 @@ from federation.domain.jobs import Job
 from federation.domain.nodes import Node, Toleration, untolerated
 from federation.domain.plans import PodAssignment
 from federation.domain.resources import CPU, GPU, MEMORY, Resources
+from federation.domain.scheduling import NodeConstraints
 from federation.domain.topology import Domain
 
 PodKey = tuple[str, int]  # (task name, index within the task)
@@ -40,11 +44,15 @@ class GangBinding:
         return self.assignments is not None
 
 
-def eligible(domain: Domain, nodes: Iterable[Node], tolerations: tuple[Toleration, ...] = ()) -> list[Node]:
-    """Nodes a pod of this gang may go to: inside the domain, ready, not cordoned, and
-    with no NoSchedule/NoExecute taint the job does not tolerate."""
+def eligible(domain: Domain, nodes: Iterable[Node], tolerations: tuple[Toleration, ...] = (),
+             constraints: NodeConstraints | None = None) -> list[Node]:
+    """Nodes a pod may go to: inside the domain, ready, not cordoned, with no
+    NoSchedule/NoExecute taint it does not tolerate, and (given ``constraints``, its task's)
+    matching its nodeSelector and required node affinity (domain/scheduling.py, the check a
+    kubelet makes on admission, so the agent never binds a pod the node would reject)."""
     return sorted(
-        (n for n in nodes if n.name in domain.nodes and n.usable and not untolerated(n.taints, tolerations)),
+        (n for n in nodes if n.name in domain.nodes and n.usable and not untolerated(n.taints, tolerations)
+         and (constraints is None or constraints.allows(n))),
         key=lambda n: n.name,
     )
 
@@ -76,13 +84,15 @@ def replacement_node(
     free: Mapping[str, Resources] | None = None,
     *,
     tolerations: tuple[Toleration, ...] = (),
+    constraints: NodeConstraints | None = None,
     exclude: Iterable[str] = (),
 ) -> str | None:
     """A node inside the same HyperNode with room for one replacement pod (RestartPod or a
     pod whose node was lost), best-fit; None means the caller must escalate (report Replan).
-    ``free`` overrides the nodes' own free resources (e.g. after earlier replacements)."""
+    ``free`` overrides the nodes' own free resources (e.g. after earlier replacements);
+    ``constraints`` are the pod's task's node constraints."""
     skip = set(exclude)
-    candidates = [n for n in eligible(domain, nodes, tolerations) if n.name not in skip]
+    candidates = [n for n in eligible(domain, nodes, tolerations, constraints) if n.name not in skip]
     room = dict(free) if free is not None else {n.name: n.free for n in candidates}
     room = {n.name: room.get(n.name, Resources()) for n in candidates}
     return _best_fit(requests, candidates, room)
@@ -107,18 +117,28 @@ def bind_gang(
     """
     keys: list[PodKey] = list(pending) if pending is not None else [(t, i) for t, i, _ in job.pods()]
     requests = {(t.name, i): t.resources for t in job.tasks for i in range(t.replicas)}
-    candidates = eligible(domain, nodes, job.tolerations)
+    per_task = {t.name: eligible(domain, nodes, constraints=c) for t, c in zip(job.tasks, job.node_constraints,
+                                                                               strict=True)}
+    exclusive = {t.name for t, c in zip(job.tasks, job.node_constraints, strict=True) if c.one_per_node}
+    candidates = sorted({n.name: n for ns in per_task.values() for n in ns}.values(), key=lambda n: n.name)
+    allowed = {task: {n.name for n in ns} for task, ns in per_task.items()}
     free = {n.name: n.free for n in candidates}
-    by_name = set(free)
     chosen: dict[PodKey, str] = {}
+    taken: set[tuple[str, str]] = {(a.task, a.node) for a in bound if a.task in exclusive}
+
+    def take(key: PodKey, node: str) -> None:
+        chosen[key] = node
+        free[node] = free[node] - requests[key]
+        if key[0] in exclusive:
+            taken.add((key[0], node))
 
     plan = {(a.task, a.index): a.node for a in planned}
     reused = 0
     for key in keys:
         node = plan.get(key)
-        if node in by_name and node is not None and requests[key].fits_in(free[node]):
-            chosen[key] = node
-            free[node] = free[node] - requests[key]
+        if node is not None and node in allowed.get(key[0], ()) and (key[0], node) not in taken \
+                and requests[key].fits_in(free[node]):
+            take(key, node)
             reused += 1
 
     bound_per_task: dict[str, int] = {}
@@ -134,12 +154,12 @@ def bind_gang(
                   key=lambda k: (not mandatory(k), _size_key(requests[k]), k))
     missed: PodKey | None = None
     for key in rest:
-        node = _best_fit(requests[key], candidates, free)
+        options = [n for n in per_task.get(key[0], ()) if (key[0], n.name) not in taken]
+        node = _best_fit(requests[key], options, free)
         if node is None:
             missed = missed or key
             continue
-        chosen[key] = node
-        free[node] = free[node] - requests[key]
+        take(key, node)
 
     total = len(chosen) + len(bound)
     if total < job.gang_size:

@@ -260,8 +260,10 @@ def _node_lost(job: Job, event: PodEvent, now: float, room: Room | None) -> list
     targets: list[PodAssignment] = []
     for ref in event.pods:
         requests = job.task(ref.task).resources if _has_task(job, ref.task) else Resources()
+        constraints = job.node_constraints[[t.name for t in job.tasks].index(ref.task)] \
+            if _has_task(job, ref.task) else None
         node = replacement_node(requests, room.domain, room.nodes, free, tolerations=job.tolerations,
-                                exclude=(event.node,))
+                                constraints=constraints, exclude=(event.node,))
         if node is None:
             return [_action(job, REPLAN, event, now,
                             f"{event.describe()}: no node in {room.domain.name} has room for {ref.name}",

@@ -103,6 +103,8 @@ def explain_block(resp: jobs_pb2.ExplainJobResponse) -> str:
             lines.append("unschedulable: no allowed cluster could hold it even empty")
         if e.round_id:
             lines.append(f"round: {e.round_id} at {when(e.round_time)}")
+    if resp.topology_wait:
+        lines.append(resp.topology_wait)
     if resp.message:
         lines.append(resp.message)
     return "\n".join(lines)
@@ -136,9 +138,13 @@ def clusters_table(clusters: Iterable[clusters_pb2.Cluster]) -> str:
 
 
 def audit_table(audit: audit_pb2.JobAudit) -> str:
+    pruned = ""
+    if audit.HasField("pruned_before"):
+        pruned = (f"note: audit retention pruned the rounds that ended before {when(audit.pruned_before)}; "
+                  f"older decisions about {audit.job} are no longer kept\n")
     if not audit.decisions:
-        return f"job {audit.job}: no planning round has considered it yet"
-    return table(
+        return pruned + f"job {audit.job}: no planning round has considered it yet"
+    return pruned + table(
         ("ROUND", "TIME", "OUTCOME", "CLUSTER", "HYPERNODE", "TIER", "CONSTRAINT", "REASON"),
         ((d.round.round_id, when(d.round.started), d.outcome, d.cluster or "-", d.hypernode or "-",
           d.tier if d.cluster else "-", d.constraint or "-", _short(d.reason) or "-") for d in audit.decisions),

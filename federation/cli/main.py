@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from federation.cli.durations import duration_flag
 from federation.cli.errors import EXIT_USAGE, fail
 from federation.cli.limit_flags import add_limit_flags, limits_from_args
 from federation.cli.policy_flags import add_policy_flags, policy_limits
@@ -53,6 +54,13 @@ def _parser() -> argparse.ArgumentParser:
                        help="group commit: at most this many SubmitJob calls per store transaction")
     serve.add_argument("--submit-batch-delay-ms", type=float, default=2.0,
                        help="group commit: a submission waits at most this long for others to join its batch")
+    serve.add_argument("--audit-retention", metavar="DURATION", type=duration_flag(60, "DURATION"),
+                       help="prune planning rounds that ended longer ago than this (e.g. 30d), in the background; "
+                            "the latest decision of every live job is kept (default: keep everything)")
+    serve.add_argument("--log-format", choices=("text", "json"), default="text",
+                       help="text, or json: one JSON object per line with job, queue, cluster and round fields")
+    serve.add_argument("--metrics-listen", metavar="HOST:PORT",
+                       help="serve Prometheus metrics on http://HOST:PORT/metrics (off by default)")
 
     db = sub.add_parser("db", help="database schema migrations")
     db_sub = db.add_subparsers(dest="db_command", required=True)
@@ -82,6 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--policy", action="append", dest="policies",
                        help="policy to run (repeatable; default: all four)")
     bench.add_argument("--json", dest="json_out", help="write the bench JSON here")
+    bench.add_argument("--placements", dest="placements_out", metavar="FILE",
+                       help="write every job start (restarts included) as JSON lines: policy, job, cluster, "
+                            "hypernode, tier, at (simulated seconds), pods")
     add_policy_flags(bench)
     return parser
 
@@ -134,6 +145,8 @@ def _serve_config(args: argparse.Namespace) -> ServeConfig:
         submit_batching=SubmitBatching(max_items=args.submit_batch_size,
                                        max_delay_seconds=args.submit_batch_delay_ms / 1000),
         limits=limits_from_args(args),
+        metrics_listen=args.metrics_listen, log_format=args.log_format,
+        audit_retention_seconds=args.audit_retention,
     )
 
 
@@ -143,7 +156,8 @@ def _bench(args: argparse.Namespace) -> int:
     from federation.sim.bench import run_bench
 
     policies = args.policies or ["cpsat", "volcano-greedy", "karmada-spread", "armada-drf"]
-    run_bench(args.scenario, policies, args.json_out, Console(), limits=policy_limits(args))
+    run_bench(args.scenario, policies, args.json_out, Console(), limits=policy_limits(args),
+              placements_out=args.placements_out)
     return 0
 
 

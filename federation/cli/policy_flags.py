@@ -43,8 +43,10 @@ def add_policy_flags(parser: argparse.ArgumentParser) -> None:
              f"'{NEVER}' disables eviction (default: {shown})")
     parser.add_argument(
         "--topology-wait", type=_seconds, default=defaults.topology_wait_seconds, metavar="SECONDS",
-        help=f"a multi-pod gang holds out this long for a domain of the lowest tier that could hold it before "
-             f"wider domains are offered; 0 widens at once (default: {defaults.topology_wait_seconds:g})")
+        help=f"opt-in service default: a multi-pod gang WITH a networkTopology and no wait of its own (annotation "
+             f"federation.io/topology-wait, queue default) holds out this long for a domain of the lowest tier "
+             f"that could hold it before the wider domains its constraint allows are offered; 0 = Volcano "
+             f"semantics, never held back (default: {defaults.topology_wait_seconds:g})")
     kept = NEVER if defaults.reserve_after_seconds is None else f"{defaults.reserve_after_seconds:g}"
     parser.add_argument(
         "--reserve-after", type=_grace, default=defaults.reserve_after_seconds, metavar="SECONDS|never",

@@ -46,6 +46,9 @@ from datetime import UTC, datetime
 
 from federation.control.snapshot import PlanningInput, load
 from federation.domain.plans import FederationSnapshot, Placement, Plan, PlanLimits
+from federation.logs import fields
+from federation.metrics.gauges import Observed
+from federation.metrics.instruments import NO_METRICS, ServiceMetrics
 from federation.placement import plan as plan_round
 from federation.propagation.availability import with_availability
 from federation.propagation.works import admissible, work_payload, works_to_create
@@ -79,6 +82,7 @@ class RoundScheduler:
         clock: Callable[[], float] = time.time,
         on_plan: Callable[[Plan], Awaitable[None]] | None = None,
         max_pending: int = DEFAULT_MAX_PENDING,
+        metrics: ServiceMetrics = NO_METRICS,
     ) -> None:
         if max_pending < 1:
             raise ValueError(f"max_pending must be >= 1, got {max_pending}")
@@ -100,6 +104,10 @@ class RoundScheduler:
         self._last_digest = ""
         self.rounds_run = 0
         self.last_error: str = ""
+        self._metrics = metrics
+        # What the last round read and decided, for the scrape-time gauges (metrics.gauges):
+        # one reference swap per round; a scrape reads it from the exporter's thread.
+        self.observed: Observed | None = None
 
     # ------------------------------------------------------------------ wiring
     def on_works_changed(self, listener: WorksListener) -> None:
@@ -154,9 +162,10 @@ class RoundScheduler:
                 raise
             except Exception as exc:  # logged, nothing half-written, retried
                 self._failures += 1
+                self._metrics.round_failed()
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("planning round (%s) failed, will retry: %s", trigger, self.last_error,
-                            exc_info=not isinstance(exc, StoreError))
+                            exc_info=not isinstance(exc, StoreError), extra=fields(trigger=trigger))
             else:  # a round that left work undone (a Work not created) retries after the back-off too
                 self._failures, self._retry_soon = (1 if self._retry_soon else 0), False
 
@@ -164,39 +173,51 @@ class RoundScheduler:
     async def run_once(self, trigger: str) -> int:
         """Run one round now and return its id (0 when nothing was pending: no round is
         recorded then, so idle snapshots do not flood the audit)."""
+        metrics = self._metrics
         async with self._lock:
             started = self._clock()
-            data: PlanningInput = await asyncio.to_thread(load, self._store, started, self._max_pending)
-            if await self._fail_over_stranded(data) | await self._repair(data):  # re-read what changed
-                data = await asyncio.to_thread(load, self._store, started, self._max_pending)
+            with metrics.phase("load"):
+                data: PlanningInput = await asyncio.to_thread(load, self._store, started, self._max_pending)
+            with metrics.phase("repair"):
+                repaired = await self._fail_over_stranded(data) | await self._repair(data)
+            if repaired:  # re-read what changed
+                with metrics.phase("load"):
+                    data = await asyncio.to_thread(load, self._store, started, self._max_pending)
             snapshot = data.snapshot
             if not snapshot.pending:
+                self.observed = Observed(snapshot, Plan())
                 return 0
             if data.digest == self._last_digest and trigger in ("snapshot", "retry"):
                 return 0  # nothing the plan depends on changed since the last round
-            plan = await asyncio.to_thread(self._planner, snapshot, self._limits, self._previous)
-            plan = with_availability(plan, snapshot, data.unknown, data.unavailable)  # unavailable ≠ impossible
+            with metrics.phase("plan"):
+                plan = await asyncio.to_thread(self._planner, snapshot, self._limits, self._previous)
+                plan = with_availability(plan, snapshot, data.unknown, data.unavailable)  # unavailable ≠ impossible
             ended = self._clock()
             round_ = round_from_plan(
                 plan, started_at=_utc(started), ended_at=_utc(ended), trigger=trigger, policy=POLICY,
                 input_digest=data.digest, pending_count=len(snapshot.pending),
             )
-            result = await asyncio.to_thread(
-                self._store.audit.record_round, round_, decisions_from_plan(plan),
-                updates_from_plan(plan, data.versions),
-            )
+            with metrics.phase("audit"):
+                result = await asyncio.to_thread(
+                    self._store.audit.record_round, round_, decisions_from_plan(plan),
+                    updates_from_plan(plan, data.versions),
+                )
             self._previous, self._last_digest = plan, data.digest
+            self.observed = Observed(snapshot, plan)
             self.rounds_run += 1
+            metrics.round_recorded(plan.status)
             if result.skipped:
                 log.info("round %d: %d job(s) changed while planning, skipped: %s", result.round_id,
-                         len(result.skipped), ", ".join(result.skipped))
+                         len(result.skipped), ", ".join(result.skipped), extra=fields(round=result.round_id))
             changed = {data.running_clusters[v.job] for v in plan.preemptions
                        if v.job in result.applied and v.job in data.running_clusters}
-            changed |= await self._dispatch(works_to_create(plan, result.applied), snapshot)
-            self._notify(changed)
+            with metrics.phase("dispatch"):
+                changed |= await self._dispatch(works_to_create(plan, result.applied), snapshot, result.round_id)
+                self._notify(changed)
             log.info("round %d (%s): %d pending, %d placed, %d unplaced, %d preempted, %s in %.3fs",
                      result.round_id, trigger, len(snapshot.pending), len(plan.placements), len(plan.unplaced),
-                     len(plan.preemptions), plan.status, plan.solve_seconds)
+                     len(plan.preemptions), plan.status, plan.solve_seconds,
+                     extra=fields(round=result.round_id, trigger=trigger))
         if self._on_plan is not None:
             try:
                 await self._on_plan(plan)
@@ -204,7 +225,8 @@ class RoundScheduler:
                 log.exception("on_plan callback failed")
         return result.round_id
 
-    async def _dispatch(self, placements: Iterable[Placement], snapshot: FederationSnapshot) -> set[str]:
+    async def _dispatch(self, placements: Iterable[Placement], snapshot: FederationSnapshot,
+                        round_id: int | None = None) -> set[str]:
         """Create the Work of each placed job; returns the clusters that got one.
 
         A Work that cannot be created now (store briefly gone) is created by the next
@@ -214,19 +236,24 @@ class RoundScheduler:
         clusters: set[str] = set()
         for placement in placements:
             job, cluster = jobs.get(placement.job), snapshot.cluster(placement.cluster)
+            ids = fields(job=placement.job, queue=job.queue if job is not None else None, cluster=placement.cluster,
+                         round=round_id)
             if job is not None and cluster is not None:
                 blocked = admissible(job, cluster)
                 if blocked is not None:  # never expected: the planner honours the policy
                     log.error("placement of %s in %s violates its propagation policy (%s); not dispatched",
-                              placement.job, placement.cluster, blocked)
+                              placement.job, placement.cluster, blocked, extra=ids)
                     continue
             try:
                 await asyncio.to_thread(self._store.works.create, placement.job, placement.cluster,
                                         work_payload(placement))
             except StoreError as exc:
-                log.warning("work for %s not created yet (%s); the next round repairs it", placement.job, exc)
+                log.warning("work for %s not created yet (%s); the next round repairs it", placement.job, exc,
+                            extra=ids)
                 self._retry_soon = True
                 continue
+            log.info("job %s placed in %s (%s, tier %d): work created", placement.job, placement.cluster,
+                     placement.hypernode or "whole cluster", placement.tier, extra=ids)
             clusters.add(placement.cluster)
         return clusters
 
@@ -235,7 +262,8 @@ class RoundScheduler:
         the cluster just before the watchdog declared it lost)."""
         for cluster in sorted(data.stranded):
             loss = await asyncio.to_thread(self._store.clusters.mark_lost, cluster, f"cluster {cluster} lost")
-            log.warning("requeued %d job(s) placed on lost cluster %s", len(loss.requeued), cluster)
+            log.warning("requeued %d job(s) placed on lost cluster %s", len(loss.requeued), cluster,
+                        extra=fields(cluster=cluster))
         return bool(data.stranded)
 
     async def _repair(self, data: PlanningInput) -> bool:
@@ -251,10 +279,12 @@ class RoundScheduler:
             try:
                 await asyncio.to_thread(self._store.works.create, rec.name, rec.cluster, work_payload(placement))
             except StoreError as exc:
-                log.warning("work of placed job %s still not created (%s); retrying next round", rec.name, exc)
+                log.warning("work of placed job %s still not created (%s); retrying next round", rec.name, exc,
+                            extra=fields(job=rec.name, queue=rec.queue, cluster=rec.cluster))
                 self._retry_soon = True
                 continue
-            log.info("repaired: created the missing work of placed job %s in %s", rec.name, rec.cluster)
+            log.info("repaired: created the missing work of placed job %s in %s", rec.name, rec.cluster,
+                     extra=fields(job=rec.name, queue=rec.queue, cluster=rec.cluster))
             changed.add(rec.cluster)
         self._notify(changed)
         return bool(changed)

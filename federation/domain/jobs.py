@@ -16,6 +16,7 @@ from federation.domain.errors import InvalidInput, require
 from federation.domain.nodes import Toleration
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.resources import Resources
+from federation.domain.scheduling import NodeConstraints, template_constraints
 
 RESTART_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "TaskCompleted", "Unknown")
 RESTART_ACTIONS = ("RestartPod", "RestartTask", "RestartJob", "AbortJob", "TerminateJob", "CompleteJob")
@@ -23,6 +24,7 @@ PLUGINS = ("env", "svc", "ssh", "pytorch", "mpi", "tensorflow", "deepspeed")
 TOPOLOGY_MODES = ("hard", "soft")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DEFAULT_MAX_RETRY = 3
+MAX_TOPOLOGY_WAIT_SECONDS = 30 * 86_400.0
 
 
 def _dns_label(value: str, path: str) -> None:
@@ -97,6 +99,15 @@ class Task:
             require(0 <= self.min_available <= self.replicas, "minAvailable", "must be between 0 and replicas")
         if self.max_retry is not None:
             require(self.max_retry >= 0, "maxRetry", "must be >= 0")
+        try:
+            template_constraints(self.template_json)  # refused here, at the edge, if unsupported
+        except InvalidInput as exc:
+            raise exc.under("template") from None
+
+    @property
+    def constraints(self) -> NodeConstraints:
+        """What a node must offer one pod of this task (domain/scheduling.py; cached per template)."""
+        return template_constraints(self.template_json)
 
 
 @dataclass(frozen=True)
@@ -116,6 +127,9 @@ class Job:
     labels: tuple[tuple[str, str], ...] = field(default=())
     # Pod tolerations (from the pod templates) checked against node taints by the planner.
     tolerations: tuple[Toleration, ...] = ()
+    # Opt-in hold for a lower tier than networkTopology requires (annotation
+    # federation.io/topology-wait; placement/intent.py). None: the queue's or service's.
+    topology_wait_seconds: float | None = None
 
     def __post_init__(self) -> None:
         _dns_label(self.name, "metadata.name")
@@ -131,6 +145,9 @@ class Job:
             require(self.min_available <= self.total_replicas, "spec.minAvailable",
                     f"must not exceed the total replicas ({self.total_replicas})")
         require(self.max_retry >= 0, "spec.maxRetry", "must be >= 0")
+        if self.topology_wait_seconds is not None:
+            require(0 <= self.topology_wait_seconds <= MAX_TOPOLOGY_WAIT_SECONDS,
+                    "metadata.annotations[federation.io/topology-wait]", "must be between 0 and 30 days")
         for i, (plugin, _) in enumerate(self.plugins):
             require(plugin in PLUGINS, f"spec.plugins.{plugin}", f"unknown plugin (one of {', '.join(PLUGINS)})")
             del i
@@ -152,9 +169,46 @@ class Job:
             acc = acc + task.resources.scaled(task.replicas)
         return acc
 
+    @cached_property
+    def node_constraints(self) -> tuple[NodeConstraints, ...]:
+        """Per task (in task order): its template's node constraints plus the job's tolerations."""
+        return tuple(t.constraints.with_tolerations(self.tolerations) for t in self.tasks)
+
+    @cached_property
+    def uniform_constraints(self) -> NodeConstraints | None:
+        """The one set of node constraints all tasks share, or None when tasks differ."""
+        first = self.node_constraints[0]
+        return first if all(c == first for c in self.node_constraints[1:]) else None
+
     def pods(self) -> tuple[tuple[str, int, Resources], ...]:
         """Every pod as (task name, index within task, requests), in task order."""
         return tuple((t.name, i, t.resources) for t in self.tasks for i in range(t.replicas))
+
+    @cached_property
+    def gang_counts(self) -> tuple[int, ...]:
+        """Pods per task (task order) that must start together: each task's own
+        ``minAvailable``, then the lowest indices in task order up to the job's
+        ``minAvailable`` (Volcano's gang plugin: minAvailable pods, task minimums met)."""
+        counts = [t.min_available or 0 for t in self.tasks]
+        left = self.gang_size - sum(counts)
+        for i, t in enumerate(self.tasks):
+            if left <= 0:
+                break
+            extra = min(left, t.replicas - counts[i])
+            counts[i] += extra
+            left -= extra
+        return tuple(counts)
+
+    def gang_pods(self) -> tuple[tuple[str, int, Resources], ...]:
+        """The pods that must start together (``gang_counts``), in ``pods()`` order."""
+        return tuple((t.name, i, t.resources) for t, n in zip(self.tasks, self.gang_counts, strict=True)
+                     for i in range(n))
+
+    @property
+    def elastic(self) -> bool:
+        """Fewer pods must start together than the job has replicas: it may start smaller
+        and grow toward ``replicas`` (docs/design/elastic-gangs.md)."""
+        return sum(self.gang_counts) < self.total_replicas
 
     def task(self, name: str) -> Task:
         for t in self.tasks:

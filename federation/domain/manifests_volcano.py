@@ -50,6 +50,7 @@ NAMESPACES_ANNOTATION = "federation.io/namespaces"
 DEFAULT_NAMESPACE_ANNOTATION = "federation.io/default-namespace"
 POD_SECURITY_ANNOTATION = "federation.io/pod-security"
 SYSTEM_NAMESPACES_ANNOTATION = "federation.io/allow-system-namespaces"
+TOPOLOGY_WAIT_ANNOTATION = "federation.io/topology-wait"  # opt-in hold for a lower tier (placement/intent.py)
 
 # priorityClassName -> priority. No class means 0, as in Kubernetes without a globalDefault.
 PRIORITY_CLASSES: Mapping[str, int] = {
@@ -229,6 +230,13 @@ def _priority(annotations: Mapping[str, str], priority_class: str, path: str) ->
         raise _rooted(f"{path}.spec.priorityClassName", exc) from None
 
 
+def _topology_wait(annotations: Mapping[str, str], path: str) -> float | None:
+    if TOPOLOGY_WAIT_ANNOTATION not in annotations:
+        return None
+    return duration_seconds(annotations[TOPOLOGY_WAIT_ANNOTATION],
+                            f"{path}.metadata.annotations[{TOPOLOGY_WAIT_ANNOTATION}]")
+
+
 def _common_tolerations(per_task: list[tuple[Toleration, ...]]) -> tuple[Toleration, ...]:
     """Tolerations every task's pods carry: the job-level set the planner may rely on."""
     if not per_task:
@@ -266,6 +274,7 @@ def parse_job(doc: Mapping[str, object], path: str, propagation: PropagationPoli
             max_retry=integer(spec["maxRetry"], f"{path}.spec.maxRetry") if "maxRetry" in spec else DEFAULT_MAX_RETRY,
             propagation=propagation,
             tolerations=_common_tolerations([tols for _, tols in parsed]),
+            topology_wait_seconds=_topology_wait(annotations, path),
         )
     except InvalidInput as exc:
         raise exc if exc.path.startswith(path) else _rooted(path, exc) from None
@@ -303,11 +312,16 @@ def parse_queue(doc: Mapping[str, object], path: str) -> Queue:
             parent=string(spec["parent"], f"{sp}.parent") if spec.get("parent") else None,
             owners=owners,
             **_pod_rules(annotations, f"{path}.metadata.annotations"),
+            topology_wait_seconds=_topology_wait(annotations, path),
         )
     except InvalidInput as exc:
         if exc.path.startswith(path):
             raise
-        raise (InvalidInput(f"{path}.metadata.name", exc.rule) if exc.path == "name" else exc.under(sp)) from None
+        if exc.path == "name":
+            raise InvalidInput(f"{path}.metadata.name", exc.rule) from None
+        if exc.path == "topologyWaitSeconds":
+            raise InvalidInput(f"{path}.metadata.annotations[{TOPOLOGY_WAIT_ANNOTATION}]", exc.rule) from None
+        raise exc.under(sp) from None
 
 
 def _pod_rules(annotations: Mapping[str, str], path: str) -> dict[str, Any]:

@@ -19,6 +19,7 @@ BLOCKED_BY = (
     "fairness",          # capacity is held for queues under their fair share / guarantees
     "priority",          # higher-priority work took the room this round
     "unschedulable",     # no allowed cluster could ever hold it, even empty
+    "node-constraints",  # a task's nodeSelector / node affinity / tolerations match no node of any allowed cluster
     "time-limit",        # the solver ran out of time before placing it
 )
 
@@ -104,9 +105,12 @@ class PlanLimits:
     # since submission); None never evicts, the default of Volcano and Kueue
     # (docs/design/preemption-and-topology-wait.md).
     preemption_grace_seconds: float | None = None
-    # A gang of several pods holds out this long (since submission) for a domain of the
-    # lowest tier that could hold it before wider domains are offered (same note).
-    topology_wait_seconds: float = 86_400.0
+    # The service default of the opt-in topology wait: a gang with a networkTopology and
+    # no wait of its own (job annotation, queue default) holds out this long (since
+    # submission) for a domain of the lowest tier that could hold it before the wider
+    # domains its constraint allows are offered. 0 (default): Volcano semantics, no gang is
+    # held back (docs/design/topology-intent.md, placement/intent.py).
+    topology_wait_seconds: float = 0.0
     # A job pending this long that cannot be placed gets one domain kept for it: other jobs
     # of its band and below may not start there (placement/reserve.py); None disables.
     reserve_after_seconds: float | None = None

@@ -44,6 +44,8 @@ class Queue:
     default_namespace: str = "default"
     pod_security: str = DEFAULT_LEVEL
     allow_system_namespaces: bool = False
+    # Default topology wait for its jobs that carry a networkTopology (placement/intent.py).
+    topology_wait_seconds: float | None = None
 
     def __post_init__(self) -> None:
         require(bool(_QUEUE_NAME.match(self.name or "")) and len(self.name) <= 63, "name",
@@ -52,6 +54,9 @@ class Queue:
         if self.capability is not None:
             require(self.guarantee.fits_in(self.capability), "guarantee", "must not exceed capability")
         require(self.parent != self.name, "parent", "a queue cannot be its own parent")
+        if self.topology_wait_seconds is not None:
+            require(0 <= self.topology_wait_seconds <= 30 * 86_400.0,
+                    "topologyWaitSeconds", "must be between 0 and 30 days")
         require(self.pod_security in LEVELS, "podSecurity", f"must be one of {', '.join(LEVELS)}")
         require(len(self.namespaces) <= 256, "namespaces", "at most 256 namespaces per queue")
         for i, ns in enumerate((*self.namespaces, self.default_namespace)):

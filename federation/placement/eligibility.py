@@ -6,7 +6,9 @@ scoring, kept in one place so that ``validate()`` and all policies agree on them
 * clusters: healthy, matching the propagation ``clusterAffinity`` — or the ordered
   ``clusterAffinities`` groups, a later group used only when no cluster of an earlier group
   can hold the job (Karmada's fallback) — and whose taints the ``clusterTolerations`` cover;
-* nodes: ready, not cordoned, every NoSchedule/NoExecute taint tolerated by the job's pods;
+* nodes: ready, not cordoned, and per task: its ``nodeSelector`` and required node affinity
+  met and every NoSchedule/NoExecute taint tolerated (``domain/scheduling.py``); tasks with
+  different constraints pack with a per-node task mask (``packing.pack_masked``);
 * domains: HyperNodes of tier <= the job's hard ``networkTopology`` limit, lowest tier first
   (soft mode and jobs without a topology may use any domain, the cluster root included, but
   still prefer lower tiers because every tier crossed slows collective communication).
@@ -20,12 +22,13 @@ from typing import TypeVar
 
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobs import Job
-from federation.domain.nodes import Node, Toleration, untolerated
+from federation.domain.nodes import Node, untolerated
 from federation.domain.plans import FederationSnapshot
 from federation.domain.propagation import ClusterAffinity
 from federation.domain.resources import Resources, total
+from federation.domain.scheduling import NodeConstraints
 from federation.domain.topology import Domain
-from federation.placement.packing import pack_vectors, resource_keys, vector
+from federation.placement.packing import pack_masked, resource_keys, vector
 
 AffinityGroups = tuple[tuple[ClusterSnapshot, ...], ...]
 
@@ -58,10 +61,6 @@ def allowed_clusters(job: Job, snapshot: FederationSnapshot) -> AffinityGroups:
     )
 
 
-def _taints_key(tolerations: tuple[Toleration, ...]) -> tuple[Toleration, ...]:
-    return tolerations
-
-
 T = TypeVar("T")
 
 
@@ -92,18 +91,87 @@ class _PerCluster:
 
 
 _USABLE = _PerCluster()
+_MASKS = _PerCluster()
 _PROFILE = _PerCluster()
 _EMPTY = _PerCluster()
 
+Constraints = tuple[NodeConstraints, ...]
 
-def _usable_nodes(cluster: ClusterSnapshot, tolerations: tuple[Toleration, ...]) -> tuple[Node, ...]:
-    return _USABLE.get(cluster, tolerations, lambda: tuple(
-        n for n in cluster.nodes if n.usable and not untolerated(n.taints, tolerations)))
+
+def _usable_for(cluster: ClusterSnapshot, constraints: NodeConstraints) -> tuple[Node, ...]:
+    return _USABLE.get(cluster, constraints, lambda: tuple(
+        n for n in cluster.nodes if n.usable and constraints.allows(n)))
+
+
+def _masks(cluster: ClusterSnapshot, constraints: Constraints) -> dict[str, int]:
+    """Usable node name -> bitmask of the task indices whose constraints it meets (never 0)."""
+    def compute() -> dict[str, int]:
+        out: dict[str, int] = {}
+        for i, c in enumerate(constraints):
+            for n in _usable_for(cluster, c):
+                out[n.name] = out.get(n.name, 0) | (1 << i)
+        return {n.name: out[n.name] for n in cluster.nodes if n.name in out}  # node order
+    return _MASKS.get(cluster, constraints, compute)
+
+
+def needs_masks(job: Job) -> bool:
+    """Whether pods of ``job`` differ in the nodes they may use (or take one node each)."""
+    return job.uniform_constraints is None or any(c.one_per_node for c in job.node_constraints)
+
+
+def exclusive_mask(job: Job) -> int:
+    """Task indices whose pods take one node each (required pod anti-affinity on the hostname)."""
+    return sum(1 << i for i, c in enumerate(job.node_constraints) if c.one_per_node)
+
+
+def pod_classes(job: Job) -> list[int]:
+    """The task index of every gang pod, in ``job.gang_pods()`` order."""
+    return [i for i, n in enumerate(job.gang_counts) for _ in range(n)]
+
+
+def _usable_nodes(cluster: ClusterSnapshot, constraints: Constraints) -> tuple[Node, ...]:
+    if len(set(constraints)) == 1:
+        return _usable_for(cluster, constraints[0])
+    masks = _masks(cluster, constraints)
+    return tuple(n for n in cluster.nodes if n.name in masks)
 
 
 def usable_nodes(cluster: ClusterSnapshot, job: Job) -> tuple[Node, ...]:
-    """Nodes of ``cluster`` the job's pods may land on (ready, uncordoned, taints tolerated)."""
-    return _usable_nodes(cluster, _taints_key(job.tolerations))
+    """Nodes of ``cluster`` some pod of the job may land on (ready, uncordoned, its task's
+    nodeSelector, required node affinity and tolerations met); per pod see ``pod_allows``."""
+    return _usable_nodes(cluster, job.node_constraints)
+
+
+def node_masks(cluster: ClusterSnapshot, job: Job) -> dict[str, int]:
+    """Usable node name -> bitmask of the job's task indices that may use it."""
+    return _masks(cluster, job.node_constraints)
+
+
+def nodes_allowed(job: Job, cluster: ClusterSnapshot, nodes: list[str]) -> bool:
+    """Whether gang pod i of ``job`` (``job.gang_pods()`` order) may sit on ``nodes[i]``, one-per-node included."""
+    if not needs_masks(job):
+        c = job.node_constraints[0]
+        allowed = {n.name for n in _usable_for(cluster, c)}
+        return all(n in allowed for n in nodes)
+    masks = _masks(cluster, job.node_constraints)
+    exclusive = exclusive_mask(job)
+    taken: set[tuple[int, str]] = set()
+    for cls, node in zip(pod_classes(job), nodes, strict=False):
+        if not masks.get(node, 0) & (1 << cls):
+            return False
+        if exclusive & (1 << cls):
+            if (cls, node) in taken:
+                return False
+            taken.add((cls, node))
+    return True
+
+
+def pod_allows(job: Job, task: str, node: Node) -> bool:
+    """Whether a pod of ``task`` may be bound to ``node`` (health aside)."""
+    for t, c in zip(job.tasks, job.node_constraints, strict=True):
+        if t.name == task:
+            return c.allows(node)
+    return False
 
 
 def tier_limit(job: Job, cluster: ClusterSnapshot) -> int | None:
@@ -127,44 +195,47 @@ def candidate_domains(job: Job, cluster: ClusterSnapshot) -> tuple[Domain, ...]:
     return tuple(d for d in cluster.tree.domains_up_to(tier_limit(job, cluster)) if d.nodes)
 
 
-Shape = tuple[tuple[tuple[int, Resources], ...], tuple[Toleration, ...]]
+Shape = tuple[tuple[tuple[int, Resources], ...], Constraints]
 
 
 def shape_key(job: Job) -> Shape:
-    """What determines where a gang can fit: its pods' requests and tolerations."""
-    return (tuple((t.replicas, t.resources) for t in job.tasks), job.tolerations)
+    """What determines where a gang can fit: its gang pods' requests and node constraints."""
+    return (tuple((n, t.resources) for t, n in zip(job.tasks, job.gang_counts, strict=True)), job.node_constraints)
 
 
-Profile = tuple[tuple[int, tuple[tuple[Resources, int], ...]], ...]
+Profile = tuple[tuple[int, tuple[tuple[Resources, int, int], ...]], ...]
 _PROFILE_IDS: dict[Profile, int] = {}
 
 
-def _profile_id(cluster: ClusterSnapshot, tolerations: tuple[Toleration, ...]) -> int:
-    return _PROFILE.get(cluster, tolerations, lambda: _compute_profile_id(cluster, tolerations))
+def _profile_id(cluster: ClusterSnapshot, constraints: Constraints) -> int:
+    return _PROFILE.get(cluster, constraints, lambda: _compute_profile_id(cluster, constraints))
 
 
-def _compute_profile_id(cluster: ClusterSnapshot, tolerations: tuple[Toleration, ...]) -> int:
-    """An id for the cluster's EMPTY shape: per distinct domain, its tier and node allocatables.
+def _compute_profile_id(cluster: ClusterSnapshot, constraints: Constraints) -> int:
+    """An id for the cluster's EMPTY shape: per distinct domain, its tier and node allocatables
+    (with the mask of the tasks each node admits).
 
     Identical clusters (the common case in a fleet) share an id, so the lowest empty tier of
     a gang shape is computed once per fleet rather than once per cluster.
     """
-    nodes = _usable_nodes(cluster, tolerations)
-    keyed: dict[tuple[tuple[str, int], ...], Resources] = {}
-    alloc: dict[str, tuple[tuple[str, int], ...]] = {}
-    for n in nodes:
-        key = tuple(n.allocatable.amounts.items())
+    masks = _masks(cluster, constraints)
+    keyed: dict[tuple[tuple[tuple[str, int], ...], int], Resources] = {}
+    alloc: dict[str, tuple[tuple[tuple[str, int], ...], int]] = {}
+    for n in cluster.nodes:
+        if n.name not in masks:
+            continue
+        key = (tuple(n.allocatable.amounts.items()), masks[n.name])
         keyed.setdefault(key, n.allocatable)
         alloc[n.name] = key
-    seen: dict[tuple[tuple[Resources, int], ...], int] = {}
+    seen: dict[tuple[tuple[Resources, int, int], ...], int] = {}
     for domain in cluster.tree.by_tier:
-        counts: dict[tuple[tuple[str, int], ...], int] = {}
+        counts: dict[tuple[tuple[tuple[str, int], ...], int], int] = {}
         for name in domain.nodes:
             found = alloc.get(name)
             if found is not None:
                 counts[found] = counts.get(found, 0) + 1
         if counts:
-            items = tuple((keyed[k], c) for k, c in sorted(counts.items()))
+            items = tuple((keyed[k], k[1], c) for k, c in sorted(counts.items()))
             seen[items] = min(seen.get(items, domain.tier), domain.tier)
     profile = tuple(sorted((tier, items) for items, tier in seen.items()))
     if profile not in _PROFILE_IDS:
@@ -180,15 +251,17 @@ _PROFILES: dict[int, Profile] = {}
 
 @lru_cache(maxsize=65536)
 def _lowest_empty_tier(profile_id: int, shape: Shape) -> int | None:
-    tasks, _ = shape
+    tasks, constraints = shape
     requests = [res for replicas, res in tasks for _ in range(replicas)]
+    classes = [i for i, (replicas, _) in enumerate(tasks) for _ in range(replicas)]
+    exclusive = sum(1 << i for i, c in enumerate(constraints) if c.one_per_node)
     keys = resource_keys(requests)
     demands = [vector(r, keys) for r in requests]
     for tier, items in _PROFILES[profile_id]:
-        buckets: dict[tuple[int, ...], list[str]] = {}
-        for res, count in items:
-            buckets.setdefault(vector(res, keys), []).extend(["."] * count)
-        if pack_vectors(demands, buckets) is not None:
+        buckets: dict[tuple[tuple[int, ...], int], list[str]] = {}
+        for n, (res, mask, count) in enumerate(items):
+            buckets.setdefault((vector(res, keys), mask), []).extend(f"{n}.{k}" for k in range(count))
+        if pack_masked(demands, classes, buckets, exclusive) is not None:
             return tier
     return None
 
@@ -200,7 +273,7 @@ def lowest_feasible_tier(job: Job, cluster: ClusterSnapshot) -> int | None:
     Used for unschedulable verdicts and the ``lowestTierFraction`` metric.
     """
     shape = shape_key(job)
-    return _lowest_empty_tier(_profile_id(cluster, shape[1]), shape)
+    return _lowest_empty_tier(_profile_id(cluster, shape[1]), shape)  # shape[1]: node constraints
 
 
 def can_ever_hold(job: Job, cluster: ClusterSnapshot) -> bool:
@@ -226,8 +299,18 @@ def ever_holding(job: Job, clusters: Iterable[ClusterSnapshot]) -> list[ClusterS
 
 def empty_capacity(cluster: ClusterSnapshot, job: Job) -> Resources:
     """Allocatable of the nodes the job may use (what an empty cluster would offer it)."""
-    return _empty_capacity(cluster, job.tolerations)
+    constraints = job.node_constraints
+    return _EMPTY.get(cluster, constraints, lambda: total(n.allocatable for n in _usable_nodes(cluster, constraints)))
 
 
-def _empty_capacity(cluster: ClusterSnapshot, tolerations: tuple[Toleration, ...]) -> Resources:
-    return _EMPTY.get(cluster, tolerations, lambda: total(n.allocatable for n in _usable_nodes(cluster, tolerations)))
+def unmatched_constraints(job: Job, clusters: Iterable[ClusterSnapshot]) -> str | None:
+    """A reason naming the first task constraint no usable node of ``clusters`` meets, or None.
+
+    E.g. "nodeSelector nvidia.com/gpu.product=H100 (task worker) matches no node in clusters a, b".
+    """
+    clusters = list(clusters)
+    for task, c in zip(job.tasks, job.node_constraints, strict=True):
+        if not any(_usable_for(cl, c) for cl in clusters):
+            names = ", ".join(cl.name for cl in clusters) or "-"
+            return f"{c.describe()} (task {task.name}) matches no node in clusters {names}"
+    return None

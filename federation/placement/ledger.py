@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from federation.domain.jobs import Job
-from federation.domain.plans import FederationSnapshot
+from federation.domain.plans import FederationSnapshot, RunningJob
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources, total
 from federation.placement.fairshare import dominant_share, fair_shares
@@ -33,10 +33,21 @@ def _sums(queues: Iterable[str], items: Iterable[tuple[str, Resources]]) -> dict
 
 
 def _job_requests(job: Job) -> Resources:
+    """Requests of the gang's pods (every replica unless the job is elastic)."""
     acc: dict[str, int] = {}
-    for task in job.tasks:
+    for task, count in zip(job.tasks, job.gang_counts, strict=True):
         for key, value in task.resources.amounts.items():
-            acc[key] = acc.get(key, 0) + value * task.replicas
+            acc[key] = acc.get(key, 0) + value * count
+    return Resources(acc)
+
+
+def _running_requests(run: RunningJob) -> Resources:
+    """What a running job holds: the requests of the pods its placement started."""
+    res = {t.name: t.resources for t in run.job.tasks}
+    acc: dict[str, int] = {}
+    for a in run.placement.pods:
+        for key, value in res[a.task].amounts.items() if a.task in res else ():
+            acc[key] = acc.get(key, 0) + value
     return Resources(acc)
 
 
@@ -102,6 +113,10 @@ class Ledger:
         self._req: dict[str, Resources] = {}
         self._size: dict[str, float] = {}
         self._share: dict[str, tuple[Resources, float]] = {}
+        self._running = frozenset(r.job.name for r in snapshot.running)
+        for r in snapshot.running:  # fair share counts what runs (an elastic job may run fewer pods)
+            if r.job.elastic:
+                self._req[r.job.name] = _running_requests(r)
         usage = _sums(self.queues, ((r.job.queue, self.req(r.job)) for r in snapshot.running))
         pending = _sums(self.queues, ((p.job.queue, self.req(p.job)) for p in snapshot.pending))
         demand = {q: usage[q] + pending[q] for q in self.queues}
@@ -163,9 +178,17 @@ class Ledger:
         room = self.free_total - req
         return all(room.get(k) >= v for k, v in held if req.get(k) > 0)
 
-    def add(self, job: Job, sign: int = 1) -> None:
-        """Record a placement (+1) or a preemption / undo (-1) of ``job``."""
+    def add(self, job: Job, sign: int = 1, placed: Resources | None = None) -> None:
+        """Record a placement (+1) or a preemption / undo (-1) of ``job``.
+
+        ``placed``: what an elastic placement actually started (more than its gang), kept
+        as the job's requests while it is placed so an undo gives back the same amount.
+        """
+        if placed is not None:
+            self._req[job.name] = placed
         delta = self.req(job) if sign > 0 else self.req(job).scaled(-1)
+        if sign < 0 and job.elastic and job.name not in self._running:
+            self._req.pop(job.name, None)  # pending again: its gang requests
         self.usage[job.queue] = self.usage[job.queue] + delta
         self.free_total = self.free_total - delta
 

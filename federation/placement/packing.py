@@ -71,6 +71,41 @@ def pack_vectors(
     return out
 
 
+def pack_masked(
+    demands: Sequence[Vector], classes: Sequence[int], buckets: Mapping[tuple[Vector, int], Sequence[str]],
+    exclusive: int = 0,
+) -> list[str] | None:
+    """``pack_vectors`` when pods differ in the nodes they may use (per-task node constraints).
+
+    ``classes[i]`` is the task index of demand ``i``; a bucket key is (free vector, mask of
+    the task indices allowed on its nodes). A task whose bit is set in ``exclusive`` takes at
+    most one node per pod (required pod anti-affinity on the hostname): once one of its pods
+    lands on a node, the node's mask loses that bit. Best fit decreasing as above.
+    """
+    work: dict[tuple[Vector, int], list[str]] = {k: list(reversed(v)) for k, v in buckets.items() if v}
+    order = sorted(range(len(demands)), key=lambda i: demands[i], reverse=True)
+    out: list[str] = [""] * len(demands)
+    for i in order:
+        need, bit = demands[i], 1 << classes[i]
+        best: tuple[Vector, int] | None = None
+        best_left: Vector | None = None
+        for have, mask in work:
+            if not mask & bit:
+                continue
+            left = tuple(map(sub, have, need))
+            if min(left, default=0) >= 0 and (best_left is None or left < best_left):
+                best, best_left = (have, mask), left
+        if best is None or best_left is None:
+            return None
+        names = work[best]
+        node = names.pop()
+        if not names:
+            del work[best]
+        work.setdefault((best_left, best[1] & ~(bit & exclusive)), []).append(node)
+        out[i] = node
+    return out
+
+
 def bucket_nodes(
     nodes: Iterable[Node], free: Mapping[str, Resources], keys: Sequence[str]
 ) -> dict[Vector, list[str]]:

@@ -50,7 +50,7 @@ def _fits(rnd: Round, dom: DomainState, job: Job) -> list[str] | None:
     pods, need = rnd.demand(job)
     if any(f < n for f, n in zip(dom.free, need, strict=True)) or not rnd.state.slots_ok(dom, pods):
         return None
-    return rnd.state.pack(dom, pods, rnd.allowed_nodes(dom.cluster, job))
+    return rnd.pack(dom, job)
 
 
 def _try_domain(rnd: Round, job: Job, dom: DomainState, victims: list[RunningJob]) -> list[RunningJob] | None:

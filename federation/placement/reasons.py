@@ -25,6 +25,7 @@ from federation.placement.eligibility import (
     ever_holding,
     lowest_feasible_tier,
     shape_key,
+    unmatched_constraints,
 )
 from federation.placement.rounds import Round
 
@@ -74,7 +75,7 @@ def _no_cluster(rnd: Round, job: Job) -> Unplaced:
 
 def _fits_at_start(rnd: Round, job: Job, names: list[str]) -> str | None:
     st = rnd.state
-    pods, need = rnd.demand(job)
+    _, need = rnd.demand(job)
     tries = 0
     for name in names:
         limit = rnd.tier_cap(job, st.clusters[name])
@@ -85,7 +86,7 @@ def _fits_at_start(rnd: Round, job: Job, names: list[str]) -> str | None:
             if any(f < n for f, n in zip(st.start_domain_free[uid], need, strict=True)):
                 continue
             tries += 1
-            if st.pack(dom, pods, rnd.allowed_nodes(dom.cluster, job), start=True) is not None:
+            if rnd.pack(dom, job, start=True) is not None:
                 return name
             if tries >= MAX_START_PACKS:
                 return None
@@ -135,11 +136,16 @@ def diagnose(rnd: Round, job: Job) -> Unplaced:
         waiting = _unavailable(rnd, job)
         if waiting is not None:
             return waiting
+        unmatched = unmatched_constraints(job, clusters)
+        if unmatched is not None:
+            return Unplaced(job.name, unmatched, "node-constraints", None, True)
         biggest = max(clusters, key=lambda c: (empty_capacity(c, job).get(GPU), c.name)).name
         if any(lowest_feasible_tier(job, c) is not None for c in clusters):
             return Unplaced(job.name, f"no allowed cluster has a domain within the hard tier limit that could hold "
                             f"the gang ({size}) even when empty", "topology", biggest, True)
-        return Unplaced(job.name, f"the gang ({size}) is larger than any allowed cluster could hold even when "
+        narrowed = "; ".join(dict.fromkeys(c.describe() for c in job.node_constraints if c.selective))
+        on = f" on the nodes its {narrowed} allows" if narrowed else ""
+        return Unplaced(job.name, f"the gang ({size}) is larger than any allowed cluster could hold{on} even when "
                         "empty (pod-level packing)", "unschedulable", biggest, True)
     if not rnd.ledger.capability_ok(job):
         return Unplaced(job.name, f"queue {job.queue} would exceed its capability", "queue-capability", ever[0])
@@ -154,9 +160,9 @@ def diagnose(rnd: Round, job: Job) -> Unplaced:
         for group in rnd.groups(job):
             wider = rnd.find_home(job, tuple(n for n in group if n in ever), waiting=False)
             if wider is not None:
-                return Unplaced(job.name, f"holding out for a tier-{wait} domain during its topology wait; room "
-                                f"exists now at tier {wider[0].tier} in {wider[0].cluster.name}", "topology",
-                                wider[0].cluster.name)
+                return Unplaced(job.name, f"holding out for a tier-{wait} domain during its "
+                                f"{rnd.wait_of(job).describe()}; room exists now at tier {wider[0].tier} in "
+                                f"{wider[0].cluster.name}", "topology", wider[0].cluster.name)
     start = _fits_at_start(rnd, job, ever)
     if start is not None:
         return Unplaced(job.name, f"it fitted in {start} at the start of the round, but work of higher or equal "

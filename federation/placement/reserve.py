@@ -28,7 +28,8 @@ round and drains as its jobs finish:
 from __future__ import annotations
 
 from federation.domain.jobs import Job
-from federation.placement.packing import pack_vectors, vector
+from federation.placement.eligibility import exclusive_mask, node_masks, pod_classes
+from federation.placement.packing import pack_masked, vector
 from federation.placement.rounds import Round
 from federation.placement.state import DomainState
 
@@ -40,11 +41,12 @@ def _holds_when_empty(rnd: Round, dom: DomainState, job: Job) -> bool:
     pods, _ = rnd.demand(job)
     nodes = rnd.state.nodes[dom.cluster.name]
     allowed = rnd.allowed_nodes(dom.cluster, job)
-    buckets: dict[tuple[int, ...], list[str]] = {}
+    masks = node_masks(dom.cluster, job)
+    buckets: dict[tuple[tuple[int, ...], int], list[str]] = {}
     for name in dom.nodes:
-        if name in nodes and (allowed is None or name in allowed):
-            buckets.setdefault(vector(nodes[name].allocatable, rnd.state.keys), []).append(name)
-    return pack_vectors(pods, buckets) is not None
+        if name in nodes and name in masks and (allowed is None or name in allowed):
+            buckets.setdefault((vector(nodes[name].allocatable, rnd.state.keys), masks[name]), []).append(name)
+    return pack_masked(pods, pod_classes(job), buckets, exclusive_mask(job)) is not None
 
 
 def _target(rnd: Round, job: Job) -> DomainState | None:

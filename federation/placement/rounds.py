@@ -9,7 +9,7 @@ the fullest domain that still packs (best fit keeps empty domains whole for big 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from federation.domain.clusters import ClusterSnapshot
@@ -18,9 +18,19 @@ from federation.domain.nodes import Node
 from federation.domain.plans import FederationSnapshot, Placement, Plan, Preemption, RunningJob
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.resources import GPU, Resources
-from federation.placement.eligibility import allowed_clusters, tier_limit, usable_nodes
+from federation.placement.elastic import extra_pods, placed_requests
+from federation.placement.eligibility import (
+    allowed_clusters,
+    exclusive_mask,
+    needs_masks,
+    node_masks,
+    pod_classes,
+    tier_limit,
+    usable_nodes,
+)
+from federation.placement.intent import TopologyWait, topology_wait
 from federation.placement.ledger import Ledger
-from federation.placement.packing import Vector
+from federation.placement.packing import Vector, vector
 from federation.placement.score import Scoring
 from federation.placement.state import DomainState, RoundState
 
@@ -38,14 +48,18 @@ class Round:
                  topology_wait: float = 0.0) -> None:
         self.snapshot = snapshot
         self.deadline = deadline
+        self.queues = {q.name: q for q in snapshot.queues}
         # Pending gangs that have waited out the preemption grace and so may evict others.
         self.may_evict = frozenset(
             p.job.name for p in snapshot.pending
             if grace is not None and (grace <= 0 or snapshot.now - p.submitted_at >= grace))
-        # Gangs of several pods still inside their topology wait: offered only their lowest tier.
+        # Gangs still inside their opt-in topology wait (job annotation, queue default or
+        # ``topology_wait``, the service default; placement/intent.py): offered only their
+        # lowest tier. With none of those set no gang waits (Volcano semantics).
+        self.topology_wait = topology_wait
         self._topology_waiting = frozenset(
             p.job.name for p in snapshot.pending
-            if topology_wait > 0 and p.job.gang_size > 1 and snapshot.now - p.submitted_at < topology_wait)
+            if (wait := self.wait_of(p.job).seconds) > 0 and snapshot.now - p.submitted_at < wait)
         self.state = RoundState(snapshot)
         self.ledger = Ledger(snapshot)
         self.scoring = Scoring(snapshot, self.ledger)
@@ -85,6 +99,10 @@ class Round:
         held = frozenset((p.cluster, a.node) for p in previous.placements if p.job in pending for a in p.pods)
         if held:
             self.barred = {v.job: held for v in previous.preemptions if v.job in pending}
+
+    def wait_of(self, job: Job) -> TopologyWait:
+        """The topology wait that applies to ``job`` and where it comes from."""
+        return topology_wait(job, self.queues.get(job.queue), self.topology_wait)
 
     def waiting_tier(self, job: Job) -> int | None:
         """The tier a gang inside its topology wait holds out for (None: not waiting)."""
@@ -129,16 +147,44 @@ class Round:
         return self._groups[key]
 
     def allowed_nodes(self, cluster: ClusterSnapshot, job: Job) -> dict[str, Node] | None:
-        """The nodes the job may use in ``cluster``; None when that is every usable node."""
+        """The nodes some pod of the job may use in ``cluster``; None when that is every usable node."""
         held = self.barred.get(job.name)
-        if held is None and cluster.name not in self._tainted:
+        uniform = job.uniform_constraints
+        if held is None and cluster.name not in self._tainted and uniform is not None and not uniform.selective:
             return None
-        key = (cluster.name, job.tolerations, held)
+        key = (cluster.name, job.node_constraints, held)
         found = self._allowed_nodes.get(key)
         if found is None:
             found = self._allowed_nodes[key] = {
                 n.name: n for n in usable_nodes(cluster, job) if held is None or (cluster.name, n.name) not in held}
         return found
+
+    def pack(self, dom: DomainState, job: Job, start: bool = False) -> list[str] | None:
+        """Pack the gang's pods onto nodes of ``dom`` each pod may use (None: it does not fit).
+
+        ``start`` packs against the free capacity at the start of the round.
+        """
+        pods, _ = self.demand(job)
+        allowed = self.allowed_nodes(dom.cluster, job)
+        if any(c.preferred for c in job.node_constraints):
+            # Preferred node affinity, a soft term below topology: the domain is already
+            # chosen; inside it, the nodes every task prefers are tried first, alone.
+            nodes = self.state.nodes[dom.cluster.name]
+            liked = {n for n in dom.nodes if n in nodes and (allowed is None or n in allowed)
+                     and all(c.preference(nodes[n]) > 0 for c in job.node_constraints if c.preferred)}
+            found = self._pack_on(dom, job, pods, liked, start) if liked else None
+            if found is not None:
+                return found
+        if not needs_masks(job):
+            return self.state.pack(dom, pods, allowed, start)
+        return self._pack_on(dom, job, pods, allowed, start)
+
+    def _pack_on(self, dom: DomainState, job: Job, pods: list[Vector], allowed: Collection[str] | None,
+                 start: bool) -> list[str] | None:
+        masks = node_masks(dom.cluster, job)
+        if allowed is not None:
+            masks = {n: m for n, m in masks.items() if n in allowed}
+        return self.state.pack_masked(dom, pods, pod_classes(job), masks, exclusive_mask(job), start)
 
     def demand(self, job: Job) -> tuple[list[Vector], Vector]:
         if job.name not in self._pods:
@@ -170,7 +216,7 @@ class Round:
                     continue
                 if any(f < n for f, n in zip(dom.free, need, strict=True)) or not st.slots_ok(dom, pods):
                     continue
-                nodes = st.pack(dom, pods, self.allowed_nodes(dom.cluster, job))
+                nodes = self.pack(dom, job)
                 if nodes is not None:
                     return dom, nodes
                 fails += 1
@@ -190,7 +236,7 @@ class Round:
         """
         if not self.admissible(job):
             return None
-        key = (tuple((t.replicas, t.resources) for t in job.tasks), job.tolerations, job.network_topology,
+        key = (tuple((t.replicas, t.resources) for t in job.tasks), job.node_constraints, job.network_topology,
                job.propagation, self.barred.get(job.name), self.waiting_tier(job))
         if key in self._failed:
             return None
@@ -205,18 +251,25 @@ class Round:
 
     # -- recording ---------------------------------------------------------------------
     def commit(self, job: Job, dom: DomainState, nodes: Sequence[str]) -> Placement:
+        """Place the gang's pods on ``nodes`` (``job.gang_pods()`` order); an elastic job
+        also starts as many further replicas as fit in ``dom`` (placement/elastic.py)."""
         pods, _ = self.demand(job)
         self.state.take(dom.cluster.name, list(zip(nodes, pods, strict=True)))
-        self.ledger.add(job, +1)
-        placement = Placement(job.name, dom.cluster.name, dom.domain.name, dom.tier, self.state.assignments(job, nodes))
+        assigned = self.state.assignments(job, nodes)
+        if job.elastic:
+            assigned += tuple(extra_pods(self, job, dom, assigned))
+            self.ledger.add(job, +1, placed_requests(job, assigned))
+        else:
+            self.ledger.add(job, +1)
+        placement = Placement(job.name, dom.cluster.name, dom.domain.name, dom.tier, assigned)
         self.placements[job.name] = placement
         return placement
 
     def undo(self, job: Job) -> None:
         self._failed.clear()
         placement = self.placements.pop(job.name)
-        pods, _ = self.demand(job)
-        self.state.give(placement.cluster, [(a.node, v) for a, v in zip(placement.pods, pods, strict=True)])
+        vectors = {(t, i): vector(r, self.state.keys) for t, i, r in job.pods()}
+        self.state.give(placement.cluster, [(a.node, vectors[(a.task, a.index)]) for a in placement.pods])
         self.ledger.add(job, -1)
 
     def evict(self, running: RunningJob, reason: str, preemptor: str | None) -> None:

@@ -22,7 +22,7 @@ from federation.domain.nodes import Node
 from federation.domain.plans import FederationSnapshot, PodAssignment, RunningJob
 from federation.domain.resources import GPU, Resources
 from federation.domain.topology import Domain
-from federation.placement.packing import Vector, pack_vectors, resource_keys, vector
+from federation.placement.packing import Vector, pack_masked, pack_vectors, resource_keys, vector
 
 Key = tuple[int, int]  # (free amount of the primary resource, domain id)
 
@@ -125,8 +125,9 @@ class RoundState:
 
     # -- queries ------------------------------------------------------------------------
     def demand(self, job: Job) -> tuple[list[Vector], Vector]:
-        """Per-pod demand vectors (in ``job.pods()`` order) and their sum."""
-        shape = tuple((t.replicas, t.resources) for t in job.tasks)
+        """Per-pod demand vectors of the pods that must start together (``job.gang_pods()``
+        order: every replica unless the gang is elastic) and their sum."""
+        shape = tuple((n, t.resources) for t, n in zip(job.tasks, job.gang_counts, strict=True))
         found = self._demand.get(shape)
         if found is None:
             pods = [vector(res, self.keys) for replicas, res in shape for _ in range(replicas)]
@@ -189,6 +190,19 @@ class RoundState:
                 continue
             buckets.setdefault(free[name], []).append(name)
         return pack_vectors(pods, buckets)
+
+    def pack_masked(
+        self, dom: DomainState, pods: Sequence[Vector], classes: Sequence[int], masks: dict[str, int],
+        exclusive: int, start: bool = False,
+    ) -> list[str] | None:
+        """``pack`` for gangs whose tasks may use different nodes (``masks``: node -> task bits)."""
+        free = (self.start_node_free if start else self.node_free)[dom.cluster.name]
+        buckets: dict[tuple[Vector, int], list[str]] = {}
+        for name in dom.nodes:
+            mask = masks.get(name)
+            if mask:
+                buckets.setdefault((free[name], mask), []).append(name)
+        return pack_masked(pods, classes, buckets, exclusive)
 
     # -- updates ------------------------------------------------------------------------
     def _apply(self, cluster: str, changes: Sequence[tuple[str, Vector]], sign: int) -> None:
@@ -263,4 +277,5 @@ class RoundState:
         return [(p.node, req[(p.task, p.index)]) for p in running.placement.pods if (p.task, p.index) in req]
 
     def assignments(self, job: Job, nodes: Sequence[str]) -> tuple[PodAssignment, ...]:
-        return tuple(PodAssignment(t, i, n) for (t, i, _), n in zip(job.pods(), nodes, strict=True))
+        """Assignments of the gang's pods (``job.gang_pods()`` order) to ``nodes``."""
+        return tuple(PodAssignment(t, i, n) for (t, i, _), n in zip(job.gang_pods(), nodes, strict=True))

@@ -14,9 +14,16 @@ from federation.domain.jobs import Job
 from federation.domain.nodes import Node
 from federation.domain.plans import BLOCKED_BY, FederationSnapshot, Placement, Plan
 from federation.domain.resources import Resources
-from federation.placement.eligibility import affinity_terms, cluster_block, tier_limit, usable_nodes
+from federation.placement.eligibility import (
+    affinity_terms,
+    cluster_block,
+    exclusive_mask,
+    node_masks,
+    pod_classes,
+    tier_limit,
+)
 from federation.placement.ledger import queue_of
-from federation.placement.packing import pack_gang
+from federation.placement.packing import pack_masked, resource_keys, vector
 
 
 def _bookkeeping(snapshot: FederationSnapshot, plan: Plan) -> Iterator[str]:
@@ -75,17 +82,35 @@ def _placement(snapshot: FederationSnapshot, p: Placement, jobs: dict[str, Job],
         yield f"job {p.job}: HyperNode {p.hypernode} has tier {domain.tier} above the hard limit {limit}"
     wanted = sorted((t, i) for t, i, _ in job.pods())
     got = sorted((a.task, a.index) for a in p.pods)
-    if wanted != got:
+    if not job.elastic and wanted != got:
         yield f"job {p.job}: pods {got} do not match the gang's pods {wanted} (all replicas, each once)"
-    usable = {n.name for n in usable_nodes(cluster, job)}
+    elif job.elastic:  # an elastic gang: at least minAvailable pods and every task's own minimum
+        if len(set(got)) != len(got) or not set(got) <= set(wanted):
+            yield f"job {p.job}: pods {got} are not distinct pods of the job"
+        if len(got) < job.gang_size:
+            yield f"job {p.job}: {len(got)} pods placed, fewer than minAvailable {job.gang_size}"
+        for task in job.tasks:
+            have = sum(1 for t, _ in got if t == task.name)
+            if task.min_available is not None and have < task.min_available:
+                yield f"job {p.job}: task {task.name} has {have} pods, fewer than its minAvailable {task.min_available}"
     known = nodes.setdefault(cluster.name, {n.name: n for n in cluster.nodes})
+    constraints = {t.name: c for t, c in zip(job.tasks, job.node_constraints, strict=True)}
+    exclusive: set[tuple[str, str]] = set()
     for a in p.pods:
-        if a.node not in known:
+        node = known.get(a.node)
+        c = constraints.get(a.task)
+        if node is None:
             yield f"job {p.job}: pod {a.task}-{a.index} on unknown node {a.node}"
-        elif a.node not in usable:
-            yield f"job {p.job}: pod {a.task}-{a.index} on node {a.node} that is unusable or has untolerated taints"
+        elif not node.usable:
+            yield f"job {p.job}: pod {a.task}-{a.index} on node {a.node} that is not ready or cordoned"
+        elif c is not None and not c.allows(node):
+            yield f"job {p.job}: pod {a.task}-{a.index} on node {a.node} that its {c.describe()} excludes"
         elif a.node not in domain.nodes:
             yield f"job {p.job}: pod {a.task}-{a.index} on node {a.node} outside HyperNode {p.hypernode}"
+        if c is not None and c.one_per_node:
+            if (a.task, a.node) in exclusive:
+                yield f"job {p.job}: two pods of task {a.task} on node {a.node} (required pod anti-affinity)"
+            exclusive.add((a.task, a.node))
 
 
 def _capacity(snapshot: FederationSnapshot, plan: Plan) -> Iterator[str]:
@@ -183,11 +208,16 @@ def _earlier_fit(
         for c in snapshot.clusters:
             if cluster_block(job, c, term) is not None or c.name == p.cluster:
                 continue
-            nodes = usable_nodes(c, job)
-            node_free = {n.name: free[(c.name, n.name)] for n in nodes}
+            masks = node_masks(c, job)
+            pods = job.gang_pods()
+            keys = resource_keys(r for _, _, r in pods)
+            demands = [vector(r, keys) for _, _, r in pods]
             for dom in c.tree.domains_up_to(tier_limit(job, c)):
-                members = [n for n in nodes if n.name in dom.nodes]
-                if members and pack_gang(job.pods(), members, node_free) is not None:
+                buckets: dict[tuple[tuple[int, ...], int], list[str]] = {}
+                for name in dom.nodes:
+                    if name in masks:
+                        buckets.setdefault((vector(free[(c.name, name)], keys), masks[name]), []).append(name)
+                if buckets and pack_masked(demands, pod_classes(job), buckets, exclusive_mask(job)) is not None:
                     return c.name
     return None
 

@@ -43,6 +43,8 @@ from typing import Any, TypeVar
 
 from federation.control.loop import RoundScheduler
 from federation.domain.errors import InvalidInput
+from federation.logs import fields, set_fields
+from federation.metrics.instruments import NO_METRICS, ServiceMetrics
 from federation.propagation.failover import loss_reason, lost_clusters
 from federation.propagation.works import placement_from_payload
 from federation.service.agent_inbox import Inbox
@@ -102,6 +104,7 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         monotonic: Callable[[], float] = time.monotonic,
         limits: Limits = DEFAULT_LIMITS,
         hello_timeout_seconds: float = HELLO_TIMEOUT_SECONDS,
+        metrics: ServiceMetrics = NO_METRICS,
     ) -> None:
         """``monotonic`` times liveness (when each cluster was last heard from). ``clock``
         is the wall clock ``build_server`` passes; liveness never uses it, because a wall
@@ -114,6 +117,7 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         self._grace = grace_seconds
         self._clock = clock
         self._monotonic = monotonic
+        self._metrics = metrics
         self._sessions: dict[str, Session] = {}
         self._last_seen: dict[str, float] = {}
         self._watchdog: asyncio.Task[None] | None = None
@@ -151,6 +155,10 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
     def connected(self) -> dict[str, int]:
         """Connected clusters and their epochs (for status pages and tests)."""
         return {name: s.epoch for name, s in self._sessions.items() if not s.closed}
+
+    def stream_count(self) -> int:
+        """Open agent streams; safe to call from another thread (the metrics exporter)."""
+        return sum(1 for s in list(self._sessions.values()) if not s.closed)
 
     # ------------------------------------------------------------------ called by others
     def notify_works_changed(self, cluster: str) -> None:
@@ -192,10 +200,13 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         if not reg.accepted:
             current = reg.previous_epoch if reg.previous_epoch is not None else reg.cluster.epoch
             log.warning("fenced agent %s of cluster %s: epoch %d < current %d", hello.agent_id, hello.cluster,
-                        hello.epoch, current)
+                        hello.epoch, current, extra=fields(cluster=hello.cluster, agent=hello.agent_id,
+                                                           epoch=hello.epoch))
             yield fence(f"epoch {hello.epoch} is stale: cluster {hello.cluster} has a newer leader (epoch {current})",
                         current)
             return
+        # Every event of this stream's task, and of the tasks it starts, carries these fields.
+        set_fields(cluster=hello.cluster, agent=hello.agent_id, epoch=hello.epoch)
         session = Session(hello.cluster, hello.epoch, hello.agent_id)
         old = self._sessions.get(hello.cluster)
         if old is not None:
@@ -269,6 +280,8 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
             placement = placement_from_payload(job, work.payload)
             session.send(agent_pb2.CentralMessage(work=work_to_proto(str(work.id), work.version, record.job,
                                                                      placement)))
+            if job not in session.sent:  # a new Work, not a new version of one already sent
+                self._metrics.work_dispatched(self._clock() - work.created_at.timestamp())
             session.sent[job] = (work.id, work.version)
 
     async def _read(self, session: Session, messages: AsyncIterator[agent_pb2.AgentMessage]) -> None:
@@ -379,10 +392,11 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         try:
             loss = await self._call(self._store.clusters.mark_lost, cluster, reason, unless_heard_within=self._grace)
         except StoreError as exc:
-            log.warning("cannot mark %s lost yet (%s); retrying", cluster, exc)
+            log.warning("cannot mark %s lost yet (%s); retrying", cluster, exc, extra=fields(cluster=cluster))
             return False
         if not loss.marked:  # the store holds a heartbeat within the grace period (another replica, a re-hello)
-            log.info("cluster %s not marked lost: its agent was heard from within %gs", cluster, self._grace)
+            log.info("cluster %s not marked lost: its agent was heard from within %gs", cluster, self._grace,
+                     extra=fields(cluster=cluster))
             self._last_seen[cluster] = max(self._last_seen.get(cluster, seen), self._monotonic())
             return False
         if self._sessions.get(cluster) is session:  # no new hello meanwhile: stop watching, end the stream
@@ -390,7 +404,7 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
             if session is not None:
                 session.close()
         log.warning("%s: requeued %d job(s), withdrew %d work(s)", reason, len(loss.requeued),
-                    len(loss.withdrawn_works))
+                    len(loss.withdrawn_works), extra=fields(cluster=cluster))
         self._rounds.trigger("cluster-lost")
         return True
 

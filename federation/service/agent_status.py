@@ -27,6 +27,7 @@ from typing import Any
 
 from federation.domain.errors import InvalidInput
 from federation.domain.plans import PodAssignment
+from federation.logs import fields
 from federation.propagation.status import ReportedPod, actual_pods, effect
 from federation.propagation.works import placement_from_payload
 from federation.store import Conflict, IllegalTransition, JobRecord, NotFound, Store
@@ -68,7 +69,8 @@ class StatusHandler:
         try:
             work = await self._call(self._store.works.get, work_id)
         except NotFound:
-            log.warning("cluster %s reported on unknown work %s (job %s)", cluster, msg.work_id, msg.job)
+            log.warning("cluster %s reported on unknown work %s (job %s)", cluster, msg.work_id, msg.job,
+                        extra=fields(cluster=cluster, work=msg.work_id))
             return []
         if work.cluster != cluster:
             raise InvalidInput("status.work_id", f"work {work_id} belongs to cluster {work.cluster}, not {cluster}")
@@ -103,13 +105,13 @@ class StatusHandler:
         try:
             await self._call(self._store.works.record_pods, work_id, pods, epoch=epoch)
         except Conflict as exc:
-            log.info("work %d: actual pods not recorded: %s", work_id, exc)
+            log.info("work %d: actual pods not recorded: %s", work_id, exc, extra=fields(work=work_id))
 
     async def _work_state(self, work_id: int, state: str, message: str, epoch: int) -> None:
         try:
             await self._call(self._store.works.update_status, work_id, state, message=message, epoch=epoch)
         except Conflict as exc:
-            log.info("work %d: %s", work_id, exc)
+            log.info("work %d: %s", work_id, exc, extra=fields(work=work_id))
 
     async def _steps(self, record: JobRecord, steps: tuple[str, ...], message: str) -> None:
         for step in steps:
@@ -117,7 +119,8 @@ class StatusHandler:
                 record = await self._call(self._store.jobs.transition, record.name, step, reason=message or None,
                                           expected_version=record.version)
             except (IllegalTransition, Conflict) as exc:
-                log.info("job %s: status step to %s ignored: %s", record.name, step, exc)
+                log.info("job %s: status step to %s ignored: %s", record.name, step, exc,
+                         extra=fields(job=record.name, queue=record.queue))
                 return
 
     async def _record_events(self, record: JobRecord, msg: agent_pb2.WorkStatus) -> JobRecord:
@@ -130,5 +133,6 @@ class StatusHandler:
                 record = await self._call(self._store.jobs.annotate, record.name, restarts=restarts,
                                           message=event_message(event), event="Restarted")
             except (IllegalTransition, Conflict) as exc:
-                log.info("job %s: restart event not recorded: %s", record.name, exc)
+                log.info("job %s: restart event not recorded: %s", record.name, exc,
+                         extra=fields(job=record.name, queue=record.queue))
         return record

@@ -1,6 +1,8 @@
 """AuditService: the recorded planning rounds and every decision about a job.
 
-A job's audit is visible to whoever may see the job. The audit outlives the job (no
+A job's audit is visible to whoever may see the job. When audit retention has pruned
+rounds from before the job was submitted, the answer says so (``pruned_before``), so a
+short audit is never mistaken for a complete one. The audit outlives the job (no
 foreign key): when the job is gone, admins still read its decisions; others get
 NOT_FOUND, since the queue that decided visibility may be gone too.
 """
@@ -14,7 +16,8 @@ import grpc.aio
 
 from federation.domain.errors import InvalidInput
 from federation.service.auth import Authenticator, check_queue
-from federation.service.views import decision_to_view, round_to_view
+from federation.service.views import decision_to_view, round_to_view, timestamp
+from federation.store.audit_retention import Pruning
 from federation.store.errors import NotFound
 from federation.store.records import DecisionRecord, JobRecord
 from federation.v1 import audit_pb2, audit_pb2_grpc
@@ -43,7 +46,11 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
         decisions: list[DecisionRecord] = await asyncio.to_thread(self._store.audit.job_audit, request.job)
         if record is None and not decisions:
             raise NotFound("job", request.job)
-        return audit_pb2.JobAudit(job=request.job, decisions=[decision_to_view(d) for d in decisions])
+        audit = audit_pb2.JobAudit(job=request.job, decisions=[decision_to_view(d) for d in decisions])
+        pruning: Pruning | None = await asyncio.to_thread(self._store.audit.pruning)
+        if pruning is not None and (record is None or record.created_at < pruning.pruned_before):
+            audit.pruned_before.CopyFrom(timestamp(pruning.pruned_before))  # some of its rounds may be gone
+        return audit
 
     async def ListRounds(self, request: audit_pb2.ListRoundsRequest, context: Context) -> audit_pb2.ListRoundsResponse:
         self._auth.require_tenant(context)

@@ -40,6 +40,9 @@ from federation.service.auth import Authenticator, Identity, PermissionDenied, c
 from federation.service.batching import Batcher
 from federation.service.event_feed import EventFeed
 from federation.service.views import explain, job_to_view
+from federation.metrics.instruments import NO_METRICS, ServiceMetrics
+from federation.placement.intent import topology_wait
+from federation.service.errors import status_for
 from federation.store.errors import NotFound
 from federation.store.jobs_submit import Outcome
 from federation.store.records import JobRecord, Submitted
@@ -115,13 +118,23 @@ class QueueCache:
             self._loading.pop(name, None)
 
 
+def refusal_outcome(exc: BaseException) -> str:
+    """The ``federation_submissions_total`` outcome of a refused submission: the gRPC code
+    ``ErrorMapping`` answers with, in lower case (``invalid_argument``, ``unavailable`` …)."""
+    mapped = status_for(exc)
+    return mapped[0].name.lower() if mapped is not None else "internal"
+
+
 class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     def __init__(self, store: Any, auth: Authenticator, *, rounds: Trigger | None = None,
                  hub: Canceller | None = None, queues: QueueCache | None = None,
                  spec_limit_bytes: int = DEFAULT_SPEC_LIMIT, watch_poll_seconds: float = 0.2,
-                 batching: SubmitBatching | None = None, limits: Limits = DEFAULT_LIMITS) -> None:
+                 batching: SubmitBatching | None = None, topology_wait_seconds: float = 0.0,
+                 metrics: ServiceMetrics = NO_METRICS, limits: Limits = DEFAULT_LIMITS) -> None:
         self._store = store
         self._limits = limits
+        self._topology_wait = topology_wait_seconds  # the service default, for ExplainJob
+        self._metrics = metrics
         self._auth = auth
         self._rounds = rounds
         self._hub = hub
@@ -170,6 +183,15 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     # ------------------------------------------------------------------ RPCs
 
     async def SubmitJob(self, request: jobs_pb2.SubmitJobRequest, context: Context) -> jobs_pb2.SubmitJobResponse:
+        try:
+            response = await self._submit(request, context)
+        except Exception as exc:
+            self._metrics.submission(refusal_outcome(exc))
+            raise
+        self._metrics.submission("created" if response.created else "existing")
+        return response
+
+    async def _submit(self, request: jobs_pb2.SubmitJobRequest, context: Context) -> jobs_pb2.SubmitJobResponse:
         who = self._auth.require_tenant(context)
         size = request.spec.ByteSize()
         if size > self._limit:
@@ -293,4 +315,10 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         record = await self._visible_record(who, request.name)
         latest = await self._call(self._store.audit.latest_decision, request.name)
         work = await self._call(self._store.works.latest, request.name)  # where pods actually are
-        return explain(record, latest, work)
+        resp = explain(record, latest, work)
+        try:
+            queue: Queue | None = await self.queues.get(record.queue)
+        except NotFound:
+            queue = None
+        resp.topology_wait = topology_wait(record.job, queue, self._topology_wait).describe()
+        return resp

@@ -31,7 +31,12 @@ import grpc
 import grpc.aio
 
 from federation.control.loop import DEFAULT_MAX_PENDING, RoundScheduler
+from federation.control.retention import AuditRetention
 from federation.domain.plans import PlanLimits
+from federation.logs import configure
+from federation.metrics.exporter import MetricsServer, parse_listen, serve_metrics, with_process_metrics
+from federation.metrics.gauges import FederationCollector
+from federation.metrics.instruments import NO_METRICS, ServiceMetrics
 from federation.service.agent_hub import AgentHub
 from federation.service.audit import AuditServicer
 from federation.service.auth import Authenticator
@@ -88,6 +93,9 @@ class ServeConfig:
     control_loop: bool = True
     submit_batching: SubmitBatching = field(default_factory=SubmitBatching)
     limits: Limits = DEFAULT_LIMITS
+    metrics_listen: str | None = None  # HOST:PORT of Prometheus /metrics; None: no metrics kept
+    log_format: str = "text"  # text | json (federation.logs)
+    audit_retention_seconds: float | None = None  # None: keep the whole audit
 
 
 @dataclass
@@ -102,6 +110,8 @@ class RunningServer:
     rounds: RoundScheduler | None
     hub: AgentHub | None
     jobs: JobServicer
+    metrics: MetricsServer | None = None
+    retention: AuditRetention | None = None
     _stopped: bool = field(default=False, repr=False)
 
     async def stop(self, grace: float = 10.0) -> None:
@@ -118,6 +128,10 @@ class RunningServer:
             await self.jobs.close()  # submission batches still running commit before the store closes
             if self.rounds is not None:
                 await self.rounds.stop()
+            if self.retention is not None:
+                await self.retention.stop()
+            if self.metrics is not None:
+                await asyncio.to_thread(self.metrics.stop)
 
     async def wait_for_termination(self) -> None:
         await self.server.wait_for_termination()
@@ -146,20 +160,26 @@ async def build_server(
     watch_poll_seconds: float = 0.2,
     submit_batching: SubmitBatching | None = None,
     limits: Limits = DEFAULT_LIMITS,
+    metrics_listen: str | None = None,
+    audit_retention_seconds: float | None = None,
 ) -> RunningServer:
     """Start the service on ``listen`` (port 0 = any free port) and return its handles.
 
     ``control_loop=False`` leaves out the round scheduler and the agent hub (API-only
-    tests that must not see jobs placed under them).
+    tests that must not see jobs placed under them). ``metrics_listen`` serves Prometheus
+    metrics on ``HOST:PORT/metrics``; without it no metric is kept at all.
+    ``audit_retention_seconds`` prunes the audit in the background (``retention``).
     """
     auth = auth if auth is not None else Authenticator.open_mode()
+    metrics: ServiceMetrics = ServiceMetrics() if metrics_listen is not None else NO_METRICS
     rounds: RoundScheduler | None = None
     hub: AgentHub | None = None
     if control_loop:
         rounds = RoundScheduler(store, debounce_seconds=round_debounce_seconds,
                                 limits=plan_limits or PlanLimits(), clock=clock,
-                                max_pending=max_pending_per_round)
-        hub = AgentHub(store, rounds, auth, grace_seconds=agent_grace_seconds, clock=clock, limits=limits)
+                                max_pending=max_pending_per_round, metrics=metrics)
+        hub = AgentHub(store, rounds, auth, grace_seconds=agent_grace_seconds, clock=clock, metrics=metrics,
+                       limits=limits)
     transport_limit = max(limits.max_agent_message_bytes, limits.max_request_bytes)
     server = grpc.aio.server(
         interceptors=[ErrorMapping(limits.max_request_bytes, {AGENT_CONNECT_METHOD: limits.max_agent_message_bytes})],
@@ -168,7 +188,8 @@ async def build_server(
                  ("grpc.so_reuseport", 0)],
     )
     jobs = JobServicer(store, auth, rounds=rounds, hub=hub, spec_limit_bytes=spec_limit_bytes,
-                       watch_poll_seconds=watch_poll_seconds, batching=submit_batching, limits=limits)
+                       watch_poll_seconds=watch_poll_seconds, batching=submit_batching, metrics=metrics,
+                       topology_wait_seconds=(plan_limits or PlanLimits()).topology_wait_seconds, limits=limits)
     jobs_pb2_grpc.add_JobServiceServicer_to_server(jobs, server)
     # The QueueService invalidates the submit path's queue cache, so an owner removed here loses
     # SubmitJob and WatchJobs access at once in this process (other replicas: within its ttl).
@@ -182,14 +203,25 @@ async def build_server(
     bound = server.add_secure_port(target, tls.credentials()) if tls else server.add_insecure_port(target)
     if bound == 0:
         raise OSError(f"cannot listen on {listen}")
+    exporter: MetricsServer | None = None
+    if metrics_listen is not None:
+        with_process_metrics(metrics.registry).register(FederationCollector(
+            store.stats, observed=(lambda: rounds.observed) if rounds is not None else (lambda: None),
+            streams=hub.stream_count if hub is not None else None))
+        exporter = serve_metrics(metrics_listen, metrics.registry)
     await server.start()
     if rounds is not None:
         await rounds.start()
     if hub is not None:
         await hub.start()
+    retention = None
+    if audit_retention_seconds is not None:
+        retention = AuditRetention(store, audit_retention_seconds, metrics=metrics)
+        await retention.start()
     address = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
     return RunningServer(server=server, port=bound, address=address, store=store, auth=auth,
-                         rounds=rounds, hub=hub, jobs=jobs)
+                         rounds=rounds, hub=hub, jobs=jobs, metrics=exporter,
+                         retention=retention)
 
 
 # ---------------------------------------------------------------------- the process
@@ -234,14 +266,23 @@ def _redact(url: str) -> str:
 
 def serve_main(config: ServeConfig) -> int:
     """``federation serve``: run until SIGTERM/SIGINT, then shut down gracefully (exit 0)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    try:
+        configure(config.log_format)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         _host_port(config.listen)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if config.metrics_listen is not None:
+        try:
+            parse_listen(config.metrics_listen)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     try:
         auth = Authenticator.from_file(config.tokens) if config.tokens else Authenticator.open_mode()
     except (OSError, ValueError) as exc:
@@ -268,7 +309,7 @@ def serve_main(config: ServeConfig) -> int:
 
 
 async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, config: ServeConfig) -> int:
-    print(auth.describe(), file=sys.stderr, flush=True)
+    log.info("%s", auth.describe())
     running = await build_server(
         store, listen=config.listen, auth=auth, tls=tls,
         agent_grace_seconds=config.agent_grace_seconds,
@@ -278,15 +319,19 @@ async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, config:
         control_loop=config.control_loop,
         submit_batching=config.submit_batching,
         limits=config.limits,
+        metrics_listen=config.metrics_listen,
+        audit_retention_seconds=config.audit_retention_seconds,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    print(f"listening with {'TLS' if tls else 'plaintext'}, db {_redact(config.db)}", file=sys.stderr, flush=True)
+    log.info("listening with %s, db %s", "TLS" if tls else "plaintext", _redact(config.db))
+    if running.metrics is not None:
+        log.info("metrics on http://%s/metrics", running.metrics.address)
     print(f"federation serving on {running.address}", flush=True)
     await stop.wait()
-    print("federation: shutting down (in-flight requests finish)", file=sys.stderr, flush=True)
+    log.info("federation: shutting down (in-flight requests finish)")
     await running.stop(grace=config.shutdown_grace_seconds)
-    print("federation: stopped", file=sys.stderr, flush=True)
+    log.info("federation: stopped")
     return 0

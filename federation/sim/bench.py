@@ -20,10 +20,11 @@ from rich.status import Status
 from federation.domain.errors import InvalidInput
 from federation.domain.plans import PlanLimits
 from federation.placement.baselines import POLICIES
+from federation.sim import placements
 from federation.sim.metrics import Metrics, compute
 from federation.sim.report import metrics_table, ratio_table
 from federation.sim.scenario import load_scenario
-from federation.sim.simulator import DEFAULT_ROUND_INTERVAL, RoundRecord, simulate
+from federation.sim.simulator import DEFAULT_ROUND_INTERVAL, RoundRecord, Start, simulate
 
 DEFAULT_POLICIES = ("cpsat", "volcano-greedy", "karmada-spread", "armada-drf")
 
@@ -37,6 +38,7 @@ def run_bench(
     limits: PlanLimits | None = None,
     round_interval: float = DEFAULT_ROUND_INTERVAL,
     progress: Callable[[str, RoundRecord], None] | None = None,
+    placements_out: str | os.PathLike[str] | None = None,
 ) -> dict[str, object]:
     """Simulate ``scenario_path`` under each policy (default: all four) and report.
 
@@ -49,18 +51,29 @@ def run_bench(
             raise InvalidInput(f"policy[{i}]", f"unknown policy {name!r} (one of {', '.join(POLICIES)})")
     scenario = load_scenario(scenario_path)
     results: dict[str, Metrics] = {}
+    starts: dict[str, tuple[Start, ...]] = {}
     status = console.status("") if console is not None and progress is None else None
     with status if status is not None else contextlib.nullcontext():
         for name in chosen:
             hook = _bind(progress, name) if progress is not None else _status(status, name, len(scenario.jobs))
             result = simulate(scenario, POLICIES[name], round_interval=round_interval, limits=limits, on_round=hook)
             results[name] = compute(result, with_gap=name == "cpsat")
+            starts[name] = result.starts
     document: dict[str, object] = {"scenario": scenario.name, "policies": results}
     if console is not None:
         console.print(metrics_table(scenario.name, results))
         ratios = ratio_table(results)
         if ratios is not None:
             console.print(ratios)
+    if placements_out is not None:
+        with Path(placements_out).open("w", encoding="utf-8") as out:
+            placements.write(out, starts)
+        if console is not None:
+            for name, run in starts.items():
+                bad = placements.disallowed(scenario, run)
+                first = f" (first: {bad[0]})" if bad else ""
+                console.print(f"{name}: {sum(len(s.placement.pods) for s in run)} pods started, "
+                              f"{len(bad)} on a node their task does not allow{first}")
     if json_out is not None:
         Path(json_out).write_text(json.dumps(document, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     return document

@@ -22,7 +22,7 @@ from federation.sim import fields as f
 
 HYPERNODE_API = "topology.volcano.sh/v1alpha1"
 _CLUSTER_KEYS = ("name", "labels", "taints", "nodeGroups", "hyperNodes")
-_GROUP_KEYS = ("namePattern", "count", "allocatable", "labels")
+_GROUP_KEYS = ("namePattern", "count", "allocatable", "labels", "taints")
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class NodeGroup:
     count: int
     allocatable: Resources
     labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
 
     def node_names(self) -> tuple[str, ...]:
         return tuple(self.name_pattern.replace("{i}", str(i)) for i in range(self.count))
@@ -54,11 +55,11 @@ class ClusterSpec:
         return self.empty.nodes
 
 
-def _taint(value: object, path: str) -> Taint:
+def _taint(value: object, path: str, effects: tuple[str, ...] = ("NoSchedule", "NoExecute")) -> Taint:
     data = f.strict(value, path, ("key", "value", "effect"), required=("key",))
     effect = f.optional(data, "effect", "NoSchedule", f.string, path)
-    if effect not in ("NoSchedule", "NoExecute"):
-        raise InvalidInput(f.at(path, "effect"), "must be NoSchedule or NoExecute")
+    if effect not in effects:
+        raise InvalidInput(f.at(path, "effect"), f"must be {' or '.join(effects)}")
     return Taint(
         key=f.string(data["key"], f.at(path, "key")),
         value=f.optional(data, "value", "", lambda v, p: f.string(v, p, allow_empty=True), path),
@@ -75,7 +76,9 @@ def _node_group(value: object, path: str) -> NodeGroup:
     allocatable = Resources.parse(f.mapping(data["allocatable"], f.at(path, "allocatable")), f.at(path, "allocatable"))
     if not allocatable:
         raise InvalidInput(f.at(path, "allocatable"), "must not be empty")
-    return NodeGroup(pattern, count, allocatable, f.labelled(data, "labels", path))
+    taints = tuple(_taint(t, f.at(f.at(path, "taints"), j), ("NoSchedule", "NoExecute", "PreferNoSchedule"))
+                   for j, t in enumerate(f.listed(data, "taints", path)))
+    return NodeGroup(pattern, count, allocatable, f.labelled(data, "labels", path), taints)
 
 
 def _selector(value: object, path: str) -> MemberSelector:
@@ -151,7 +154,8 @@ def cluster(value: object, path: str) -> ClusterSpec:
     for j, group in enumerate(groups):
         for node_name in group.node_names():
             try:
-                nodes.append(Node(node_name, group.allocatable, group.allocatable, dict(group.labels)))
+                nodes.append(Node(node_name, group.allocatable, group.allocatable, dict(group.labels),
+                                  group.taints))
             except InvalidInput as exc:
                 raise InvalidInput(f.at(f.at(path, "nodeGroups"), j) + ".namePattern", exc.rule) from exc
     cluster_labels = f.labelled(data, "labels", path)

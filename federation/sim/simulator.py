@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from federation.domain.plans import FederationSnapshot, Plan, PlanLimits
+from federation.domain.plans import FederationSnapshot, Placement, Plan, PlanLimits
 from federation.domain.resources import Resources
 from federation.sim.scenario import FaultEvent, Scenario
 from federation.sim.state import FederationState, Run
@@ -86,6 +86,15 @@ class SimResult:
     end_time: float
     faults: tuple[FaultEvent, ...] = field(default=())
     churn_stops: int = 0  # times follow-up rounds after preemptions were cut off (see schedule_round)
+    starts: tuple[Start, ...] = ()  # every job start, restarts included (``bench --placements``)
+
+
+@dataclass(frozen=True)
+class Start:
+    """A job started (or restarted in place) at ``at`` with ``placement``."""
+
+    at: float
+    placement: Placement
 
 
 class _Simulation:
@@ -113,6 +122,7 @@ class _Simulation:
         self.samples: list[Sample] = []
         self.rejections: list[Rejection] = []
         self.faults: list[FaultEvent] = []
+        self.starts: list[Start] = []
         self.now = 0.0
         self.capacity = self.state.usable_capacity()  # changes only with faults
 
@@ -145,7 +155,8 @@ class _Simulation:
                 self.sample()
                 self.schedule_round()
         return SimResult(self.scenario, self.tracker.records(), tuple(self.rounds), tuple(self.samples),
-                         tuple(self.rejections), self.now, tuple(self.faults), self.churn_stops)
+                         tuple(self.rejections), self.now, tuple(self.faults), self.churn_stops,
+                         tuple(self.starts))
 
     def schedule_round(self) -> None:
         """Plan at the next grid tick if something changed and work is pending.
@@ -225,6 +236,7 @@ class _Simulation:
                 run.started_at = self.now
                 run.ends_at = self.now + run.spec.duration_seconds * self.slowdown(run)
                 self.tracker.restarted(event.target, self.now)
+                self.starts.append(Start(self.now, run.placement))
                 self.push(run.ends_at, _FINISH, (event.target, run.epoch))
 
     def slowdown(self, run: Run) -> float:
@@ -262,6 +274,7 @@ class _Simulation:
             run.ends_at = self.now + spec.duration_seconds * self.slowdown(run)
             self.push(run.ends_at, _FINISH, (placement.job, run.epoch))
             self.tracker.started(spec.job.name, self.now, placement.cluster, run.tier, run.requests)
+            self.starts.append(Start(self.now, placement))
             placed += 1
         record = RoundRecord(self.now, wall, pending, placed, rejected, preempted, plan.status, plan.objective,
                              plan.bound)

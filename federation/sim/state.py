@@ -18,7 +18,7 @@ from federation.domain.nodes import Node
 from federation.domain.plans import FederationSnapshot, PendingJob, Placement, RunningJob
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources, total
-from federation.placement.eligibility import affinity_terms, cluster_block, tier_limit
+from federation.placement.eligibility import affinity_terms, cluster_block, pod_allows, tier_limit
 from federation.sim.clusters import ClusterSpec
 from federation.sim.workload import ScenarioJob
 
@@ -194,6 +194,8 @@ class FederationState:
                 return f"node {pod.node!r} is not in cluster {placement.cluster}"
             if pod.node in state.not_ready:
                 return f"node {pod.node} is not ready"
+            if not pod_allows(job, pod.task, nodes[pod.node]):  # what a kubelet refuses on admission
+                return f"node {pod.node} is excluded by the node constraints of task {pod.task}"
             want[pod.node] = want.get(pod.node, Resources()) + job.task(pod.task).resources
         for name, need in want.items():
             if not need.fits_in(state.free(nodes[name])):

@@ -17,14 +17,21 @@ from dataclasses import dataclass
 
 from federation.domain.errors import InvalidInput
 from federation.domain.jobs import Job, NetworkTopology, Task
+from federation.domain.manifests_fields import duration_seconds
+from federation.domain.manifests_volcano import TOPOLOGY_WAIT_ANNOTATION
 from federation.domain.propagation import ClusterAffinity, PropagationPolicy
 from federation.domain.resources import CPU, GPU, MEMORY, Resources
+from federation.domain.scheduling import template_for
 from federation.sim import fields as f
 
 _JOB_KEYS = (
     "name", "queue", "priority", "submitAt", "durationSeconds", "minAvailable", "tasks", "networkTopology",
-    "clusterAffinity",
+    "clusterAffinity", "annotations",
 )
+_TASK_KEYS = ("name", "replicas", "resources", "minAvailable", "nodeSelector", "affinity", "tolerations")
+# Job annotations a scenario may carry (each is honoured; any other is refused, as a typo would
+# otherwise silently change what a benchmark measures).
+_ANNOTATIONS = (TOPOLOGY_WAIT_ANNOTATION,)
 _GENERATE_KEYS = (
     "count", "arrivalPerMinute", "gpusPerJob", "gpusPerPod", "durationSeconds", "queueMix", "priorityMix",
     "topologyMix", "highestTierAllowed",
@@ -64,18 +71,37 @@ def _domain_path(path: str) -> str:
 
 
 def _task(value: object, path: str) -> Task:
-    data = f.strict(value, path, ("name", "replicas", "resources"), required=("name", "replicas", "resources"))
+    """One task; nodeSelector, affinity and tolerations have Kubernetes' pod-spec shapes and
+    are carried as the task's pod template (``domain/scheduling.py`` reads them)."""
+    data = f.strict(value, path, _TASK_KEYS, required=("name", "replicas", "resources"))
     resources = Resources.parse(f.mapping(data["resources"], f.at(path, "resources")), f.at(path, "resources"))
+    selector = f.labelled(data, "nodeSelector", path)
+    affinity = dict(f.mapping(data["affinity"], f.at(path, "affinity"))) if "affinity" in data else None
+    tolerations = [dict(f.mapping(t, f.at(f.at(path, "tolerations"), i)))
+                   for i, t in enumerate(f.listed(data, "tolerations", path))]
     try:
         return Task(
             name=f.string(data["name"], f.at(path, "name")),
             replicas=f.integer(data["replicas"], f.at(path, "replicas"), minimum=1),
             resources=resources,
+            min_available=f.optional(data, "minAvailable", None, lambda v, p: f.integer(v, p, minimum=0), path),
+            template_json=template_for(selector, affinity, tolerations),
         )
     except InvalidInput as exc:
         if exc.path.startswith(path):
             raise
-        raise exc.under(path) from exc
+        raise InvalidInput(f.at(path, exc.path.removeprefix("template.spec.")), exc.rule) from exc
+
+
+def _annotations(value: object, path: str) -> float | None:
+    """The job's topology wait from ``annotations`` (the only annotation a scenario honours)."""
+    found = f.labels(value, path)
+    for key in found:
+        if key not in _ANNOTATIONS:
+            raise InvalidInput(f"{path}[{key}]", f"not supported (supported: {', '.join(_ANNOTATIONS)})")
+    if TOPOLOGY_WAIT_ANNOTATION not in found:
+        return None
+    return duration_seconds(found[TOPOLOGY_WAIT_ANNOTATION], f"{path}[{TOPOLOGY_WAIT_ANNOTATION}]")
 
 
 def _topology(value: object, path: str) -> NetworkTopology:
@@ -131,8 +157,11 @@ def explicit_job(value: object, path: str, queues: Sequence[str], clusters: Sequ
             priority=f.optional(data, "priority", 0, f.integer, path),
             network_topology=topology,
             propagation=propagation,
+            topology_wait_seconds=f.optional(data, "annotations", None, _annotations, path),
         )
     except InvalidInput as exc:
+        if exc.path.startswith(path):
+            raise
         raise InvalidInput(f.at(path, _domain_path(exc.path)), exc.rule) from exc
     return ScenarioJob(
         job,

@@ -21,14 +21,16 @@ reported, while the round's decisions are still recorded as what the planner dec
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from federation.domain.plans import PodAssignment
 from federation.domain.states import PENDING, pending_event
 from federation.store import paging
+from federation.store.audit_retention import PruneBatch, Pruning, prune_batch, pruning
 from federation.store.engine import Database
 from federation.store.errors import NotFound
 from federation.store.lifecycle import add_event, lock_jobs, move, touch, withdraw_works
@@ -177,14 +179,13 @@ class AuditRepository:
         items = tuple(round_of(r) for r in rows[:size])
         return Page(items, paging.encode("rounds", items[-1].id) if len(rows) > size else "")
 
-    def prune(self, keep: int) -> int:
-        """Delete all but the newest ``keep`` rounds (their decisions cascade); returns how many."""
-        with self._db.write() as session:
-            ids = session.scalars(select(RoundRow.id).order_by(RoundRow.id.desc()).offset(keep).limit(1)).all()
-            if not ids:
-                return 0
-            result = session.execute(delete(RoundRow).where(RoundRow.id <= ids[0]))
-            return int(getattr(result, "rowcount", 0) or 0)
+    def prune_batch(self, cutoff: datetime, batch: int, after: int = 0) -> PruneBatch:
+        """Retention: one bounded batch of rounds that ended before ``cutoff`` (``audit_retention``)."""
+        return prune_batch(self._db, cutoff, batch, after)
+
+    def pruning(self) -> Pruning | None:
+        """How far retention has pruned the audit; None when it never has."""
+        return pruning(self._db)
 
 
 def _int(value: Any) -> int:

@@ -107,10 +107,11 @@ class QueueRow(Base):
         String(63), ForeignKey("queues.name", ondelete="RESTRICT"), nullable=True, index=True
     )
     owners: Mapped[list[Any]] = mapped_column(Json)
+    topology_wait_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
     version: Mapped[int] = mapped_column(Integer, default=1)
-    # Where the queue's pods may go (migration 0002; docs/design/limits.md).
+    # Where the queue's pods may go (migration 0004; docs/design/limits.md).
     namespaces: Mapped[list[Any]] = mapped_column(Json, server_default=text("'[]'"))
     default_namespace: Mapped[str] = mapped_column(String(63), server_default="default")
     pod_security: Mapped[str] = mapped_column(String(16), server_default="baseline")
@@ -248,3 +249,16 @@ class DecisionRow(Base):
     constraint: Mapped[str] = mapped_column(String(32), default="")
     closest_cluster: Mapped[str | None] = mapped_column(String(253), nullable=True)
     preemptor: Mapped[str | None] = mapped_column(String(63), nullable=True)
+
+
+class AuditPruningRow(Base):
+    """One row (id 1): how far ``--audit-retention`` has pruned the audit, so ``fedctl audit``
+    can say that a job's older decisions are gone rather than let them look never made."""
+
+    __tablename__ = "audit_pruning"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    pruned_before: Mapped[datetime]  # rounds that ended before this are pruned (but for kept decisions)
+    pruned_at: Mapped[datetime]
+    rounds_pruned: Mapped[int] = mapped_column(BigInteger, default=0)
+    decisions_pruned: Mapped[int] = mapped_column(BigInteger, default=0)

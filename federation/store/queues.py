@@ -41,6 +41,7 @@ def queue_of(row: QueueRow) -> Queue:
         default_namespace=row.default_namespace,
         pod_security=row.pod_security,
         allow_system_namespaces=row.allow_system_namespaces,
+        topology_wait_seconds=row.topology_wait_seconds,
     )
 
 
@@ -57,6 +58,7 @@ def _apply(row: QueueRow, queue: Queue) -> None:
     row.default_namespace = queue.default_namespace
     row.pod_security = queue.pod_security
     row.allow_system_namespaces = queue.allow_system_namespaces
+    row.topology_wait_seconds = queue.topology_wait_seconds
 
 
 def _check_parent(session: Session, queue: Queue) -> None:

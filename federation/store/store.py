@@ -13,6 +13,7 @@ from federation.store.clusters import ClusterRepository
 from federation.store.engine import DEFAULT_URL, Clock, Database, make_engine, utc_now
 from federation.store.jobs import JobRepository
 from federation.store.queues import QueueRepository
+from federation.store.stats import StatsRepository
 from federation.store.works import WorkRepository
 
 
@@ -40,6 +41,7 @@ class Store:
         self.clusters = ClusterRepository(self.db)
         self.works = WorkRepository(self.db)
         self.audit = AuditRepository(self.db)
+        self.stats = StatsRepository(self.db)
 
     @property
     def dialect(self) -> str:

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x66\x65\x64\x65ration/v1/audit.proto\x12\rfederation.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9c\x02\n\x05Round\x12\x10\n\x08round_id\x18\x01 \x01(\x03\x12+\n\x07started\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x05\x65nded\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rsolver_status\x18\x04 \x01(\t\x12\x11\n\tobjective\x18\x05 \x01(\x01\x12\r\n\x05\x62ound\x18\x06 \x01(\x01\x12\x0e\n\x06policy\x18\x07 \x01(\t\x12\x14\n\x0cpending_jobs\x18\x08 \x01(\x05\x12\x0e\n\x06placed\x18\t \x01(\x05\x12\x10\n\x08unplaced\x18\n \x01(\x05\x12\x11\n\tpreempted\x18\x0b \x01(\x05\x12\x15\n\rsolve_seconds\x18\x0c \x01(\x01\"\xad\x02\n\x08\x44\x65\x63ision\x12#\n\x05round\x18\x01 \x01(\x0b\x32\x14.federation.v1.Round\x12\x0b\n\x03job\x18\x02 \x01(\t\x12\x0f\n\x07outcome\x18\x03 \x01(\t\x12\x0f\n\x07\x63luster\x18\x04 \x01(\t\x12\x11\n\thypernode\x18\x05 \x01(\t\x12\x0c\n\x04tier\x18\x06 \x01(\x05\x12<\n\x0bscore_terms\x18\x07 \x03(\x0b\x32\'.federation.v1.Decision.ScoreTermsEntry\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\x12\n\nconstraint\x18\t \x01(\t\x12\x17\n\x0f\x63losest_cluster\x18\n \x01(\t\x1a\x31\n\x0fScoreTermsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"!\n\x12GetJobAuditRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\"C\n\x08JobAudit\x12\x0b\n\x03job\x18\x01 \x01(\t\x12*\n\tdecisions\x18\x02 \x03(\x0b\x32\x17.federation.v1.Decision\":\n\x11ListRoundsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"S\n\x12ListRoundsResponse\x12$\n\x06rounds\x18\x01 \x03(\x0b\x32\x14.federation.v1.Round\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xac\x01\n\x0c\x41uditService\x12I\n\x0bGetJobAudit\x12!.federation.v1.GetJobAuditRequest\x1a\x17.federation.v1.JobAudit\x12Q\n\nListRounds\x12 .federation.v1.ListRoundsRequest\x1a!.federation.v1.ListRoundsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x66\x65\x64\x65ration/v1/audit.proto\x12\rfederation.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9c\x02\n\x05Round\x12\x10\n\x08round_id\x18\x01 \x01(\x03\x12+\n\x07started\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x05\x65nded\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rsolver_status\x18\x04 \x01(\t\x12\x11\n\tobjective\x18\x05 \x01(\x01\x12\r\n\x05\x62ound\x18\x06 \x01(\x01\x12\x0e\n\x06policy\x18\x07 \x01(\t\x12\x14\n\x0cpending_jobs\x18\x08 \x01(\x05\x12\x0e\n\x06placed\x18\t \x01(\x05\x12\x10\n\x08unplaced\x18\n \x01(\x05\x12\x11\n\tpreempted\x18\x0b \x01(\x05\x12\x15\n\rsolve_seconds\x18\x0c \x01(\x01\"\xad\x02\n\x08\x44\x65\x63ision\x12#\n\x05round\x18\x01 \x01(\x0b\x32\x14.federation.v1.Round\x12\x0b\n\x03job\x18\x02 \x01(\t\x12\x0f\n\x07outcome\x18\x03 \x01(\t\x12\x0f\n\x07\x63luster\x18\x04 \x01(\t\x12\x11\n\thypernode\x18\x05 \x01(\t\x12\x0c\n\x04tier\x18\x06 \x01(\x05\x12<\n\x0bscore_terms\x18\x07 \x03(\x0b\x32\'.federation.v1.Decision.ScoreTermsEntry\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\x12\n\nconstraint\x18\t \x01(\t\x12\x17\n\x0f\x63losest_cluster\x18\n \x01(\t\x1a\x31\n\x0fScoreTermsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"!\n\x12GetJobAuditRequest\x12\x0b\n\x03job\x18\x01 \x01(\t\"v\n\x08JobAudit\x12\x0b\n\x03job\x18\x01 \x01(\t\x12*\n\tdecisions\x18\x02 \x03(\x0b\x32\x17.federation.v1.Decision\x12\x31\n\rpruned_before\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\":\n\x11ListRoundsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"S\n\x12ListRoundsResponse\x12$\n\x06rounds\x18\x01 \x03(\x0b\x32\x14.federation.v1.Round\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xac\x01\n\x0c\x41uditService\x12I\n\x0bGetJobAudit\x12!.federation.v1.GetJobAuditRequest\x1a\x17.federation.v1.JobAudit\x12Q\n\nListRounds\x12 .federation.v1.ListRoundsRequest\x1a!.federation.v1.ListRoundsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,11 +43,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETJOBAUDITREQUEST']._serialized_start=668
   _globals['_GETJOBAUDITREQUEST']._serialized_end=701
   _globals['_JOBAUDIT']._serialized_start=703
-  _globals['_JOBAUDIT']._serialized_end=770
-  _globals['_LISTROUNDSREQUEST']._serialized_start=772
-  _globals['_LISTROUNDSREQUEST']._serialized_end=830
-  _globals['_LISTROUNDSRESPONSE']._serialized_start=832
-  _globals['_LISTROUNDSRESPONSE']._serialized_end=915
-  _globals['_AUDITSERVICE']._serialized_start=918
-  _globals['_AUDITSERVICE']._serialized_end=1090
+  _globals['_JOBAUDIT']._serialized_end=821
+  _globals['_LISTROUNDSREQUEST']._serialized_start=823
+  _globals['_LISTROUNDSREQUEST']._serialized_end=881
+  _globals['_LISTROUNDSRESPONSE']._serialized_start=883
+  _globals['_LISTROUNDSRESPONSE']._serialized_end=966
+  _globals['_AUDITSERVICE']._serialized_start=969
+  _globals['_AUDITSERVICE']._serialized_end=1141
 # @@protoc_insertion_point(module_scope)

@@ -178,18 +178,27 @@ class JobAudit(_message.Message):
 
     JOB_FIELD_NUMBER: _builtins.int
     DECISIONS_FIELD_NUMBER: _builtins.int
+    PRUNED_BEFORE_FIELD_NUMBER: _builtins.int
     job: _builtins.str
     @_builtins.property
     def decisions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Decision]: ...
+    @_builtins.property
+    def pruned_before(self) -> _timestamp_pb2.Timestamp:
+        """Set when audit retention (`federation serve --audit-retention`) pruned rounds that
+        ended before this time and the job existed then: its decisions from those rounds are
+        gone (its latest decision is always kept while the job is live).
+        """
+
     def __init__(
         self,
         *,
         job: _builtins.str = ...,
         decisions: _abc.Iterable[Global___Decision] | None = ...,
+        pruned_before: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["pruned_before", b"pruned_before"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["decisions", b"decisions", "job", b"job"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["decisions", b"decisions", "job", b"job", "pruned_before", b"pruned_before"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

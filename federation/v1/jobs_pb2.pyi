@@ -450,11 +450,16 @@ class ExplainJobResponse(_message.Message):
     PENDING_FIELD_NUMBER: _builtins.int
     ROUND_ID_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
+    TOPOLOGY_WAIT_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     state: Global___JobState.ValueType
     round_id: _builtins.int
     """The round that made the placement (placed jobs)."""
     message: _builtins.str
+    topology_wait: _builtins.str
+    """Which topology wait applies and where it comes from (job annotation
+    federation.io/topology-wait, queue default, service default, or none: Volcano semantics).
+    """
     @_builtins.property
     def placement(self) -> _types_pb2.Placement:
         """For placed, dispatched, running (and finished) jobs: where and on which nodes."""
@@ -470,10 +475,11 @@ class ExplainJobResponse(_message.Message):
         pending: Global___PendingExplanation | None = ...,
         round_id: _builtins.int = ...,
         message: _builtins.str = ...,
+        topology_wait: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "pending", b"pending", "placement", b"placement"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "message", b"message", "name", b"name", "pending", b"pending", "placement", b"placement", "round_id", b"round_id", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "message", b"message", "name", b"name", "pending", b"pending", "placement", b"placement", "round_id", b"round_id", "state", b"state", "topology_wait", b"topology_wait"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_detail: _TypeAlias = _typing.Literal["placement", "pending"]  # noqa: Y015
     _WhichOneofArgType_detail: _TypeAlias = _typing.Literal["detail", b"detail"]  # noqa: Y015

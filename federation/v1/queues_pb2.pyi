@@ -96,6 +96,7 @@ class Queue(_message.Message):
     PARENT_FIELD_NUMBER: _builtins.int
     OWNERS_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
+    TOPOLOGY_WAIT_SECONDS_FIELD_NUMBER: _builtins.int
     NAMESPACES_FIELD_NUMBER: _builtins.int
     DEFAULT_NAMESPACE_FIELD_NUMBER: _builtins.int
     POD_SECURITY_FIELD_NUMBER: _builtins.int
@@ -107,6 +108,8 @@ class Queue(_message.Message):
     reclaimable: _builtins.bool
     """Unset = true."""
     parent: _builtins.str
+    topology_wait_seconds: _builtins.float
+    """Default topology wait of its jobs that carry a networkTopology; unset = the service's."""
     default_namespace: _builtins.str
     """The namespace of a job that names none; "" = "default"."""
     pod_security: _builtins.str
@@ -151,18 +154,24 @@ class Queue(_message.Message):
         parent: _builtins.str = ...,
         owners: _abc.Iterable[_builtins.str] | None = ...,
         status: Global___QueueStatus | None = ...,
+        topology_wait_seconds: _builtins.float | None = ...,
         namespaces: _abc.Iterable[_builtins.str] | None = ...,
         default_namespace: _builtins.str = ...,
         pod_security: _builtins.str = ...,
         allow_system_namespaces: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_reclaimable", b"_reclaimable", "capability", b"capability", "deserved", b"deserved", "reclaimable", b"reclaimable", "status", b"status"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_reclaimable", b"_reclaimable", "_topology_wait_seconds", b"_topology_wait_seconds", "capability", b"capability", "deserved", b"deserved", "reclaimable", b"reclaimable", "status", b"status", "topology_wait_seconds", b"topology_wait_seconds"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reclaimable", b"_reclaimable", "allow_system_namespaces", b"allow_system_namespaces", "capability", b"capability", "default_namespace", b"default_namespace", "deserved", b"deserved", "guarantee", b"guarantee", "name", b"name", "namespaces", b"namespaces", "owners", b"owners", "parent", b"parent", "pod_security", b"pod_security", "priority", b"priority", "reclaimable", b"reclaimable", "status", b"status", "weight", b"weight"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reclaimable", b"_reclaimable", "_topology_wait_seconds", b"_topology_wait_seconds", "allow_system_namespaces", b"allow_system_namespaces", "capability", b"capability", "default_namespace", b"default_namespace", "deserved", b"deserved", "guarantee", b"guarantee", "name", b"name", "namespaces", b"namespaces", "owners", b"owners", "parent", b"parent", "pod_security", b"pod_security", "priority", b"priority", "reclaimable", b"reclaimable", "status", b"status", "topology_wait_seconds", b"topology_wait_seconds", "weight", b"weight"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__reclaimable: _TypeAlias = _typing.Literal["reclaimable"]  # noqa: Y015
     _WhichOneofArgType__reclaimable: _TypeAlias = _typing.Literal["_reclaimable", b"_reclaimable"]  # noqa: Y015
+    _WhichOneofReturnType__topology_wait_seconds: _TypeAlias = _typing.Literal["topology_wait_seconds"]  # noqa: Y015
+    _WhichOneofArgType__topology_wait_seconds: _TypeAlias = _typing.Literal["_topology_wait_seconds", b"_topology_wait_seconds"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__reclaimable) -> _WhichOneofReturnType__reclaimable | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__topology_wait_seconds) -> _WhichOneofReturnType__topology_wait_seconds | None: ...
 
 Global___Queue: _TypeAlias = Queue  # noqa: Y015
 

@@ -540,6 +540,7 @@ class JobSpec(_message.Message):
     PROPAGATION_FIELD_NUMBER: _builtins.int
     LABELS_FIELD_NUMBER: _builtins.int
     TOLERATIONS_FIELD_NUMBER: _builtins.int
+    TOPOLOGY_WAIT_SECONDS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     namespace: _builtins.str
     """Empty = "default"."""
@@ -552,6 +553,10 @@ class JobSpec(_message.Message):
     priority_class: _builtins.str
     max_retry: _builtins.int
     """Unset = 3 (Volcano default)."""
+    topology_wait_seconds: _builtins.float
+    """Opt-in hold for a lower tier than network_topology requires (annotation
+    federation.io/topology-wait); unset = the queue's default, then the service's.
+    """
     @_builtins.property
     def tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___TaskSpec]: ...
     @_builtins.property
@@ -585,10 +590,11 @@ class JobSpec(_message.Message):
         propagation: Global___PropagationPolicy | None = ...,
         labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         tolerations: _abc.Iterable[Global___Toleration] | None = ...,
+        topology_wait_seconds: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_priority", b"_priority", "max_retry", b"max_retry", "min_available", b"min_available", "network_topology", b"network_topology", "priority", b"priority", "propagation", b"propagation"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_priority", b"_priority", "_topology_wait_seconds", b"_topology_wait_seconds", "max_retry", b"max_retry", "min_available", b"min_available", "network_topology", b"network_topology", "priority", b"priority", "propagation", b"propagation", "topology_wait_seconds", b"topology_wait_seconds"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_priority", b"_priority", "labels", b"labels", "max_retry", b"max_retry", "min_available", b"min_available", "name", b"name", "namespace", b"namespace", "network_topology", b"network_topology", "plugins", b"plugins", "policies", b"policies", "priority", b"priority", "priority_class", b"priority_class", "propagation", b"propagation", "queue", b"queue", "tasks", b"tasks", "tolerations", b"tolerations"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_priority", b"_priority", "_topology_wait_seconds", b"_topology_wait_seconds", "labels", b"labels", "max_retry", b"max_retry", "min_available", b"min_available", "name", b"name", "namespace", b"namespace", "network_topology", b"network_topology", "plugins", b"plugins", "policies", b"policies", "priority", b"priority", "priority_class", b"priority_class", "propagation", b"propagation", "queue", b"queue", "tasks", b"tasks", "tolerations", b"tolerations", "topology_wait_seconds", b"topology_wait_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__max_retry: _TypeAlias = _typing.Literal["max_retry"]  # noqa: Y015
     _WhichOneofArgType__max_retry: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry"]  # noqa: Y015
@@ -596,12 +602,16 @@ class JobSpec(_message.Message):
     _WhichOneofArgType__min_available: _TypeAlias = _typing.Literal["_min_available", b"_min_available"]  # noqa: Y015
     _WhichOneofReturnType__priority: _TypeAlias = _typing.Literal["priority"]  # noqa: Y015
     _WhichOneofArgType__priority: _TypeAlias = _typing.Literal["_priority", b"_priority"]  # noqa: Y015
+    _WhichOneofReturnType__topology_wait_seconds: _TypeAlias = _typing.Literal["topology_wait_seconds"]  # noqa: Y015
+    _WhichOneofArgType__topology_wait_seconds: _TypeAlias = _typing.Literal["_topology_wait_seconds", b"_topology_wait_seconds"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_retry) -> _WhichOneofReturnType__max_retry | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__min_available) -> _WhichOneofReturnType__min_available | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__priority) -> _WhichOneofReturnType__priority | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__topology_wait_seconds) -> _WhichOneofReturnType__topology_wait_seconds | None: ...
 
 Global___JobSpec: _TypeAlias = JobSpec  # noqa: Y015
 

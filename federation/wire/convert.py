@@ -101,6 +101,8 @@ def queue_to_proto(queue: Queue) -> queues_pb2.Queue:
     if queue.deserved is not None:
         msg.deserved.SetInParent()
         msg.deserved.quantities.update(resources_to_proto(queue.deserved))
+    if queue.topology_wait_seconds is not None:
+        msg.topology_wait_seconds = queue.topology_wait_seconds
     return msg
 
 
@@ -129,6 +131,7 @@ def queue_from_proto(msg: queues_pb2.Queue, path: str = "queue") -> Queue:
         default_namespace=msg.default_namespace or (msg.namespaces[0] if msg.namespaces else "default"),
         pod_security=msg.pod_security or "baseline",
         allow_system_namespaces=msg.allow_system_namespaces,
+        topology_wait_seconds=msg.topology_wait_seconds if msg.HasField("topology_wait_seconds") else None,
     )
 
 

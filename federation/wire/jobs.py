@@ -181,6 +181,8 @@ def job_to_proto(job: Job) -> types_pb2.JobSpec:
             msg.network_topology.highest_tier_name = nt.highest_tier_name
     if job.propagation is not None:
         msg.propagation.CopyFrom(propagation_to_proto(job.propagation))
+    if job.topology_wait_seconds is not None:
+        msg.topology_wait_seconds = job.topology_wait_seconds
     return msg
 
 
@@ -190,6 +192,8 @@ def _job_error(exc: InvalidInput, root: str) -> InvalidInput:
         return InvalidInput(f"{root}.name", exc.rule)
     if exc.path.startswith("spec."):
         return InvalidInput(root + exc.path[len("spec"):], exc.rule)
+    if exc.path.startswith("metadata.annotations[federation.io/topology-wait]"):
+        return InvalidInput(f"{root}.topologyWaitSeconds", exc.rule)
     return exc.under(root)
 
 
@@ -230,6 +234,7 @@ def job_from_proto(msg: types_pb2.JobSpec, path: str = "spec") -> Job:
             namespace=msg.namespace or "default",
             labels=tuple(sorted(msg.labels.items())),
             tolerations=tolerations,
+            topology_wait_seconds=msg.topology_wait_seconds if msg.HasField("topology_wait_seconds") else None,
         )
     except InvalidInput as exc:
         raise _job_error(exc, path) from None

@@ -409,3 +409,40 @@ async def _crash_then_complete(fed: Federation, name: str) -> None:
     job = await fed.state(name, "JOB_STATE_RUNNING")
     assert job["cluster"] == cluster
     assert {p.node for p in await _pods(fed, cluster, name)} <= fed.trees[cluster].members[job["hypernode"]]
+
+
+def _label_nodes(fed: Federation, cluster: str, nodes: set[str], labels: dict[str, str | None]) -> None:
+    for node in sorted(nodes):
+        fed.control_plane.request(cluster, "PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": labels}},
+                                  content_type="application/merge-patch+json")
+
+
+async def test_a_gpu_model_pinned_gang_lands_only_on_matching_nodes(federation) -> None:
+    """Issue 11: nodeSelector nvidia.com/gpu.product binds the planner and the agent alike.
+
+    Only nodes 0 and 2 of east carry the model label (they are in different leaves, so
+    the gang needs the tier-2 spine); without the selector the planner would take the
+    two-node leaf of either cluster."""
+    fed = federation
+    model = unique("h100")
+    east = fed.trees["east"]
+    pinned = {east.nodes[0], east.nodes[2]}
+    _label_nodes(fed, "east", pinned, {"nvidia.com/gpu.product": model})
+    name = unique("e2e-pinned")
+    try:
+        task = task_yaml("worker", 2, 8).replace(
+            "        spec:\n", f"        spec:\n          nodeSelector:\n            nvidia.com/gpu.product: {model}\n")
+        path = fed.tmp / f"{name}.yaml"
+        path.write_text(job_header(name, 2, 1) + "  networkTopology:\n    mode: hard\n    highestTierAllowed: 2\n"
+                        + "  tasks:\n" + task)
+        await fed.fedctl("submit", "-f", str(path))
+        job = await fed.state(name, "JOB_STATE_RUNNING")
+        assert job["cluster"] == "east", job
+        await eventually("pods Running", lambda: _running(fed, "east", name, 2), 60)
+        assert {p.node for p in await _pods(fed, "east", name)} == pinned
+        assert await _pods(fed, "west", name) == []
+        explained = await fed.fedctl("explain", name)
+        assert "no topology wait: Volcano semantics, hard" in explained, explained
+    finally:
+        _label_nodes(fed, "east", pinned, {"nvidia.com/gpu.product": None})
+        await _gone(fed, name)

@@ -20,6 +20,7 @@ from servicekit import EAST, NLP, WEST, secured
 
 from agents.core.records import LABEL_JOB, NodeRecord
 from agents.fake.cluster import FakeCluster
+from agents.metrics import NO_AGENT_METRICS, AgentMetrics, measured
 from agents.runtime import AgentRuntime, RuntimeConfig
 from federation.client import FederationClient
 from federation.domain.plans import PlanLimits
@@ -104,8 +105,10 @@ class Fleet:
         fields.update(overrides)
         return RuntimeConfig(**fields)
 
-    def start_agent(self, name: str, *, epoch: int | None = None, **overrides: Any) -> AgentRuntime:
-        runtime = AgentRuntime(self.clusters[name], self.config(name, **overrides), epoch=epoch)
+    def start_agent(self, name: str, *, epoch: int | None = None, metrics: AgentMetrics = NO_AGENT_METRICS,
+                    **overrides: Any) -> AgentRuntime:
+        runtime = AgentRuntime(measured(self.clusters[name], metrics), self.config(name, **overrides), epoch=epoch,
+                               metrics=metrics)
         self.agents[name] = Agent(runtime, asyncio.create_task(runtime.run(), name=f"agent-{name}"))
         return runtime
 

@@ -11,7 +11,8 @@ from federation.store import migrate as migrations
 from federation.store.engine import make_engine
 from federation.store.models import Base
 
-TABLES = {"queues", "jobs", "job_events", "clusters", "works", "placement_rounds", "placement_decisions"}
+TABLES = {"queues", "jobs", "job_events", "clusters", "works", "placement_rounds", "placement_decisions",
+          "audit_pruning"}
 
 
 def _tables(engine: Engine) -> set[str]:

@@ -10,7 +10,7 @@ import pytest
 from servicekit import client, counts, queue, running, spec
 
 from federation.client import FederationClient, ServiceError
-from federation.domain.plans import PodAssignment
+from federation.domain.plans import PlanLimits, PodAssignment
 from federation.domain.states import PLACED
 from federation.store import Store
 from federation.store.records import Decision, JobUpdate, Round
@@ -208,3 +208,33 @@ async def test_shutdown_ends_open_watch_streams_instead_of_waiting_out_the_grace
         assert time.monotonic() - started < 10  # not the 30 s grace: the stream was ended
         await asyncio.wait_for(watcher, 10)  # the client sees a clean end of stream
         assert seen == ["watched"]
+
+
+async def test_explain_says_which_topology_wait_applies(store: Store) -> None:
+    """Issue 11: the wait is opt-in (job annotation, queue default, service default)."""
+    from federation.v1 import types_pb2
+    soft = types_pb2.NetworkTopology(mode="soft", highest_tier_allowed=1)
+    async with running(store, plan_limits=PlanLimits(topology_wait_seconds=600.0)) as srv, client(srv) as c:
+        await _setup(c)
+        waiting = queue("patient")
+        waiting.topology_wait_seconds = 7200.0
+        stored = await c.create_queue(waiting)
+        assert stored.topology_wait_seconds == 7200.0
+        await c.submit_job(spec("plain"))
+        await c.submit_job(spec("service", network_topology=soft))
+        await c.submit_job(spec("queued", "patient", network_topology=soft))
+        await c.submit_job(spec("own", network_topology=soft, topology_wait_seconds=1800.0))
+        said = {n: (await c.explain_job(n)).topology_wait for n in ("plain", "service", "queued", "own")}
+    assert said["plain"].startswith("no topology wait: the job has no networkTopology")
+    assert said["service"] == "topology wait 10m (the service default --topology-wait)"
+    assert said["queued"] == "topology wait 2h (the default of queue patient)"
+    assert said["own"] == "topology wait 30m (from the job's annotation federation.io/topology-wait)"
+
+
+async def test_a_negative_topology_wait_is_invalid_argument_naming_the_field(store: Store) -> None:
+    async with running(store) as srv, client(srv) as c:
+        await _setup(c)
+        with pytest.raises(ServiceError) as err:
+            await c.submit_job(spec("bad", topology_wait_seconds=-1.0))
+        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert "spec.topologyWaitSeconds" in str(err.value)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -195,9 +195,10 @@ def test_job_audit_is_oldest_first_and_rounds_page_newest_first(pending: Store) 
     assert third.next_token == ""
     assert len(pending.audit.decisions(ids[0])) == 1
     assert pending.audit.job_audit("nobody") == []
-    assert pending.audit.prune(keep=2) == 3
-    assert [r.id for r in pending.audit.list_rounds().items] == ids[:2:-1]
-    assert [d.round.id for d in pending.audit.job_audit("huge")] == ids[3:]
+    pruned = pending.audit.prune_batch(T0 + timedelta(seconds=1), batch=10)  # all five ended before
+    assert (pruned.rounds, pruned.kept_rounds) == (4, 1)  # the pending job's latest decision stays
+    assert [r.id for r in pending.audit.list_rounds().items] == ids[4:]
+    assert [d.round.id for d in pending.audit.job_audit("huge")] == ids[4:]
     with pytest.raises(NotFound):
         pending.audit.get_round(ids[0])
 

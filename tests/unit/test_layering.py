@@ -30,6 +30,7 @@ REQUIRED = {
     "service-never-imports-cli",
     "agents-never-import-service",
     "propagation-never-imports-store",
+    "only-metrics-imports-prometheus-client",
 }
 
 

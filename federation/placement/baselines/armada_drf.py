@@ -84,7 +84,7 @@ class _Pool:
         self._groups: dict[tuple[object, ...], list[Group]] = {}
 
     def groups(self, job: Job) -> list[Group]:
-        key = (job.propagation, job.tolerations, job.network_topology)
+        key = (job.propagation, job.node_constraints, job.network_topology)
         if key not in self._groups:
             self._groups[key] = _uniformity_groups(job, self.snapshot)
         return self._groups[key]

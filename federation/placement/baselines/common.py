@@ -16,15 +16,18 @@ from dataclasses import dataclass, replace
 
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobs import Job
-from federation.domain.nodes import Node, Toleration
+from federation.domain.nodes import Node
 from federation.domain.plans import FederationSnapshot, PendingJob, Placement, PodAssignment, Unplaced
 from federation.domain.resources import CPU, MEMORY, Resources, total
+from federation.domain.scheduling import NodeConstraints
 from federation.placement.eligibility import (
     affinity_terms,
     allowed_clusters,
     can_ever_hold,
     cluster_block,
+    needs_masks,
     tier_limit,
+    unmatched_constraints,
     usable_nodes,
 )
 
@@ -64,7 +67,7 @@ def facts(job: Job) -> JobFacts:
         largest_pod=max((r for _, _, r in pods), key=lambda r: (r.gpus, r.get(CPU), r.get(MEMORY))),
         shape=(
             tuple((t.replicas, t.resources) for t in job.tasks), job.gang_size, job.network_topology,
-            job.propagation, job.tolerations, job.queue,
+            job.propagation, job.node_constraints, job.queue,
         ),
     )
     if len(_FACTS) > 200_000:
@@ -92,7 +95,7 @@ class Ledger:
             n.allocatable for c in snapshot.clusters if c.healthy for n in c.nodes if n.usable
         )
         # Caches: rounds ask the same questions for many similar pending jobs.
-        self._cluster_free: dict[tuple[str, tuple[Toleration, ...]], Resources] = {}
+        self._cluster_free: dict[tuple[str, tuple[NodeConstraints, ...]], Resources] = {}
         self._shares: dict[str, float] = {}
 
     def pods(self, job: Job) -> tuple[Pod, ...]:
@@ -106,7 +109,7 @@ class Ledger:
         return self.free[(cluster, node.name)]
 
     def cluster_free(self, cluster: ClusterSnapshot, job: Job) -> Resources:
-        key = (cluster.name, job.tolerations)
+        key = (cluster.name, job.node_constraints)
         if key not in self._cluster_free:
             self._cluster_free[key] = total(self.free[(cluster.name, n.name)] for n in usable_nodes(cluster, job))
         return self._cluster_free[key]
@@ -159,28 +162,69 @@ def assign_pods(
 ) -> tuple[PodAssignment, ...] | None:
     """Place pods one by one on the best-scoring node that fits (ties: node order).
 
-    All replicas or none (the federation binds whole jobs; ``validate`` requires every
-    replica once). The ledger is not changed.
+    The gang's pods (``Job.gang_pods``: every replica unless elastic) or none; an elastic
+    job's further replicas are placed after them where they fit, as Volcano's gang plugin
+    lets them. The ledger is not changed.
     """
     free = {n.name: ledger.node_free(cluster, n) for n in nodes}
     out: list[PodAssignment] = []
-    for task, index, request in ledger.pods(job):
+    allows = PodFilter(job)
+    gang = {(t, i) for t, i, _ in job.gang_pods()}
+    for task, index, request in gang_first(job, ledger.pods(job)):
         best: Node | None = None
         best_score = 0.0
         wanted = tuple(request)
         for node in nodes:
             have = free[node.name]
             amounts = have.amounts
-            if any(amounts.get(k, 0) < v for k, v in wanted):
+            if any(amounts.get(k, 0) < v for k, v in wanted) or not allows(task, node):
                 continue
             value = score(node, have, request)
             if best is None or value > best_score:
                 best, best_score = node, value
         if best is None:
-            return None
+            if (task, index) in gang:
+                return None
+            continue
         free[best.name] = free[best.name] - request
+        allows.took(task, best)
         out.append(PodAssignment(task, index, best.name))
     return tuple(out)
+
+
+def gang_first(job: Job, pods: Sequence[Pod]) -> list[Pod]:
+    """``pods`` with the gang's own pods first (stable), then an elastic job's extras."""
+    gang = {(t, i) for t, i, _ in job.gang_pods()}
+    return sorted(pods, key=lambda p: (p[0], p[1]) not in gang)
+
+
+def gang_met(job: Job, pods: Sequence[PodAssignment]) -> bool:
+    """Every gang pod is placed (the extras of an elastic job are optional)."""
+    placed = {(p.task, p.index) for p in pods}
+    return all((t, i) in placed for t, i, _ in job.gang_pods())
+
+
+class PodFilter:
+    """Per-pod node check for baselines that choose nodes pod by pod.
+
+    ``usable_nodes`` already narrows to nodes SOME task may use; when tasks differ in their
+    node constraints (or take one node per pod) each pod is checked against its own task's.
+    """
+
+    def __init__(self, job: Job) -> None:
+        self.active = needs_masks(job)
+        self.constraints = dict(zip((t.name for t in job.tasks), job.node_constraints, strict=True))
+        self.taken: set[tuple[str, str]] = set()
+
+    def __call__(self, task: str, node: Node) -> bool:
+        if not self.active:
+            return True
+        c = self.constraints[task]
+        return c.allows(node) and not (c.one_per_node and (task, node.name) in self.taken)
+
+    def took(self, task: str, node: Node) -> None:
+        if self.active and self.constraints[task].one_per_node:
+            self.taken.add((task, node.name))
 
 
 def placed_request(job: Job, placement: Placement) -> Resources:
@@ -247,6 +291,9 @@ def _never_fits(job: Job, snapshot: FederationSnapshot) -> Unplaced | None:
         blocks = {cluster_block(job, c, t) for c in snapshot.clusters for t in affinity_terms(job)}
         constraint = "taints" if "taints" in blocks else "affinity" if "affinity" in blocks else "capacity"
         return Unplaced(job.name, "no healthy cluster matches the job's affinity and tolerations", constraint)
+    unmatched = unmatched_constraints(job, clusters)
+    if unmatched is not None:
+        return Unplaced(job.name, unmatched, "node-constraints", unschedulable=True)
     limited = any(tier_limit(job, c) is not None for c in clusters)
     why = "within its hard tier limit " if limited else ""
     return Unplaced(job.name, f"no allowed cluster could hold the gang {why}even when empty", "unschedulable",

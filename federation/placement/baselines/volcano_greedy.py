@@ -38,9 +38,12 @@ from federation.placement.baselines.common import (
     Attempt,
     Failures,
     Ledger,
+    PodFilter,
     assign_pods,
     by_submission,
     fraction_used,
+    gang_first,
+    gang_met,
     placed_request,
     placement_for,
     unplaced,
@@ -108,21 +111,23 @@ def _whole_cluster(job: Job, cluster: ClusterSnapshot, ledger: Ledger) -> Attemp
     # Score sees the pods placed so far (LCA tier); assign pod by pod with a growing set.
     free = {n.name: ledger.node_free(cluster.name, n) for n in nodes}
     out: list[PodAssignment] = []
-    for task, index, request in ledger.pods(job):
+    allows = PodFilter(job)
+    for task, index, request in gang_first(job, ledger.pods(job)):
         best: Node | None = None
         best_score = 0.0
         for node in nodes:
             have = free[node.name]
-            if request.fits_in(have):
+            if request.fits_in(have) and allows(task, node):
                 value = score(node, have, request)
                 if best is None or value > best_score:
                     best, best_score = node, value
         if best is None:
-            break
+            continue
         free[best.name] = free[best.name] - request
+        allows.took(task, best)
         placed.add(best.name)
         out.append(PodAssignment(task, index, best.name))
-    if len(out) == job.total_replicas:
+    if gang_met(job, out):
         return Attempt(placement_for(job, cluster, tuple(out)))
     return Attempt(None, "capacity", f"Volcano in {cluster.name} cannot bind the gang (fragmented nodes)",
                    cluster.name)

@@ -48,8 +48,8 @@ class JobClass:
 
 
 def class_key(rnd: Round, job: Job) -> tuple[object, ...]:
-    shape = tuple((t.name, t.replicas, t.resources) for t in job.tasks)
-    return (shape, job.queue, rnd.scoring.band(job), job.network_topology, job.propagation, job.tolerations,
+    shape = tuple((t.name, n, t.resources) for t, n in zip(job.tasks, job.gang_counts, strict=True))
+    return (shape, job.queue, rnd.scoring.band(job), job.network_topology, job.propagation, job.node_constraints,
             rnd.barred.get(job.name), job.name in rnd.may_evict, rnd.waiting_tier(job))
 
 
@@ -60,7 +60,8 @@ def group_jobs(rnd: Round, jobs: Iterable[Job]) -> list[JobClass]:
         found = classes.get(key)
         if found is None:
             pods, need = rnd.demand(job)
-            tasks = [(t.name, t.replicas, vector(t.resources, rnd.state.keys)) for t in job.tasks]
+            tasks = [(t.name, n, vector(t.resources, rnd.state.keys))
+                     for t, n in zip(job.tasks, job.gang_counts, strict=True)]
             found = JobClass(len(classes), [], rnd.scoring.band(job), job.queue, rnd.scoring.units(job), pods, need,
                              tasks, may_evict=job.name in rnd.may_evict)
             classes[key] = found
@@ -92,6 +93,12 @@ def _bound(rnd: Round, jc: JobClass, uid: int, extra: list[int] | None) -> int:
         ix, wanted = rnd.state.probe(jc.pods, jc.need)
         if ix > 0 and wanted > 0:
             best = min(best, dom.index[ix] // wanted)
+        allowed = rnd.allowed_nodes(dom.cluster, jc.jobs[0])
+        if allowed is not None and best > 0:  # node constraints: count only the nodes it may use
+            frees = rnd.state.node_free[dom.cluster.name]
+            for i, need in enumerate(jc.need):
+                if need > 0:
+                    best = min(best, sum(frees[n][i] for n in dom.nodes if n in allowed) // need)
     return max(0, best)
 
 

@@ -26,6 +26,7 @@ from federation.placement.cpsat.classes import JobClass
 from federation.placement.cpsat.preemption import kind
 from federation.placement.cpsat.preemption import under as under_share
 from federation.placement.cpsat.variables import Vars, Window
+from federation.placement.eligibility import nodes_allowed
 
 
 def _exact_nodes(w: Window, v: Vars, solver: Any, jc: JobClass, uid: int, count: int) -> list[list[str]]:
@@ -93,9 +94,11 @@ def apply(w: Window, v: Vars, solver: Any) -> list[Job]:
                 if not rnd.ledger.capability_ok(job):
                     left.append(job)
                     continue
-                if not nodes or not _fits(w, dom.cluster.name, job, nodes):
-                    pods, _ = rnd.demand(job)
-                    packed = rnd.state.pack(dom, pods, rnd.allowed_nodes(dom.cluster, job))
+                if any(c.preferred for c in job.node_constraints):  # the soft term, inside the solver's domain
+                    nodes = rnd.pack(dom, job) or nodes
+                if not nodes or not _fits(w, dom.cluster.name, job, nodes) \
+                        or not nodes_allowed(job, dom.cluster, nodes):
+                    packed = rnd.pack(dom, job)
                     if packed is None:
                         left.append(job)
                         continue

@@ -19,6 +19,7 @@ from ortools.sat.python import cp_model
 
 from federation.domain.plans import RunningJob
 from federation.placement.cpsat.classes import JobClass
+from federation.placement.eligibility import node_masks
 from federation.placement.rounds import Round
 
 Term = tuple[int, Any, int]  # (coefficient, variable, priority band the term belongs to)
@@ -60,8 +61,11 @@ def create(w: Window) -> Vars:
         for uid in jc.candidates:
             v.x[(jc.uid, uid)] = m.new_int_var(0, jc.cap[uid], f"x_{jc.uid}_{uid}")
             if w.exact:
+                masks = node_masks(w.rnd.state.domains[uid].cluster, jc.jobs[0])
                 for node in exact_nodes(w, jc, uid):
-                    for task, replicas, _ in jc.tasks:
+                    for i, (task, replicas, _) in enumerate(jc.tasks):
+                        if not masks.get(node, 0) & (1 << i):
+                            continue  # the task's nodeSelector / affinity / tolerations exclude it
                         v.p[(jc.uid, uid, node, task)] = m.new_int_var(
                             0, replicas * jc.cap[uid], f"p_{jc.uid}_{uid}_{node}_{task}"
                         )

@@ -121,3 +121,28 @@ def test_replacement_node_stays_inside_the_domain_and_skips_the_lost_node() -> N
     assert replacement_node(gpu(8), LEAF, nodes, exclude=("a1",)) == "a3"
     assert replacement_node(gpu(8), LEAF, nodes, exclude=("a3",)) is None  # b1 has room but is outside
     assert replacement_node(gpu(8), LEAF, nodes, {"a3": Resources.of(gpu=4)}) is None  # free override
+
+
+def _pinned(product: str, replicas: int = 2) -> Job:
+    from federation.domain.jobs import Task
+    from federation.domain.scheduling import template_for
+    return Job("pinned", "q", (Task("worker", replicas, gpu(8),
+                                    template_json=template_for({"nvidia.com/gpu.product": product})),))
+
+
+def _models() -> tuple[Node, ...]:
+    labels = {"a1": "H100", "a2": "A100", "a3": "H100"}
+    return tuple(replace(n(name), labels={"nvidia.com/gpu.product": model}) for name, model in labels.items())
+
+
+def test_a_gpu_model_pinned_gang_binds_only_on_matching_nodes_even_against_the_plan() -> None:
+    result = bind_gang(_pinned("H100"), LEAF, _models(), planned=plan((0, "a2"), (1, "a1")))
+    assert result.assignments is not None, result.reason
+    assert {a.node for a in result.assignments} == {"a1", "a3"}
+    assert result.reused == 1  # a1 kept, a2 (an A100) refused
+
+
+def test_a_gpu_model_pinned_gang_fails_when_too_few_nodes_match() -> None:
+    result = bind_gang(_pinned("A100"), LEAF, _models())
+    assert result.assignments is None
+    assert "needs 2 pods" in result.reason

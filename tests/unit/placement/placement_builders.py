@@ -91,9 +91,13 @@ def snap(clusters: Sequence[ClusterSnapshot], jobs: Sequence[Job], queues: Seque
     return FederationSnapshot(cs, qs, pend, tuple(runs), now)
 
 
-def checked(planner: str, s: FederationSnapshot) -> Plan:
+# The shipped defaults, with a short solver budget only (what an operator gets untouched).
+SHIPPED = PlanLimits(time_limit_seconds=0.3, workers=1)
+
+
+def checked(planner: str, s: FederationSnapshot, limits: PlanLimits = FAST) -> Plan:
     """Run a planner and assert its plan is valid."""
-    result = greedy_plan(s, FAST) if planner == "greedy" else plan(s, FAST)
+    result = greedy_plan(s, limits) if planner == "greedy" else plan(s, limits)
     problems = validate(s, result)
     assert problems == [], problems
     return result

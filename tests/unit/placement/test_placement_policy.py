@@ -47,7 +47,7 @@ def reclaim_case(now: float) -> FederationSnapshot:
 def test_shipped_defaults_are_the_documented_ones() -> None:
     limits = PlanLimits()
     assert limits.preemption_grace_seconds is None
-    assert limits.topology_wait_seconds == 86_400.0
+    assert limits.topology_wait_seconds == 0.0  # Volcano semantics: the wait is opt-in
     assert limits.reserve_after_seconds is None
 
 
@@ -79,7 +79,7 @@ def busy_leaf(now: float, topology: object = None) -> FederationSnapshot:
 
 
 @pytest.mark.parametrize("planner", PLANNERS)
-@pytest.mark.parametrize("topology", [None, soft(1), hard(2)], ids=["none", "soft", "hard-tier2"])
+@pytest.mark.parametrize("topology", [soft(1), hard(2)], ids=["soft", "hard-tier2"])
 def test_a_gang_holds_out_for_its_lowest_tier_then_widens(planner: str, topology: object) -> None:
     limits = replace(FAST, topology_wait_seconds=3600.0)
     held = run(planner, busy_leaf(3599.0, topology), limits)
@@ -92,10 +92,53 @@ def test_a_gang_holds_out_for_its_lowest_tier_then_widens(planner: str, topology
     assert placed.tier == 2
 
 
+WAITING = PlanLimits(time_limit_seconds=0.3, workers=1, topology_wait_seconds=3600.0)
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+@pytest.mark.parametrize("topology", [None, soft(1), hard(2)], ids=["none", "soft", "hard-tier2"])
+def test_shipped_defaults_never_hold_a_gang_back(planner: str, topology: object) -> None:
+    (placed,) = run(planner, busy_leaf(1.0, topology), PlanLimits(time_limit_seconds=0.3, workers=1)).placements
+    assert placed.tier == 2
+
+
+def with_wait(s: FederationSnapshot, job_wait: float | None = None, queue_wait: float | None = None
+              ) -> FederationSnapshot:
+    (p,) = s.pending
+    return replace(s, pending=(replace(p, job=replace(p.job, topology_wait_seconds=job_wait)),),
+                   queues=tuple(replace(q, topology_wait_seconds=queue_wait) for q in s.queues))
+
+
+@pytest.mark.parametrize("planner", PLANNERS)
+@pytest.mark.parametrize(("topology", "job_wait", "queue_wait", "service", "held"), [
+    (soft(1), 7200.0, None, 0.0, True),      # the job's annotation opts in
+    (soft(1), None, 7200.0, 0.0, True),      # its queue's default
+    (soft(1), None, None, 7200.0, True),     # the service's
+    (soft(1), 0.0, 7200.0, 7200.0, False),   # the job's own 0 wins over both defaults
+    (soft(1), None, 0.0, 7200.0, False),     # the queue's 0 wins over the service's
+    (None, None, 7200.0, 7200.0, False),     # defaults never hold a job without networkTopology
+    (None, 7200.0, None, 0.0, True),         # ... but its submitter may ask for the wait
+    (hard(2), 1000.0, None, 0.0, False),     # waited out
+], ids=["job", "queue", "service", "job-zero-wins", "queue-zero-wins", "no-topology-ignores-defaults",
+        "no-topology-job-asks", "waited-out"])
+def test_the_opt_in_wait_comes_from_job_queue_or_service(
+        planner: str, topology: object, job_wait: float | None, queue_wait: float | None, service: float,
+        held: bool) -> None:
+    s = with_wait(busy_leaf(3599.0, topology), job_wait, queue_wait)
+    result = run(planner, s, replace(WAITING, topology_wait_seconds=service))
+    if held:
+        assert result.placements == ()
+        (why_held,) = result.unplaced
+        assert why_held.constraint == "topology" and "holding out for a tier-1" in why_held.reason
+    else:
+        (placed,) = result.placements
+        assert placed.tier == 2
+
+
 @pytest.mark.parametrize("planner", PLANNERS)
 def test_the_wait_never_holds_a_gang_whose_lowest_tier_has_room(planner: str) -> None:
     s = submitted(snap([tiered("a", [8, 8, 8, 0])], [job("g", 2, topology=soft(1))], now=1.0), 0.0)
-    (placed,) = run(planner, s, PlanLimits(time_limit_seconds=0.3, workers=1)).placements
+    (placed,) = run(planner, s, WAITING).placements
     assert placed.tier == 1
 
 
@@ -103,14 +146,14 @@ def test_the_wait_never_holds_a_gang_whose_lowest_tier_has_room(planner: str) ->
 def test_the_wait_targets_the_lowest_tier_an_empty_federation_offers(planner: str) -> None:
     # Four pods never fit a two-node leaf: tier 2 is already the best, so nothing is held.
     s = submitted(snap([tiered("a", [8, 8, 8, 8])], [job("g", 4, topology=soft(1))], now=1.0), 0.0)
-    (placed,) = run(planner, s, PlanLimits(time_limit_seconds=0.3, workers=1)).placements
+    (placed,) = run(planner, s, WAITING).placements
     assert placed.tier == 2
 
 
 @pytest.mark.parametrize("planner", PLANNERS)
 def test_single_pods_never_wait_for_topology(planner: str) -> None:
     s = submitted(snap([tiered("a", [8, 0, 8, 0])], [job("one", 1, topology=soft(1))], now=1.0), 0.0)
-    assert run(planner, s, PlanLimits(time_limit_seconds=0.3, workers=1)).placement("one") is not None
+    assert run(planner, s, WAITING).placement("one") is not None
 
 
 def starving(now: float, small_priority: int = 0, gang_queue: str = "q") -> FederationSnapshot:

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import pytest
 from placement_builders import (
+    FAST,
+    SHIPPED,
     Queue,
     R,
     checked,
@@ -24,7 +26,15 @@ from placement_builders import (
     why,
 )
 
-from federation.domain import ClusterAffinity, ClusterAffinityTerm, Plan, PropagationPolicy, Taint, Toleration
+from federation.domain import (
+    ClusterAffinity,
+    ClusterAffinityTerm,
+    Plan,
+    PlanLimits,
+    PropagationPolicy,
+    Taint,
+    Toleration,
+)
 from federation.domain.plans import FederationSnapshot
 
 
@@ -33,6 +43,7 @@ class Case:
     id: str
     build: Callable[[], FederationSnapshot]
     expect: Callable[[Plan], None]
+    limits: PlanLimits = FAST
 
 
 def placed_in(name: str, cluster: str | None = None, tier: int | None = None) -> Callable[[Plan], None]:
@@ -124,8 +135,13 @@ CASES = [
          lambda: snap([flat("a", [8, 8])], [job("g", 2, topology=hard(name="spine"))]), placed_in("g", "a", 1)),
     Case("soft-prefers-leaf", lambda: snap([tiered("a", [8, 8, 8, 0])], [job("g", 2, topology=soft(1))]),
          placed_in("g", "a", 1)),
+    # shipped defaults (Volcano semantics): nothing is held back for a lower tier
     Case("soft-never-blocks", lambda: snap([tiered("a", [8, 0, 8, 0])], [job("g", 2, topology=soft(1))]),
-         placed_in("g", "a", 2)),
+         placed_in("g", "a", 2), SHIPPED),
+    Case("hard-takes-any-tier-within-its-limit",
+         lambda: snap([tiered("a", [8, 0, 8, 0])], [job("g", 2, topology=hard(2))]), placed_in("g", "a", 2), SHIPPED),
+    Case("no-topology-never-waits",
+         lambda: snap([tiered("a", [8, 0, 8, 0])], [job("g", 2)]), placed_in("g", "a", 2), SHIPPED),
     Case("no-topology-still-prefers-lower-tier",
          lambda: snap([tiered("a", [8, 0, 8, 8])], [job("g", 2)]), placed_in("g", "a", 1)),
     Case("flat-cluster-is-one-tier1-domain", lambda: snap([flat("a", [8, 8])], [job("g", 2, topology=hard(1))]),
@@ -186,7 +202,7 @@ CASES = [
                       [job("g", propagation=PropagationPolicy(cluster_tolerations=(Toleration("gpu", "Exists"),)))]),
          placed_in("g", "a")),
     Case("node-taint-blocks-untolerating-pods",
-         lambda: snap([_tainted_node()], [job("g")]), blocked("g", "unschedulable", True)),
+         lambda: snap([_tainted_node()], [job("g")]), blocked("g", "node-constraints", True)),
     Case("node-taint-tolerated-by-pods",
          lambda: snap([_tainted_node()], [job("g", tolerations=(Toleration("dedicated", "Exists"),))]),
          placed_in("g", "a")),
@@ -218,5 +234,5 @@ def _sick_nodes() -> object:
 @pytest.mark.parametrize("planner", ["greedy", "cpsat"])
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_semantics(case: Case, planner: str) -> None:
-    result = checked(planner, case.build())
+    result = checked(planner, case.build(), case.limits)
     case.expect(result)

@@ -1,0 +1,305 @@
+"""Node constraints of a pod template: nodeSelector, node affinity, tolerations, anti-affinity.
+
+Why here, read from the template: a real kubelet admits a pod only on a node that
+matches the pod's ``nodeSelector`` and required node affinity and whose NoSchedule /
+NoExecute taints it tolerates; a federation that places a GPU-model-pinned gang on the
+wrong model gets pods that never run. So the planner, every baseline, ``validate()`` and
+the agent's node choice all ask :meth:`NodeConstraints.allows` the same question, with
+the semantics of Kubernetes ``k8s.io/component-helpers/scheduling/corev1/nodeaffinity``
+(terms ORed, expressions ANDed; ``In``, ``NotIn``, ``Exists``, ``DoesNotExist``, ``Gt``,
+``Lt``; ``matchFields`` on ``metadata.name`` only; an empty term matches nothing).
+
+Pod affinity and ``topologySpreadConstraints`` need the placement of other pods across
+the federation; the one form honoured is the common "one pod per node": a required pod
+anti-affinity on ``kubernetes.io/hostname`` whose ``matchLabels`` select the task's own
+pods. Every other form is refused with the field's path, never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from federation.domain.errors import InvalidInput, require
+from federation.domain.nodes import Node, Toleration, untolerated
+
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+HOSTNAME = "kubernetes.io/hostname"
+MAX_TERMS = 32       # per list of terms (bounded: checked at the edge before any work)
+MAX_EXPRESSIONS = 32  # per term
+MAX_VALUES = 256     # per expression
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One ``matchExpressions`` (or ``matchFields``) entry."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        require(bool(self.key), "key", "must not be empty")
+        require(self.operator in OPERATORS, "operator", f"must be one of {', '.join(OPERATORS)}")
+        if self.operator in ("In", "NotIn"):
+            require(len(self.values) >= 1, "values", f"at least one value is required for {self.operator}")
+        elif self.operator in ("Exists", "DoesNotExist"):
+            require(not self.values, "values", f"must be empty for {self.operator}")
+        else:
+            require(len(self.values) == 1, "values", f"exactly one integer value is required for {self.operator}")
+            require(_integer(self.values[0]) is not None, "values[0]", "must be an integer")
+        require(len(self.values) <= MAX_VALUES, "values", f"at most {MAX_VALUES} values")
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        op = self.operator
+        if op == "Exists":
+            return self.key in labels
+        if op == "DoesNotExist":
+            return self.key not in labels
+        value = labels.get(self.key)
+        if op == "In":
+            return value is not None and value in self.values
+        if op == "NotIn":
+            return value is None or value not in self.values
+        have, limit = _integer(value), _integer(self.values[0])
+        if have is None or limit is None:
+            return False
+        return have > limit if op == "Gt" else have < limit
+
+    def describe(self) -> str:
+        if self.operator in ("Exists", "DoesNotExist"):
+            return f"{self.key} {self.operator}"
+        return f"{self.key} {self.operator} ({','.join(self.values)})"
+
+
+def _integer(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Term:
+    """A node selector term: expressions on labels and fields, ANDed; empty matches nothing."""
+
+    expressions: tuple[Requirement, ...] = ()
+    fields: tuple[Requirement, ...] = ()  # metadata.name only
+
+    def matches(self, node: Node) -> bool:
+        if not self.expressions and not self.fields:
+            return False
+        name = {"metadata.name": node.name}
+        return all(r.matches(node.labels) for r in self.expressions) and all(r.matches(name) for r in self.fields)
+
+    def describe(self) -> str:
+        return " and ".join(r.describe() for r in (*self.expressions, *self.fields)) or "(empty term)"
+
+
+@dataclass(frozen=True)
+class NodeConstraints:
+    """What a node must offer one pod of a task (see the module docstring)."""
+
+    selector: tuple[tuple[str, str], ...] = ()
+    required: tuple[Term, ...] | None = None  # None: no required node affinity; () matches nothing
+    preferred: tuple[tuple[int, Term], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    one_per_node: bool = False  # required pod anti-affinity on the hostname against its own pods
+
+    def allows(self, node: Node) -> bool:
+        """True when a pod with these constraints may be bound to ``node`` (health aside)."""
+        if node.taints and untolerated(node.taints, self.tolerations):
+            return False
+        labels = node.labels
+        if any(labels.get(k) != v for k, v in self.selector):
+            return False
+        return self.required is None or any(t.matches(node) for t in self.required)
+
+    def preference(self, node: Node) -> int:
+        """Sum of the weights of the preferred node affinity terms ``node`` matches."""
+        return sum(w for w, t in self.preferred if t.matches(node))
+
+    @property
+    def selective(self) -> bool:
+        """Whether anything beyond taints narrows the nodes (a node selector or affinity)."""
+        return bool(self.selector) or self.required is not None
+
+    def describe(self) -> str:
+        """The constraint as a user wrote it, for "matches no node" reasons."""
+        parts = []
+        if self.selector:
+            parts.append("nodeSelector " + ",".join(f"{k}={v}" for k, v in self.selector))
+        if self.required is not None:
+            parts.append("required node affinity " + " or ".join(f"[{t.describe()}]" for t in self.required))
+        if self.tolerations or not parts:
+            parts.append("tolerations (" + (",".join(_toleration(t) for t in self.tolerations) or "none")
+                         + ") against the nodes' taints")
+        return "; ".join(parts)
+
+    def with_tolerations(self, extra: tuple[Toleration, ...]) -> NodeConstraints:
+        missing = tuple(t for t in extra if t not in self.tolerations)
+        if not missing:
+            return self
+        return NodeConstraints(self.selector, self.required, self.preferred, self.tolerations + missing,
+                               self.one_per_node)
+
+
+NONE = NodeConstraints()
+
+
+def _toleration(t: Toleration) -> str:
+    head = t.key or "*"
+    if t.operator == "Equal" and t.value:
+        head += f"={t.value}"
+    return head + (f":{t.effect}" if t.effect else "")
+
+
+# ---------------------------------------------------------------- parsing (from the pod template)
+
+
+def _map(value: object, path: str) -> Mapping[str, object]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInput(path, "must be a mapping")
+    return value
+
+
+def _list(value: object, path: str, limit: int) -> list[object]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidInput(path, "must be a list")
+    require(len(value) <= limit, path, f"at most {limit} entries")
+    return value
+
+
+def _keys(item: Mapping[str, object], path: str, allowed: tuple[str, ...]) -> None:
+    for key in item:
+        if key not in allowed:
+            raise InvalidInput(f"{path}.{key}", "not supported")
+
+
+def _requirement(raw: object, path: str, fields: bool = False) -> Requirement:
+    item = _map(raw, path)
+    _keys(item, path, ("key", "operator", "values"))
+    values = _list(item.get("values"), f"{path}.values", MAX_VALUES)
+    if fields and item.get("key") != "metadata.name":
+        raise InvalidInput(f"{path}.key", "only metadata.name is supported in matchFields")
+    try:
+        return Requirement(str(item.get("key", "")), str(item.get("operator", "")), tuple(str(v) for v in values))
+    except InvalidInput as exc:
+        raise exc.under(path) from None
+
+
+def _term(raw: object, path: str) -> Term:
+    item = _map(raw, path)
+    _keys(item, path, ("matchExpressions", "matchFields"))
+    exprs = _list(item.get("matchExpressions"), f"{path}.matchExpressions", MAX_EXPRESSIONS)
+    fields = _list(item.get("matchFields"), f"{path}.matchFields", MAX_EXPRESSIONS)
+    return Term(tuple(_requirement(r, f"{path}.matchExpressions[{i}]") for i, r in enumerate(exprs)),
+                tuple(_requirement(r, f"{path}.matchFields[{i}]", True) for i, r in enumerate(fields)))
+
+
+def _node_affinity(raw: object, path: str) -> tuple[tuple[Term, ...] | None, tuple[tuple[int, Term], ...]]:
+    item = _map(raw, path)
+    req_key = "requiredDuringSchedulingIgnoredDuringExecution"
+    pref_key = "preferredDuringSchedulingIgnoredDuringExecution"
+    _keys(item, path, (req_key, pref_key))
+    required = None
+    if item.get(req_key) is not None:
+        sel = _map(item[req_key], f"{path}.{req_key}")
+        _keys(sel, f"{path}.{req_key}", ("nodeSelectorTerms",))
+        terms = _list(sel.get("nodeSelectorTerms"), f"{path}.{req_key}.nodeSelectorTerms", MAX_TERMS)
+        required = tuple(_term(t, f"{path}.{req_key}.nodeSelectorTerms[{i}]") for i, t in enumerate(terms))
+    preferred = []
+    for i, raw_pref in enumerate(_list(item.get(pref_key), f"{path}.{pref_key}", MAX_TERMS)):
+        where = f"{path}.{pref_key}[{i}]"
+        pref = _map(raw_pref, where)
+        _keys(pref, where, ("weight", "preference"))
+        weight = pref.get("weight")
+        if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= 100:
+            raise InvalidInput(f"{where}.weight", "must be an integer between 1 and 100")
+        preferred.append((weight, _term(pref.get("preference"), f"{where}.preference")))
+    return required, tuple(preferred)
+
+
+def _one_per_node(raw: object, path: str, own: Mapping[str, str]) -> bool:
+    """The supported podAntiAffinity: required, on the hostname, selecting the task's own pods."""
+    item = _map(raw, path)
+    req_key = "requiredDuringSchedulingIgnoredDuringExecution"
+    for key in item:
+        if key != req_key:
+            raise InvalidInput(f"{path}.{key}", "not supported (only the required one-pod-per-node form is honoured)")
+    terms = _list(item.get(req_key), f"{path}.{req_key}", MAX_TERMS)
+    for i, raw_term in enumerate(terms):
+        where = f"{path}.{req_key}[{i}]"
+        term = _map(raw_term, where)
+        _keys(term, where, ("labelSelector", "topologyKey"))
+        if term.get("topologyKey") != HOSTNAME:
+            raise InvalidInput(f"{where}.topologyKey", f"not supported (only {HOSTNAME}: one pod per node)")
+        selector = _map(term.get("labelSelector"), f"{where}.labelSelector")
+        _keys(selector, f"{where}.labelSelector", ("matchLabels",))
+        labels = _map(selector.get("matchLabels"), f"{where}.labelSelector.matchLabels")
+        if not labels or any(own.get(str(k)) != str(v) for k, v in labels.items()):
+            raise InvalidInput(f"{where}.labelSelector", "not supported (only a selector of the task's own pods, "
+                               "from template.metadata.labels, is honoured: one pod per node)")
+    return bool(terms)
+
+
+@lru_cache(maxsize=8192)
+def template_constraints(template_json: str) -> NodeConstraints:
+    """The node constraints of a pod template (canonical JSON); paths are below ``template``.
+
+    Raises ``InvalidInput`` for a malformed or unsupported scheduling field.
+    """
+    if not template_json:
+        return NONE
+    template = json.loads(template_json)
+    meta = _map(template.get("metadata"), "metadata")
+    spec = _map(template.get("spec"), "spec")
+    own = {str(k): str(v) for k, v in _map(meta.get("labels"), "metadata.labels").items()}
+    if spec.get("topologySpreadConstraints"):
+        raise InvalidInput("spec.topologySpreadConstraints",
+                           "not supported (a gang stays inside one HyperNode; use networkTopology)")
+    selector = _map(spec.get("nodeSelector"), "spec.nodeSelector")
+    affinity = _map(spec.get("affinity"), "spec.affinity")
+    _keys(affinity, "spec.affinity", ("nodeAffinity", "podAntiAffinity", "podAffinity"))
+    if affinity.get("podAffinity"):
+        raise InvalidInput("spec.affinity.podAffinity", "not supported (pods of other jobs are not co-located "
+                           "across a federation; use networkTopology to keep a gang together)")
+    required, preferred = _node_affinity(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    tolerations = []
+    for i, raw in enumerate(_list(spec.get("tolerations"), "spec.tolerations", 64)):
+        t = _map(raw, f"spec.tolerations[{i}]")
+        try:
+            tolerations.append(Toleration(str(t.get("key", "")), str(t.get("operator", "Equal")),
+                                          str(t.get("value", "")), str(t.get("effect", ""))))
+        except InvalidInput as exc:
+            raise exc.under(f"spec.tolerations[{i}]") from None
+    return NodeConstraints(
+        selector=tuple(sorted((str(k), str(v)) for k, v in selector.items())),
+        required=required,
+        preferred=preferred,
+        tolerations=tuple(tolerations),
+        one_per_node=_one_per_node(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity", own),
+    )
+
+
+def template_for(node_selector: Mapping[str, str] | None = None, affinity: Mapping[str, object] | None = None,
+                 tolerations: Sequence[Mapping[str, object]] | None = None,
+                 labels: Mapping[str, str] | None = None) -> str:
+    """A minimal canonical template JSON carrying only scheduling fields (simulator jobs)."""
+    spec: dict[str, object] = {}
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    if affinity:
+        spec["affinity"] = dict(affinity)
+    if tolerations:
+        spec["tolerations"] = list(tolerations)
+    template: dict[str, object] = {"spec": spec} if spec else {}
+    if labels:
+        template["metadata"] = {"labels": dict(labels)}
+    return json.dumps(template, sort_keys=True, separators=(",", ":")) if template else ""

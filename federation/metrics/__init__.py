@@ -1,0 +1,8 @@
+"""Prometheus metrics of the central service and the agent (docs/design/metrics.md).
+
+``instruments`` holds what code paths count as they run (rounds, submissions, dispatch);
+``gauges`` computes the state gauges (jobs, queues, clusters, streams) at scrape time;
+``exporter`` serves ``/metrics`` on ``--metrics-listen``. Only this package imports
+``prometheus_client``, so the rest of the service sees small methods, and the agent
+reuses the exporter.
+"""

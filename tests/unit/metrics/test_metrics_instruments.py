@@ -1,0 +1,106 @@
+"""Instrumented metrics: what each update exports, the no-op twin, the submission
+outcome names, the agent's measured backend, and ``--metrics-listen`` checked at the edge."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from agents.backend import BindingRejected
+from agents.core.records import NodeRecord, PodManifest
+from agents.fake.cluster import FakeCluster
+from agents.main import main as agent_main
+from agents.metrics import NO_AGENT_METRICS, AgentMetrics, measured
+from federation.cli.main import main as federation_main
+from federation.domain.errors import InvalidInput
+from federation.domain.resources import Resources
+from federation.metrics.exporter import parse_listen
+from federation.metrics.instruments import NO_METRICS, ServiceMetrics
+from federation.service.auth import PermissionDenied
+from federation.service.jobs import refusal_outcome
+from federation.store.errors import Unavailable
+
+
+def _value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
+    return registry.get_sample_value(name, labels)
+
+
+def test_round_phases_solver_statuses_submissions_and_dispatch_are_counted() -> None:
+    m = ServiceMetrics()
+    with m.phase("plan"):
+        pass
+    m.round_recorded("OPTIMAL")
+    m.round_failed()
+    m.submission("created")
+    m.submission("invalid_argument")
+    m.work_dispatched(0.3)
+    r = m.registry
+    assert _value(r, "federation_round_duration_seconds_count", phase="plan") == 1
+    assert _value(r, "federation_round_duration_seconds_count", phase="load") == 0  # exported before use
+    assert _value(r, "federation_rounds_total", solver_status="OPTIMAL") == 1
+    assert _value(r, "federation_round_failures_total") == 1
+    assert _value(r, "federation_submissions_total", outcome="created") == 1
+    assert _value(r, "federation_submissions_total", outcome="invalid_argument") == 1
+    assert _value(r, "federation_work_dispatch_seconds_bucket", le="0.5") == 1
+
+
+def test_metrics_off_registers_and_records_nothing() -> None:
+    with NO_METRICS.phase("plan"):
+        NO_METRICS.submission("created")
+    assert generate_latest(NO_METRICS.registry) == b""
+
+
+@pytest.mark.parametrize("exc, outcome", [
+    (InvalidInput("spec.queue", "unknown"), "invalid_argument"),
+    (PermissionDenied("not yours"), "permission_denied"),
+    (Unavailable("database gone"), "unavailable"),
+    (RuntimeError("a bug"), "internal"),
+], ids=["bad-spec", "foreign-queue", "database-down", "bug"])
+def test_a_refused_submission_is_counted_under_the_grpc_code_it_gets(exc: Exception, outcome: str) -> None:
+    assert refusal_outcome(exc) == outcome
+
+
+def _cluster() -> FakeCluster:
+    return FakeCluster("east", [NodeRecord("n0", Resources.of(gpu=8))])
+
+
+def test_the_agent_times_binds_by_outcome_and_counts_reopened_watches() -> None:
+    async def scenario() -> AgentMetrics:
+        metrics = AgentMetrics()
+        backend = measured(_cluster(), metrics)
+        await backend.create_pod(PodManifest("p-0", "default", requests=Resources.of(gpu=1)))
+        await backend.bind_pod("default", "p-0", "n0")
+        with pytest.raises(BindingRejected):
+            await backend.bind_pod("default", "p-0", "n0")  # already bound
+        backend.watch()
+        backend.watch()
+        backend.watch()
+        assert backend.cluster == "east"  # everything else is delegated
+        metrics.actions(["RestartPod", "RestartPod", "AbortJob"])
+        return metrics
+
+    r = asyncio.run(scenario()).registry
+    assert _value(r, "federation_agent_bind_duration_seconds_count", outcome="ok") == 1
+    assert _value(r, "federation_agent_bind_duration_seconds_count", outcome="rejected") == 1
+    assert _value(r, "federation_agent_watch_reconnects_total") == 2  # the first watch is not a reconnect
+    assert _value(r, "federation_agent_restarts_total", action="RestartPod") == 2
+
+
+def test_metrics_off_leaves_the_agent_backend_unwrapped() -> None:
+    cluster = _cluster()
+    assert measured(cluster, NO_AGENT_METRICS) is cluster
+
+
+@pytest.mark.parametrize("value", ["9090", "host:", "host:port", "host:70000"])
+def test_a_bad_metrics_address_is_refused_naming_the_flag(value: str) -> None:
+    with pytest.raises(ValueError, match="--metrics-listen"):
+        parse_listen(value)
+
+
+def test_serve_and_the_agent_refuse_a_bad_metrics_address_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert federation_main(["serve", "--metrics-listen", "nope"]) == 2
+    assert agent_main(["--cluster", "east", "--server", "127.0.0.1:1", "--metrics-listen", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("--metrics-listen: 'nope' is not HOST:PORT") == 2
