@@ -35,14 +35,14 @@ import grpc.aio
 from federation.domain.errors import InvalidInput
 from federation.domain.jobs import Job
 from federation.domain.queues import Queue
+from federation.metrics.instruments import NO_METRICS, ServiceMetrics
+from federation.placement.intent import topology_wait
 from federation.service.admission import INLINE_TEMPLATE_BYTES, admit, template_bytes
 from federation.service.auth import Authenticator, Identity, PermissionDenied, check_queue, may_use_queue
 from federation.service.batching import Batcher
+from federation.service.errors import status_for
 from federation.service.event_feed import EventFeed
 from federation.service.views import explain, job_to_view
-from federation.metrics.instruments import NO_METRICS, ServiceMetrics
-from federation.placement.intent import topology_wait
-from federation.service.errors import status_for
 from federation.store.errors import NotFound
 from federation.store.jobs_submit import Outcome
 from federation.store.records import JobRecord, Submitted

@@ -59,6 +59,24 @@ async def _impersonating(control_plane: Any, cluster: str) -> Any:
     return api
 
 
+async def _gang_runs(control_plane: Any, backend: KubernetesBackend, job: Any) -> None:
+    """Start the backend (list + watch nodes, pods, HyperNodes, services, config maps) and run a
+    2-pod gang in a tier-1 HyperNode of west with no 403 on the way; then clean it up."""
+    await backend.start()
+    with Tree(control_plane, "west") as tree:
+        driver = WorkDriver(backend, work_for(job, "west", tree.leaf_a)).start()
+        try:
+            async def running() -> bool:
+                pods = await backend.list_pods({LABEL_JOB: job.name})
+                return len(pods) == 2 and all(p.phase == "Running" for p in pods)
+
+            await eventually("gang Running as the service account", running, 45)
+            assert not [e for e in driver.errors if "403" in e or "forbidden" in e.lower()], driver.errors
+        finally:
+            await driver.stop()
+        await cleanup(backend, job.name)
+
+
 def test_manifests_pass_server_side_validation(control_plane) -> None:
     for doc in _docs("rbac.yaml"):
         _create(control_plane, "west", doc)
@@ -78,19 +96,7 @@ async def test_agent_service_account_can_do_its_job_and_no_more(control_plane) -
     backend = KubernetesBackend(api, "west")
     job = gpu_job(unique("rbac"), (("worker", 2, 2),), plugins=(("svc", ()),))
     try:
-        await backend.start()  # list + watch nodes, pods, HyperNodes, services, config maps
-        with Tree(control_plane, "west") as tree:
-            driver = WorkDriver(backend, work_for(job, "west", tree.leaf_a)).start()
-            try:
-                async def running() -> bool:
-                    pods = await backend.list_pods({LABEL_JOB: job.name})
-                    return len(pods) == 2 and all(p.phase == "Running" for p in pods)
-
-                await eventually("gang Running as the agent's service account", running, 45)
-                assert not [e for e in driver.errors if "403" in e or "forbidden" in e.lower()], driver.errors
-            finally:
-                await driver.stop()
-            await cleanup(backend, job.name)
+        await _gang_runs(control_plane, backend, job)
 
         elector = LeaderElector(KubernetesLeaseStore(api, "federation-system", unique("agent")), "sa-replica",
                                 lease_duration=3, renew_deadline=2, retry_period=0.5)
@@ -120,19 +126,7 @@ async def test_a_confined_agent_works_in_its_namespaces_and_cannot_create_pods_e
     backend = KubernetesBackend(api, "west")
     job = gpu_job(unique("confined"), (("worker", 2, 2),), plugins=(("svc", ()),))
     try:
-        await backend.start()
-        with Tree(control_plane, "west") as tree:
-            driver = WorkDriver(backend, work_for(job, "west", tree.leaf_a)).start()
-            try:
-                async def running() -> bool:
-                    pods = await backend.list_pods({LABEL_JOB: job.name})
-                    return len(pods) == 2 and all(p.phase == "Running" for p in pods)
-
-                await eventually("gang Running as the confined service account", running, 45)
-                assert not [e for e in driver.errors if "403" in e or "forbidden" in e.lower()], driver.errors
-            finally:
-                await driver.stop()
-            await cleanup(backend, job.name)
+        await _gang_runs(control_plane, backend, job)
         core = core_api(api)
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": unique("escape")},
                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}

@@ -5,29 +5,16 @@ so the agents were up and would have created whatever had been let through."""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
 from typing import Any
 
 import pytest
 from fixtures_federation import eventually, unique
-from test_agent_federation import CLUSTERS, REPO, Federation, _gone, _running, federation, job_header, task_yaml
+from test_agent_federation import CLUSTERS, Federation, _gone, _running, federation, job_header, task_yaml
 
 from agents.core.records import LABEL_JOB
 
 pytestmark = pytest.mark.e2e
 __all__ = ["federation"]  # the fixture, imported for this module's tests
-
-
-async def _fedctl_refused(fed: Federation, *args: str) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "federation.cli.fedctl", "--server", fed.address, *args,
-        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode == 2, f"fedctl {' '.join(args)} exited {proc.returncode}: {out.decode()}{err.decode()}"
-    return err.decode()
 
 
 def _hostile(name: str, namespace: str = "", container_extra: str = "", spec_extra: str = "") -> str:
@@ -66,8 +53,8 @@ async def test_privileged_hostpath_and_kube_system_pods_are_refused_and_reach_no
         name = unique(f"e2e-{kind}")
         path = fed.tmp / f"{name}.yaml"
         path.write_text(_hostile(name, **parts))
-        err = await _fedctl_refused(fed, "submit", "-f", str(path))
-        assert message in err and "(INVALID_ARGUMENT)" in err, err
+        code, _, err = await fed.fedctl_result("submit", "-f", str(path))
+        assert code == 2 and message in err and "(INVALID_ARGUMENT)" in err, (code, err)
         refused.append(name)
     ordinary = unique("e2e-ordinary")
     await fed.submit(ordinary, replicas=1, gpus=1)
@@ -76,20 +63,10 @@ async def test_privileged_hostpath_and_kube_system_pods_are_refused_and_reach_no
     try:
         for name in refused:
             assert not _pods_anywhere(fed, name), name
-            assert "not found" in (await _fedctl_refused_or_missing(fed, name))
+            code, _, err = await fed.fedctl_result("get", "job", name)  # never stored
+            assert code == 1 and "NOT_FOUND" in err, (code, err)
         system = [p["metadata"]["name"] for c in CLUSTERS for p in fed.control_plane.request(
             c, "GET", f"/api/v1/namespaces/kube-system/pods?labelSelector={LABEL_JOB}")["items"]]
         assert system == []
     finally:
         await _gone(fed, ordinary)
-
-
-async def _fedctl_refused_or_missing(fed: Federation, name: str) -> str:
-    """``fedctl get job NAME`` for a refused job: it was never stored (NOT_FOUND, exit 1)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "federation.cli.fedctl", "--server", fed.address, "get", "job", name,
-        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    _, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode == 1, err
-    return err.decode()
