@@ -78,8 +78,9 @@ async def _watch(c: FederationClient, queue: str, arrivals: list[tuple[str, floa
 
 
 async def _streams(address: str, queue: str, watchers: int, agents: int, expected: int, seconds: float,
-                   started: Any) -> list[tuple[str, float]]:
-    """Open the streams, report readiness, collect arrivals until ``expected`` or ``seconds``."""
+                   started: Any, submitted: Any) -> list[tuple[str, float]]:
+    """Open the streams, report readiness, collect arrivals until ``expected``, or until
+    ``seconds`` after the submitter says it is done (``submitted``)."""
     arrivals: list[tuple[str, float]] = []
     stop = asyncio.Event()
     channels = [FederationClient(address, timeout=60) for _ in range(max(1, watchers // 50))]
@@ -92,8 +93,10 @@ async def _streams(address: str, queue: str, watchers: int, agents: int, expecte
               for i in range(agents)]
     await asyncio.sleep(1.0)
     started.set()
-    deadline = time.monotonic() + seconds
-    while len(arrivals) < expected and time.monotonic() < deadline:
+    deadline = None
+    while len(arrivals) < expected and (deadline is None or time.monotonic() < deadline):
+        if deadline is None and submitted.is_set():
+            deadline = time.monotonic() + seconds
         await asyncio.sleep(0.1)
     stop.set()
     for task in tasks:
@@ -104,8 +107,8 @@ async def _streams(address: str, queue: str, watchers: int, agents: int, expecte
     return arrivals
 
 
-def _stream_process(args: tuple[str, str, int, int, int, float], started: Any, out: Any) -> None:
-    out.send(asyncio.run(_streams(*args, started)))
+def _stream_process(args: tuple[str, str, int, int, int, float], started: Any, submitted: Any, out: Any) -> None:
+    out.send(asyncio.run(_streams(*args, started, submitted)))
     out.close()
 
 
@@ -133,9 +136,11 @@ def measure(address: str, pid: int, watchers: int, agents: int, submits: int, id
     split = [watchers // processes + (1 if i < watchers % processes else 0) for i in range(processes)]
     jobs = [(w, 0) for w in split if w] + ([(0, agents)] if agents else [])
     procs, pipes, flags = [], [], []
+    submitted = ctx.Event()
     for w, a in jobs:
         started, (mine, theirs) = ctx.Event(), ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_stream_process, args=((address, queue, w, a, w * submits, 120.0), started, theirs))
+        proc = ctx.Process(target=_stream_process,
+                           args=((address, queue, w, a, w * submits, 60.0), started, submitted, theirs))
         proc.start()
         procs.append(proc)
         pipes.append(mine)
@@ -146,6 +151,7 @@ def measure(address: str, pid: int, watchers: int, agents: int, submits: int, id
     time.sleep(idle_seconds)
     idle = (cpu_seconds(pid) - before) / (time.monotonic() - t0)
     latencies, acked = asyncio.run(_submit(address, queue, submits))
+    submitted.set()
     arrivals = [a for pipe in pipes for a in pipe.recv()]
     for proc in procs:
         proc.join(60)
