@@ -35,6 +35,7 @@ from agents.failpoints import with_failpoints
 from agents.metrics import NO_AGENT_METRICS, AgentMetrics, measured
 from agents.runtime import AgentRuntime, Fenced, RuntimeConfig
 from federation.logs import add_secret, configure, set_fields
+from federation.metrics.exporter import parse_listen, serve_metrics, with_process_metrics
 
 EXIT_FENCED = 3
 log = logging.getLogger("agents.main")
@@ -160,6 +161,7 @@ async def run_runtime(backend: ClusterBackend, cfg: RuntimeConfig, stop: asyncio
     runtime = AgentRuntime(measured(backend, metrics), cfg, epoch=epoch, metrics=metrics)
     task = asyncio.create_task(runtime.run())
     stopping = asyncio.create_task(stop.wait())
+    metrics.leading(True)
     try:
         await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
         runtime.stop()
@@ -168,12 +170,19 @@ async def run_runtime(backend: ClusterBackend, cfg: RuntimeConfig, stop: asyncio
         log.error("federation-agent: %s", exc)
         return EXIT_FENCED
     finally:
+        metrics.leading(False)
         stopping.cancel()
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.metrics_listen:
+        try:
+            parse_listen(args.metrics_listen)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     configure(args.log_format, level=logging.DEBUG if args.verbose else logging.INFO)
     set_fields(cluster=args.cluster)
     add_secret(args.token)
@@ -183,13 +192,6 @@ def main(argv: list[str] | None = None) -> int:
     metrics: AgentMetrics = NO_AGENT_METRICS
     exporter = None
     if args.metrics_listen:
-        from federation.metrics.exporter import parse_listen, serve_metrics, with_process_metrics
-
-        try:
-            parse_listen(args.metrics_listen)
-        except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
         metrics = AgentMetrics()
         with_process_metrics(metrics.registry)
         exporter = serve_metrics(args.metrics_listen, metrics.registry)

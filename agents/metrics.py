@@ -1,9 +1,10 @@
 """The agent's Prometheus metrics: bind latency, restart-policy actions, watch reconnects.
 
 ``federation-agent --metrics-listen HOST:PORT`` serves them (``federation.metrics.exporter``).
-Binding and watching are measured by wrapping the backend (``measured``), so the
-runtime and the Kubernetes adapter stay free of metric code; the actions are counted
-where the runtime reports them to central. No ``cluster`` label: an agent serves one
+Binding is measured by wrapping the backend (``measured``) and watch reconnects are
+counted where they happen (``agents.telemetry``, bumped by the Kubernetes informers and the
+runtime), so the runtime and the Kubernetes adapter stay free of metric code; the actions
+are counted where the runtime reports them to central. No ``cluster`` label: an agent serves one
 cluster, and Prometheus' target labels (job/instance, or the chart's ServiceMonitor)
 already tell agents apart.
 """
@@ -11,13 +12,15 @@ already tell agents apart.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from typing import Any, cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from agents.backend import BindingRejected, ClusterBackend
-from agents.core.records import ChangeEvent
+from agents.telemetry import WATCH_RECONNECT_REASONS, WATCH_RECONNECTS
 
 BIND_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -35,12 +38,13 @@ class AgentMetrics:
         self._restarts = Counter("federation_agent_restarts",
                                  "Restart-policy actions the agent carried out, by action (RestartPod, RestartTask, "
                                  "RestartJob, AbortJob, TerminateJob, CompleteJob).", ["action"], registry=r)
-        self._watch = Counter("federation_agent_watch_reconnects",
-                              "Times the agent re-opened its watch of the cluster after it ended or failed.",
-                              registry=r)
+        r.register(_WatchReconnects())
         self._connected = Gauge("federation_agent_connected",
                                 "1 while the agent's stream to the central service is open and accepted.",
                                 registry=r)
+        self._leader = Gauge("federation_agent_leader",
+                             "1 while this replica acts for its cluster (holds the Lease, or runs without "
+                             "leader election); standby replicas report 0.", registry=r)
         for outcome in ("ok", "rejected", "error"):
             self._bind.labels(outcome)
 
@@ -51,11 +55,11 @@ class AgentMetrics:
         for kind in kinds:
             self._restarts.labels(kind).inc()
 
-    def watch_reopened(self) -> None:
-        self._watch.inc()
-
     def connected(self, up: bool) -> None:
         self._connected.set(1 if up else 0)
+
+    def leading(self, leader: bool) -> None:
+        self._leader.set(1 if leader else 0)
 
 
 class NoAgentMetrics(AgentMetrics):
@@ -70,23 +74,35 @@ class NoAgentMetrics(AgentMetrics):
     def actions(self, kinds: Iterable[str]) -> None:
         pass
 
-    def watch_reopened(self) -> None:
+    def connected(self, up: bool) -> None:
         pass
 
-    def connected(self, up: bool) -> None:
+    def leading(self, leader: bool) -> None:
         pass
 
 
 NO_AGENT_METRICS = NoAgentMetrics()
 
 
+class _WatchReconnects(Collector):
+    """``federation_agent_watch_reconnects_total{reason}`` from ``agents.telemetry`` at scrape time."""
+
+    def collect(self) -> Iterable[Metric]:
+        family = CounterMetricFamily(
+            "federation_agent_watch_reconnects",
+            "Watches of the member cluster re-opened after a failure, by reason: expired (410 Gone, relisted), "
+            "error (a list/watch request failed), stream (the runtime's change stream failed).", labels=["reason"])
+        for reason in sorted({*WATCH_RECONNECT_REASONS, *WATCH_RECONNECTS}):
+            family.add_metric([reason], WATCH_RECONNECTS[reason])
+        yield family
+
+
 class _Measured:
-    """Delegates to ``inner``; times ``bind_pod`` and counts every ``watch()`` after the first."""
+    """Delegates to ``inner``; times ``bind_pod``."""
 
     def __init__(self, inner: ClusterBackend, metrics: AgentMetrics) -> None:
         self._inner = inner
         self._metrics = metrics
-        self._watches = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -103,15 +119,9 @@ class _Measured:
         finally:
             self._metrics.bound(outcome, time.perf_counter() - started)
 
-    def watch(self) -> AsyncIterator[ChangeEvent]:
-        self._watches += 1
-        if self._watches > 1:
-            self._metrics.watch_reopened()
-        return self._inner.watch()
-
 
 def measured(backend: ClusterBackend, metrics: AgentMetrics) -> ClusterBackend:
-    """``backend`` with bind latency and watch reconnects measured (itself when metrics are off)."""
+    """``backend`` with bind latency measured (itself when metrics are off)."""
     if not metrics.enabled:
         return backend
     return cast(ClusterBackend, _Measured(backend, metrics))

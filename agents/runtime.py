@@ -48,6 +48,7 @@ from agents.core.works import Work
 from agents.metrics import NO_AGENT_METRICS, AgentMetrics
 from agents.runtime_jobs import JobBook, JobSlot, orphan_ops, signature
 from agents.runtime_snapshots import snapshot_message
+from agents.telemetry import watch_reconnected
 from federation.domain.topology import HyperNodeTree
 from federation.logs import fields
 from federation.v1 import agent_pb2, agent_pb2_grpc, types_pb2
@@ -344,6 +345,7 @@ class AgentRuntime:
                 raise
             except Exception as exc:  # a broken watch is re-opened; passes are periodic anyway
                 log.warning("agent %s: watch failed (%s); re-opening", self.config.cluster, exc)
+                watch_reconnected("stream")
             await asyncio.sleep(1.0)
 
     async def _reconciler(self) -> None:

@@ -30,6 +30,8 @@ from federation.v1 import (
     clusters_pb2_grpc,
     jobs_pb2,
     jobs_pb2_grpc,
+    objects_pb2,
+    objects_pb2_grpc,
     queues_pb2,
     queues_pb2_grpc,
     types_pb2,
@@ -77,8 +79,9 @@ class Retry:
     each delay jittered by up to ``jitter`` of itself so clients that lost the same
     server do not return in lockstep. Which calls are idempotent: every read, SubmitJob
     (by name: an identical resubmission answers created=False, so a retry after a lost
-    answer stores nothing twice), CancelJob and UpdateQueue; never CreateQueue or
-    DeleteQueue (a retry after a lost success would answer ALREADY_EXISTS / NOT_FOUND).
+    answer stores nothing twice), CancelJob, UpdateQueue, the declarative ApplyPolicy and
+    ApplyPriorityClass, and TaintCluster; never CreateQueue or the Delete calls (a retry
+    after a lost success would answer ALREADY_EXISTS / NOT_FOUND).
     """
 
     attempts: int = 4
@@ -145,6 +148,7 @@ class FederationClient:
         self._timeout = timeout
         self.jobs = jobs_pb2_grpc.JobServiceStub(self._channel)
         self.queues = queues_pb2_grpc.QueueServiceStub(self._channel)
+        self.objects = objects_pb2_grpc.ObjectServiceStub(self._channel)
         self.clusters = clusters_pb2_grpc.ClusterServiceStub(self._channel)
         self.audit = audit_pb2_grpc.AuditServiceStub(self._channel)
 
@@ -182,9 +186,11 @@ class FederationClient:
 
     # ------------------------------------------------------------------ jobs
 
-    async def submit_job(self, spec: types_pb2.JobSpec) -> jobs_pb2.SubmitJobResponse:
-        """Submit (idempotent by name: an identical resubmission answers created=False)."""
-        resp: jobs_pb2.SubmitJobResponse = await self._unary(self.jobs.SubmitJob, jobs_pb2.SubmitJobRequest(spec=spec))
+    async def submit_job(self, spec: types_pb2.JobSpec, *, dry_run: bool = False) -> jobs_pb2.SubmitJobResponse:
+        """Submit (idempotent by name: an identical resubmission answers created=False);
+        ``dry_run`` runs the server's checks and stores nothing."""
+        resp: jobs_pb2.SubmitJobResponse = await self._unary(
+            self.jobs.SubmitJob, jobs_pb2.SubmitJobRequest(spec=spec, dry_run=dry_run))
         return resp
 
     async def get_job(self, name: str) -> jobs_pb2.Job:
@@ -259,6 +265,49 @@ class FederationClient:
     async def delete_queue(self, name: str) -> None:
         await self._unary(self.queues.DeleteQueue, queues_pb2.DeleteQueueRequest(name=name), idempotent=False)
 
+    # ------------------------------------------------------------------ policies and priority classes
+
+    async def apply_policy(self, policy: objects_pb2.Policy, *,
+                           dry_run: bool = False) -> objects_pb2.ApplyPolicyResponse:
+        r: objects_pb2.ApplyPolicyResponse = await self._unary(
+            self.objects.ApplyPolicy, objects_pb2.ApplyPolicyRequest(policy=policy, dry_run=dry_run))
+        return r
+
+    async def get_policy(self, kind: str, namespace: str, name: str) -> objects_pb2.Policy:
+        p: objects_pb2.Policy = await self._unary(
+            self.objects.GetPolicy, objects_pb2.PolicyKey(kind=kind, namespace=namespace, name=name))
+        return p
+
+    async def list_policies(self) -> list[objects_pb2.Policy]:
+        r: objects_pb2.ListPoliciesResponse = await self._unary(
+            self.objects.ListPolicies, objects_pb2.ListPoliciesRequest())
+        return list(r.policies)
+
+    async def delete_policy(self, kind: str, namespace: str, name: str) -> None:
+        await self._unary(
+            self.objects.DeletePolicy, objects_pb2.PolicyKey(kind=kind, namespace=namespace, name=name),
+            idempotent=False)
+
+    async def apply_priority_class(self, pc: objects_pb2.PriorityClass, *,
+                                   dry_run: bool = False) -> objects_pb2.ApplyPriorityClassResponse:
+        r: objects_pb2.ApplyPriorityClassResponse = await self._unary(
+            self.objects.ApplyPriorityClass, objects_pb2.ApplyPriorityClassRequest(priority_class=pc, dry_run=dry_run))
+        return r
+
+    async def get_priority_class(self, name: str) -> objects_pb2.PriorityClass:
+        p: objects_pb2.PriorityClass = await self._unary(
+            self.objects.GetPriorityClass, objects_pb2.PriorityClassKey(name=name))
+        return p
+
+    async def list_priority_classes(self) -> list[objects_pb2.PriorityClass]:
+        r: objects_pb2.ListPriorityClassesResponse = await self._unary(
+            self.objects.ListPriorityClasses, objects_pb2.ListPriorityClassesRequest())
+        return list(r.priority_classes)
+
+    async def delete_priority_class(self, name: str) -> None:
+        await self._unary(
+            self.objects.DeletePriorityClass, objects_pb2.PriorityClassKey(name=name), idempotent=False)
+
     # ------------------------------------------------------------------ clusters and audit
 
     async def list_clusters(self) -> list[clusters_pb2.Cluster]:
@@ -268,6 +317,11 @@ class FederationClient:
 
     async def get_cluster(self, name: str) -> clusters_pb2.Cluster:
         c: clusters_pb2.Cluster = await self._unary(self.clusters.GetCluster, clusters_pb2.GetClusterRequest(name=name))
+        return c
+
+    async def taint_cluster(self, name: str, add: list[types_pb2.Taint], remove: list[str]) -> clusters_pb2.Cluster:
+        c: clusters_pb2.Cluster = await self._unary(
+            self.clusters.TaintCluster, clusters_pb2.TaintClusterRequest(name=name, add=add, remove=remove))
         return c
 
     async def job_audit(self, job: str) -> audit_pb2.JobAudit:

@@ -38,7 +38,9 @@ FIELDS = ("job", "queue", "cluster", "round", "work", "agent", "epoch", "trigger
 
 _bound: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
     "federation_log_fields", default=MappingProxyType({}))
-_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:)(?P<secret>[^\s@/]+)(?P<at>@)")
+# The password runs to the LAST "@" before the host (greedy, backtracking): a raw "@" inside
+# a password must not leave its tail in the log.
+_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:)(?P<secret>[^\s/]+)(?P<at>@)")
 _BEARER = re.compile(r"(?i)(bearer\s+)[^\s'\",;]+")
 _secrets: set[str] = set()
 _secrets_lock = threading.Lock()

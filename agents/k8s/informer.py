@@ -32,6 +32,7 @@ import aiohttp
 
 from agents.k8s.api import REQUEST_TIMEOUT, ApiError, Gone, call, stream
 from agents.k8s.convert import key_of, resource_version
+from agents.telemetry import watch_reconnected
 from federation.domain.errors import InvalidInput
 
 log = logging.getLogger(__name__)
@@ -223,6 +224,7 @@ class Informer(Generic[R]):
                     await asyncio.sleep(1.0)  # a server that closes watches at once is not hammered
             except Gone:
                 self.relists_after_gone += 1
+                watch_reconnected("expired")
                 log.info("%s watch: resourceVersion %s expired (410); relisting", self.kind, self.resource_version)
                 self.resource_version = ""
             except (ApiError, ValueError) as exc:  # ValueError: an undecodable answer
@@ -238,6 +240,7 @@ class Informer(Generic[R]):
                     await asyncio.sleep(MAX_BACKOFF)
                     continue
                 failures += 1
+                watch_reconnected("error")
                 self.error = f"{self.kind} list/watch failed: {exc}"
                 delay = min(MAX_BACKOFF, 0.2 * 2 ** failures) * (0.5 + random.random())
                 log.warning("%s; retrying in %.1fs", self.error, delay)
@@ -246,6 +249,7 @@ class Informer(Generic[R]):
                 await asyncio.sleep(delay)
             except Exception:  # never die silently: a dead informer would freeze the cache
                 log.exception("%s list/watch: unexpected failure; relisting", self.kind)
+                watch_reconnected("error")
                 self.error = f"{self.kind} list/watch failed unexpectedly"
                 self.resource_version = ""
                 await asyncio.sleep(MAX_BACKOFF / 10)

@@ -22,7 +22,7 @@ from federation.cli import fedctl_format as fmt
 from federation.cli.errors import EXIT_FAILURE, EXIT_USAGE, fail
 from federation.client import FederationClient, Reconnect, Retry, ServiceError, Tls
 from federation.domain.errors import InvalidInput
-from federation.v1 import queues_pb2
+from federation.v1 import queues_pb2, types_pb2
 
 DEFAULT_SERVER = "127.0.0.1:50051"
 # Server answers that mean "your input is wrong" (exit 2) rather than "it failed" (exit 1).
@@ -34,7 +34,9 @@ def _output(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fedctl", description="Submit and inspect federated training jobs")
+    parser = argparse.ArgumentParser(
+        prog="fedctl", description="Apply, submit and inspect federated training jobs and the objects around "
+        "them (queues, priority classes, propagation policies). Exit codes: 0 ok, 2 bad input, 1 other failure.")
     parser.add_argument("--server", default=os.environ.get("FEDCTL_SERVER", DEFAULT_SERVER),
                         help="HOST:PORT of federation serve (default $FEDCTL_SERVER or %(default)s)")
     parser.add_argument("--token", default=None, help="bearer token (default $FEDCTL_TOKEN)")
@@ -50,18 +52,32 @@ def _parser() -> argparse.ArgumentParser:
                         help="longest wait between reconnect attempts after losing the server (default %(default)s)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    submit = sub.add_parser("submit", help="submit the Volcano Job(s) in a manifest file")
-    submit.add_argument("-f", "--filename", required=True, help="YAML file ('-' = stdin): Volcano Jobs and "
-                        "optional Karmada PropagationPolicies")
+    apply = sub.add_parser("apply", help="create or update every object in files or directories "
+                           "(Volcano Job/Queue, PriorityClass, Karmada (Cluster)PropagationPolicy, ...)")
+    apply.add_argument("-f", "--filename", action="append", required=True, metavar="FILE|DIR",
+                       help="YAML file, directory of *.yaml/*.yml/*.json files, or '-' for stdin (repeatable)")
+    apply.add_argument("--atomic", action="store_true",
+                       help="all or nothing: refuse every object if one is refused, undo what was applied")
+
+    submit = sub.add_parser("submit", help="submit one Volcano Job (with an optional Karmada PropagationPolicy "
+                            "for it in the same file)")
+    submit.add_argument("-f", "--filename", required=True, help="YAML file ('-' = stdin): one Volcano Job and at "
+                        "most one (Cluster)PropagationPolicy")
     _output(submit)
 
-    get = sub.add_parser("get", help="show one job, queue or cluster")
-    get.add_argument("kind", choices=("job", "queue", "cluster"))
+    get = sub.add_parser("get", help="show one job, queue, cluster, policy or priority class")
+    get.add_argument("kind", choices=("job", "queue", "cluster", *fmt.OBJECT_KINDS))
     get.add_argument("name")
+    get.add_argument("-n", "--namespace", default="default", help="namespace of a propagationpolicy")
     _output(get)
 
-    lst = sub.add_parser("list", help="list jobs, queues or clusters")
-    lst.add_argument("kind", choices=("jobs", "queues", "clusters"))
+    delete = sub.add_parser("delete", help="delete a policy or priority class (admin token)")
+    delete.add_argument("kind", choices=fmt.OBJECT_KINDS)
+    delete.add_argument("name")
+    delete.add_argument("-n", "--namespace", default="default", help="namespace of a propagationpolicy")
+
+    lst = sub.add_parser("list", help="list jobs, queues, clusters, policies or priority classes")
+    lst.add_argument("kind", choices=("jobs", "queues", "clusters", "policies", "priorityclasses"))
     lst.add_argument("--queue", default="", help="only this queue's jobs")
     lst.add_argument("--state", default="", help="only jobs in this state (pending, running, ...)")
     _output(lst)
@@ -122,6 +138,11 @@ def _parser() -> argparse.ArgumentParser:
     cg = csub.add_parser("get", help="show a cluster")
     cg.add_argument("name")
     _output(cg)
+    ct = csub.add_parser("taint", help="add or remove admin taints (admin token), kubectl taint syntax")
+    ct.add_argument("name")
+    ct.add_argument("taints", nargs="+", metavar="KEY[=VALUE]:EFFECT|KEY[:EFFECT]-",
+                    help="add (effect NoSchedule or PreferNoSchedule) or, with a trailing '-', remove")
+    _output(ct)
     return parser
 
 
@@ -142,6 +163,22 @@ def _quantities(values: Sequence[str], flag: str) -> dict[str, str]:
     return out
 
 
+def taint_args(values: Sequence[str]) -> tuple[list[types_pb2.Taint], list[str]]:
+    """kubectl taint arguments: ``KEY[=VALUE]:EFFECT`` adds, ``KEY[:EFFECT]-`` removes."""
+    add: list[types_pb2.Taint] = []
+    remove: list[str] = []
+    for value in values:
+        if value.endswith("-"):
+            remove.append(value[:-1])
+            continue
+        body, sep, effect = value.rpartition(":")
+        if not sep or not body or not effect:
+            raise InvalidInput("taints", f"{value!r} is not KEY[=VALUE]:EFFECT or KEY[:EFFECT]-")
+        key, _, val = body.partition("=")
+        add.append(types_pb2.Taint(key=key, value=val, effect=effect))
+    return add, remove
+
+
 def queue_from_flags(args: argparse.Namespace) -> queues_pb2.Queue:
     """The queue the flags describe (validated by the server, which names the field on error)."""
     if not args.name:
@@ -160,15 +197,51 @@ def queue_from_flags(args: argparse.Namespace) -> queues_pb2.Queue:
 
 
 async def _submit(c: FederationClient, args: argparse.Namespace) -> str:
-    from federation.domain.manifests import load_jobs
+    from federation.domain.manifests import load_manifests
     from federation.wire.convert import job_to_proto
 
-    jobs = load_jobs(_read(args.filename))
-    results = [await c.submit_job(job_to_proto(job)) for job in jobs]
+    submission = load_manifests(_read(args.filename))
+    spec = job_to_proto(submission.job)
+    if not submission.explicit_priority:
+        spec.ClearField("priority")  # the server resolves the class (applied PriorityClasses first)
+    results = [await c.submit_job(spec)]
     if args.output == "json":
         return fmt.dumps({"results": [fmt.to_dict(r) for r in results]})
     return "\n".join(f"job/{r.job.id} {'created' if r.created else 'unchanged (already submitted)'} "
                      f"in queue {r.job.spec.queue}" for r in results)
+
+
+async def _apply(c: FederationClient, args: argparse.Namespace) -> int:
+    """Print one line per object; the exit code is the worst outcome (see ``apply``)."""
+    from federation.cli import apply
+
+    docs, refused = apply.read(args.filename, _read)
+    if args.atomic and refused:
+        lines = [*refused, apply.Line("nothing applied (--atomic)", EXIT_USAGE)]
+    elif args.atomic:
+        lines = await apply.apply_atomic(c, docs)
+    else:
+        lines = [*refused, *await apply.apply_all(c, docs)]
+    for line in lines:
+        print(line.text, file=sys.stderr if line.code else sys.stdout, flush=True)
+    return apply.exit_code(lines)
+
+
+async def _object(c: FederationClient, args: argparse.Namespace, js: bool) -> str:
+    """get/delete of a propagationpolicy, clusterpropagationpolicy or priorityclass."""
+    if args.kind == "priorityclass":
+        if args.command == "delete":
+            await c.delete_priority_class(args.name)
+            return f"priorityclass/{args.name} deleted"
+        pc = await c.get_priority_class(args.name)
+        return fmt.json_one(pc) if js else fmt.classes_table([pc])
+    kind = "PropagationPolicy" if args.kind == "propagationpolicy" else "ClusterPropagationPolicy"
+    namespace = args.namespace if kind == "PropagationPolicy" else ""
+    if args.command == "delete":
+        await c.delete_policy(kind, namespace, args.name)
+        return f"{args.kind}/{f'{namespace}/' if namespace else ''}{args.name} deleted"
+    policy = await c.get_policy(kind, namespace, args.name)
+    return fmt.json_one(policy) if js else fmt.policy_block(policy)
 
 
 async def _queue_write(c: FederationClient, args: argparse.Namespace) -> str:
@@ -192,6 +265,11 @@ async def _run(c: FederationClient, args: argparse.Namespace) -> str | None:
     cmd = args.command
     if cmd == "submit":
         return await _submit(c, args)
+    if cmd == "apply":
+        args.exit_code = await _apply(c, args)
+        return None
+    if cmd in ("get", "delete") and args.kind in fmt.OBJECT_KINDS:
+        return await _object(c, args, js)
     if cmd == "get":
         if args.kind == "job":
             job = await c.get_job(args.name)
@@ -211,6 +289,12 @@ async def _run(c: FederationClient, args: argparse.Namespace) -> str | None:
         if args.kind == "queues":
             queues = await c.list_queues()
             return fmt.json_many("queues", queues) if js else fmt.queues_table(queues)
+        if args.kind == "policies":
+            policies = await c.list_policies()
+            return fmt.json_many("policies", policies) if js else fmt.policies_table(policies)
+        if args.kind == "priorityclasses":
+            classes = await c.list_priority_classes()
+            return fmt.json_many("priorityClasses", classes) if js else fmt.classes_table(classes)
         clusters = await c.list_clusters()
         return fmt.json_many("clusters", clusters) if js else fmt.clusters_table(clusters)
     if cmd == "cancel":
@@ -242,6 +326,10 @@ async def _run(c: FederationClient, args: argparse.Namespace) -> str | None:
         await c.delete_queue(args.name)
         return f"queue/{args.name} deleted"
     if cmd == "cluster":
+        if args.cluster_command == "taint":
+            add, remove = taint_args(args.taints)
+            cl = await c.taint_cluster(args.name, add, remove)
+            return fmt.json_one(cl) if js else fmt.clusters_table([cl])
         if args.cluster_command == "list":
             clusters = await c.list_clusters()
             return fmt.json_many("clusters", clusters) if js else fmt.clusters_table(clusters)
@@ -267,7 +355,7 @@ async def _main(args: argparse.Namespace, run: Callable[[FederationClient, argpa
         out = await run(client, args)
     if out is not None:
         print(out)
-    return 0
+    return int(getattr(args, "exit_code", 0))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

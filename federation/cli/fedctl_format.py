@@ -14,7 +14,9 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from federation.v1 import audit_pb2, clusters_pb2, jobs_pb2, queues_pb2
+from federation.v1 import audit_pb2, clusters_pb2, jobs_pb2, objects_pb2, queues_pb2
+
+OBJECT_KINDS = ("propagationpolicy", "clusterpropagationpolicy", "priorityclass")
 
 
 def to_dict(msg: Message) -> dict[str, object]:
@@ -88,6 +90,8 @@ def job_block(job: jobs_pb2.Job) -> str:
 
 def explain_block(resp: jobs_pb2.ExplainJobResponse) -> str:
     lines = [f"job {resp.name} is {state(resp.state)}"]
+    if resp.policy:
+        lines.append(f"propagation policy: {resp.policy}")
     if resp.HasField("placement"):
         p = resp.placement
         lines.append(f"placed on cluster {p.cluster} in HyperNode {p.hypernode or '-'} (tier {p.tier})"
@@ -133,7 +137,8 @@ def clusters_table(clusters: Iterable[clusters_pb2.Cluster]) -> str:
         ("NAME", "HEALTH", "EPOCH", "NODES", "READY", "HYPERNODES", "ACTIVE-JOBS", "LAST-HEARTBEAT", "TAINTS"),
         ((c.name, health(c), c.epoch, c.last_snapshot.nodes, c.last_snapshot.ready_nodes,
           c.last_snapshot.hypernodes, c.active_jobs, when(c.last_heartbeat),
-          ",".join(f"{t.key}={t.value}:{t.effect or 'NoSchedule'}" for t in c.taints) or "-") for c in clusters),
+          ",".join(f"{t.key}={t.value}:{t.effect or 'NoSchedule'}" for t in (*c.taints, *c.admin_taints)) or "-")
+         for c in clusters),
     )
 
 
@@ -154,3 +159,26 @@ def audit_table(audit: audit_pb2.JobAudit) -> str:
 def event_line(ev: jobs_pb2.JobEvent) -> str:
     kind = jobs_pb2.JobEventType.Name(ev.type).removeprefix("JOB_EVENT_TYPE_").lower()
     return f"{ev.event_id}  {when(ev.time)}  {ev.job.id}  {kind}  {state(ev.job.state)}  {ev.message}".rstrip()
+
+
+def _policy_ref(p: objects_pb2.Policy) -> str:
+    return f"{p.kind.lower()}/{p.namespace + '/' if p.namespace else ''}{p.name}"
+
+
+def policies_table(policies: Iterable[objects_pb2.Policy]) -> str:
+    return table(("POLICY", "PRIORITY", "VERSION", "JOBS", "UPDATED"),
+                 ((_policy_ref(p), p.priority, p.version, len(p.jobs), when(p.updated)) for p in policies))
+
+
+def policy_block(p: objects_pb2.Policy) -> str:
+    spec = json.loads(p.document_json or "{}").get("spec", {})
+    lines = [f"policy:     {_policy_ref(p)}", f"priority:   {p.priority}", f"version:    {p.version}",
+             f"updated:    {when(p.updated)}", f"jobs:       {', '.join(p.jobs) or '-'}",
+             "spec:       " + json.dumps(spec, sort_keys=True)]
+    return "\n".join(lines)
+
+
+def classes_table(classes: Iterable[objects_pb2.PriorityClass]) -> str:
+    return table(("NAME", "VALUE", "GLOBAL-DEFAULT", "PREEMPTION", "DESCRIPTION"),
+                 ((c.name, c.value, str(c.global_default).lower(), c.preemption_policy, _short(c.description))
+                  for c in classes))

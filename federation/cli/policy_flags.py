@@ -34,6 +34,19 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _factor(text: str) -> float | None:
+    """A factor >= 1 (at most 10), or None for 'never'."""
+    if text.strip().lower() == NEVER:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a factor >= 1 or '{NEVER}', got {text!r}") from None
+    if not 1.0 <= value <= 10.0:
+        raise argparse.ArgumentTypeError(f"expected a factor between 1 and 10 or '{NEVER}', got {text!r}")
+    return value
+
+
 def add_policy_flags(parser: argparse.ArgumentParser) -> None:
     defaults = PlanLimits()
     shown = NEVER if defaults.preemption_grace_seconds is None else f"{defaults.preemption_grace_seconds:g}"
@@ -53,6 +66,19 @@ def add_policy_flags(parser: argparse.ArgumentParser) -> None:
         help=f"a job of a queue below its fair share that has waited this long and cannot be placed gets one "
              f"domain kept for it (smaller jobs of its band and below may not start there) (default: {kept})")
 
+    held = NEVER if defaults.gang_hold_after_seconds is None else f"{defaults.gang_hold_after_seconds:g}"
+    parser.add_argument(
+        "--hold-gangs-after", type=_grace, default=defaults.gang_hold_after_seconds, metavar="SECONDS|never",
+        help=f"a gang of several pods that has waited this long and cannot be placed gets the nodes it needs "
+             f"held in a domain of its lowest feasible tier (smaller jobs of its band and below may not start "
+             f"there) (default: {held})")
+
+    gate = NEVER if defaults.enqueue_overcommit is None else f"{defaults.enqueue_overcommit:g}"
+    parser.add_argument(
+        "--enqueue-overcommit", type=_factor, default=defaults.enqueue_overcommit, metavar="FACTOR|never",
+        help=f"Volcano-style enqueue gate: pending jobs are planned oldest first (by priority) while their "
+             f"requests fit FACTOR x capacity - used; the rest wait for a later round (default: {gate})")
+
 
 def policy_limits(args: argparse.Namespace, base: PlanLimits | None = None) -> PlanLimits:
     """``base`` (default ``PlanLimits()``) with the policy flags of ``args`` applied."""
@@ -60,4 +86,6 @@ def policy_limits(args: argparse.Namespace, base: PlanLimits | None = None) -> P
     return replace(limits,
                    preemption_grace_seconds=getattr(args, "preemption_grace", limits.preemption_grace_seconds),
                    topology_wait_seconds=getattr(args, "topology_wait", limits.topology_wait_seconds),
-                   reserve_after_seconds=getattr(args, "reserve_after", limits.reserve_after_seconds))
+                   reserve_after_seconds=getattr(args, "reserve_after", limits.reserve_after_seconds),
+                   gang_hold_after_seconds=getattr(args, "hold_gangs_after", limits.gang_hold_after_seconds),
+                   enqueue_overcommit=getattr(args, "enqueue_overcommit", limits.enqueue_overcommit))

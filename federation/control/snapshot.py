@@ -30,6 +30,7 @@ Two things are decided here, both so that consecutive rounds agree with each oth
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -40,8 +41,9 @@ from federation.domain.plans import FederationSnapshot, PendingJob, Placement, R
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
 from federation.domain.states import ACTIVE_STATES, PENDING
+from federation.propagation.matching import govern
 from federation.propagation.works import placement_from_payload, reflected_in_snapshot
-from federation.store import ClusterRecord, JobRecord, Store, WorkRecord
+from federation.store import ClusterRecord, Conflict, JobRecord, Store, WorkRecord
 from federation.store.lifecycle import ACTIVE_WORK_STATES
 
 
@@ -99,8 +101,38 @@ def load(store: Store, now: float, max_pending: int | None = None) -> PlanningIn
         pending = sorted((rec for q, n in shares.items() for rec in store.jobs.pending_head(q, n)),
                          key=lambda r: (r.created_at, r.name))  # submission order, as unbounded
     active = store.jobs.in_states(ACTIVE_STATES)
+    pending, active = apply_policies(store, pending, active)
     works = store.works.list(states=[*ACTIVE_WORK_STATES])
-    return build(snapshots, records, queues, pending, active, works, now)
+    never = frozenset(r.priority_class.name for r in store.priority_classes.list()
+                      if r.priority_class.preemption_policy == "Never")
+    return build(snapshots, records, queues, pending, active, works, now, non_preempting=never)
+
+
+def apply_policies(store: Store, pending: Sequence[JobRecord],
+                   active: Sequence[JobRecord]) -> tuple[list[JobRecord], list[JobRecord]]:
+    """Each job with the placement of the stored policy governing it (``propagation.matching``),
+    claims rewritten where they changed. A pending job under a policy with suspended
+    dispatching is held out of the round with that reason (Karmada ``suspension.dispatching``)."""
+    policies = store.policies.all()
+    claims = store.policies.claims([r.name for r in (*pending, *active)])
+    if not policies and not claims:
+        return list(pending), list(active)
+    changes: dict[str, str | None] = {}
+    out: tuple[list[JobRecord], list[JobRecord]] = ([], [])
+    for records, holds, into in ((pending, False, out[0]), (active, True, out[1])):
+        for rec in records:
+            ruled = govern(rec.job, policies, claims.get(rec.name), holds)
+            if ruled.claim_changed:
+                changes[rec.name] = ruled.ref
+            if ruled.suspended:
+                reason = f"dispatching suspended by {ruled.ref}"
+                if rec.reason != reason:
+                    with contextlib.suppress(Conflict):  # changed meanwhile: next round says it again
+                        store.jobs.annotate(rec.name, reason=reason, event="Waiting", expected_version=rec.version)
+                continue
+            into.append(rec if ruled.job is rec.job else replace(rec, job=ruled.job))
+    store.policies.set_claims(changes)
+    return out
 
 
 def build(
@@ -111,6 +143,7 @@ def build(
     active: Sequence[JobRecord],
     works: Sequence[WorkRecord],
     now: float,
+    non_preempting: frozenset[str] = frozenset(),
 ) -> PlanningInput:
     """The planning input; pure.
 
@@ -155,17 +188,20 @@ def build(
         healthy = record.healthy and not record.lost
         if snap.healthy != healthy:
             snap = replace(snap, healthy=healthy)
+        if record.admin_taints:
+            snap = replace(snap, taints=snap.taints + tuple(t for t in record.admin_taints if t not in snap.taints))
         if not healthy:
             unavailable[snap.name] = "lost" if record.lost else "unhealthy"
         clusters.append(snap)
     reported = {c.name for c in clusters}
-    unknown = tuple(ClusterSnapshot(r.name, labels=r.labels, taints=r.taints, healthy=False)
+    unknown = tuple(ClusterSnapshot(r.name, labels=r.labels, taints=r.all_taints, healthy=False)
                     for r in records if r.name not in reported)
     unavailable.update({c.name: "lost" if by_name[c.name].lost else "no snapshot yet" for c in unknown})
     snapshot = FederationSnapshot(
         clusters=tuple(clusters),
         queues=tuple(queues),
-        pending=tuple(PendingJob(r.job, r.created_at.timestamp()) for r in pending),
+        pending=tuple(PendingJob(r.job, r.created_at.timestamp(), r.job.priority_class not in non_preempting)
+                      for r in pending),
         running=tuple(running),
         now=now,
     )

@@ -55,6 +55,27 @@ class LifecyclePolicy:
             require(self.timeout_seconds >= 0, "timeout", "must not be negative")
 
 
+def check_policy_set(policies: tuple[LifecyclePolicy, ...], path: str) -> None:
+    """Volcano's admission rules for one list of policies (volcano-sh/volcano
+    pkg/webhooks/admission/jobs/validate ``validatePolicies``): an event, or an exit code,
+    maps to one action only (its own invalid example maps PodFailed to both RestartJob and
+    AbortJob), and ``*`` must be the only event when present."""
+    events: dict[str, int] = {}
+    codes: dict[int, int] = {}
+    for i, policy in enumerate(policies):
+        for event in policy.events:
+            require(event not in events, f"{path}[{i}].event", f"{event} is already mapped to an action by "
+                    f"policies[{events.get(event)}]; one event cannot have two actions")
+            events[event] = i
+        if policy.exit_code is not None:
+            require(policy.exit_code not in codes, f"{path}[{i}].exitCode", f"{policy.exit_code} is already "
+                    f"mapped to an action by policies[{codes.get(policy.exit_code)}]")
+            codes[policy.exit_code] = i
+    if "*" in events and len(events) > 1:
+        raise InvalidInput(f"{path}[{events['*']}].event", "'*' covers every event, so no other event may have "
+                           "a policy beside it")
+
+
 @dataclass(frozen=True)
 class NetworkTopology:
     """Volcano ``networkTopology``: keep the gang inside one HyperNode of tier <= limit.
@@ -99,6 +120,7 @@ class Task:
             require(0 <= self.min_available <= self.replicas, "minAvailable", "must be between 0 and replicas")
         if self.max_retry is not None:
             require(self.max_retry >= 0, "maxRetry", "must be >= 0")
+        check_policy_set(self.policies, "policies")
         try:
             template_constraints(self.template_json)  # refused here, at the edge, if unsupported
         except InvalidInput as exc:
@@ -145,11 +167,12 @@ class Job:
             require(self.min_available <= self.total_replicas, "spec.minAvailable",
                     f"must not exceed the total replicas ({self.total_replicas})")
         require(self.max_retry >= 0, "spec.maxRetry", "must be >= 0")
+        check_policy_set(self.policies, "spec.policies")
         if self.topology_wait_seconds is not None:
             require(0 <= self.topology_wait_seconds <= MAX_TOPOLOGY_WAIT_SECONDS,
                     "metadata.annotations[federation.io/topology-wait]", "must be between 0 and 30 days")
         for i, (plugin, _) in enumerate(self.plugins):
-            require(plugin in PLUGINS, f"spec.plugins.{plugin}", f"unknown plugin (one of {', '.join(PLUGINS)})")
+            require(plugin in PLUGINS, f"spec.plugins.{plugin}", f"not supported (supported: {', '.join(PLUGINS)})")
             del i
 
     @property

@@ -32,9 +32,10 @@ from federation.domain.manifests_volcano import (
     OWNERS_ANNOTATION,
     PRIORITY_ANNOTATION,
     PRIORITY_CLASSES,
+    explicit_priority,
     parse_job,
     parse_queue,
-    priority_for_class,
+    resolve_priority_class,
 )
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.queues import Queue
@@ -44,12 +45,14 @@ __all__ = [
     "PRIORITY_ANNOTATION",
     "PRIORITY_CLASSES",
     "Submission",
+    "explicit_priority",
+    "load_documents",
     "load_jobs",
     "load_manifests",
     "load_queue_manifest",
     "load_queue_manifests",
     "load_queues",
-    "priority_for_class",
+    "resolve_priority_class",
 ]
 
 JOB_API = "batch.volcano.sh/v1alpha1"
@@ -65,9 +68,11 @@ class Submission:
 
     job: Job
     propagation: PropagationPolicy | None = None
+    # The Job sets its priority (annotation); else the server resolves priorityClassName.
+    explicit_priority: bool = False
 
 
-def _documents(text: str) -> list[tuple[int, Mapping[str, object]]]:
+def load_documents(text: str) -> list[tuple[int, Mapping[str, object]]]:
     """Non-empty documents with their index in the file (``---`` separators count)."""
     try:
         raw = list(yaml.safe_load_all(text))
@@ -96,7 +101,7 @@ def load_manifests(text: str) -> Submission:
     """Parse a submission file: exactly one Volcano Job and optionally its PropagationPolicy."""
     job_doc: tuple[int, Mapping[str, object]] | None = None
     policy_doc: tuple[int, Mapping[str, object]] | None = None
-    for index, doc in _documents(text):
+    for index, doc in load_documents(text):
         kind = _check_kind(doc, index, _SUBMISSION_KINDS, " (queues go through `fedctl queue create -f`)"
                            if doc.get("kind") == "Queue" else "")
         if kind == "Job":
@@ -119,13 +124,13 @@ def load_manifests(text: str) -> Submission:
         propagation = parse_propagation(policy_doc[1], f"documents[{policy_doc[0]}]",
                                         name if isinstance(name, str) else "",
                                         namespace if isinstance(namespace, str) else "default")
-    return Submission(parse_job(job_doc[1], job_path, propagation), propagation)
+    return Submission(parse_job(job_doc[1], job_path, propagation), propagation, explicit_priority(job_doc[1]))
 
 
 def load_queue_manifests(text: str) -> tuple[Queue, ...]:
     """Every Volcano Queue in a file (at least one; names must be distinct)."""
     queues: list[Queue] = []
-    for index, doc in _documents(text):
+    for index, doc in load_documents(text):
         _check_kind(doc, index, _QUEUE_KINDS, "")
         queue = parse_queue(doc, f"documents[{index}]")
         if any(q.name == queue.name for q in queues):

@@ -75,7 +75,7 @@ def check_keys(raw: Mapping[str, object], path: str, allowed: Collection[str],
             raise InvalidInput(where, "not supported by the federation scheduler")
         close = difflib.get_close_matches(key, list(allowed), n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        raise InvalidInput(where, f"unknown field ({hint}expected one of {', '.join(sorted(allowed))})")
+        raise InvalidInput(where, f"not supported ({hint}supported: {', '.join(sorted(allowed))})")
 
 
 def duration_seconds(value: object, path: str) -> float:

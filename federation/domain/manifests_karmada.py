@@ -1,12 +1,14 @@
-"""Karmada ``policy.karmada.io/v1alpha1`` (Cluster)PropagationPolicy documents into a
-domain ``PropagationPolicy``.
+"""Karmada ``policy.karmada.io/v1alpha1`` (Cluster)PropagationPolicy documents.
 
-Only ``spec.placement`` decides anything here (see karmada-io/karmada
-``pkg/apis/policy/v1alpha1/propagation_types.go``); the other Karmada spec fields are
-accepted and ignored because the federation, not Karmada, owns priority, preemption and
-failover. Placement fields the federation does not implement (``fieldSelector``,
-``matchExpressions``, ``workloadAffinity``) are refused, never silently dropped. The policy
-applies to the Job in the same file; ``resourceSelectors``, when given, must select it.
+``parse_policy_object`` reads a policy applied as an object (``fedctl apply``);
+``parse_propagation`` reads the inline policy ``fedctl submit -f`` accepts beside one Job.
+Field meanings follow karmada-io/karmada ``pkg/apis/policy/v1alpha1/propagation_types.go``.
+Each field is honoured or refused naming it ("… not supported") — the decisions and
+reasons are tabled in docs/design/compatibility.md. In short, a gang lives in exactly one
+cluster, so what would need a gang in several clusters is refused: ``Duplicated``,
+``spreadConstraints`` with ``minGroups`` > 1, ``dynamicWeight`` (a division of replicas).
+``Divided``/``Aggregated`` means "as few clusters as possible", which one cluster is;
+``staticWeightList`` restricts the job to the listed clusters and ranks them.
 """
 
 from __future__ import annotations
@@ -14,8 +16,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from federation.domain.errors import InvalidInput
-from federation.domain.manifests_fields import check_keys, integer, mapping, sequence, string, string_map, strings
+from federation.domain.manifests_fields import (
+    boolean,
+    check_keys,
+    integer,
+    mapping,
+    sequence,
+    string,
+    string_map,
+    strings,
+)
 from federation.domain.manifests_volcano import parse_tolerations
+from federation.domain.policies import CLUSTER_WIDE, NAMESPACED, PolicyObject, ResourceSelector
 from federation.domain.propagation import (
     ClusterAffinity,
     ClusterAffinityTerm,
@@ -23,10 +35,14 @@ from federation.domain.propagation import (
     ReplicaScheduling,
     SpreadConstraint,
 )
+from federation.domain.selectors import LabelRequirement, LabelSelector
 
+# Workload kinds a policy may select: what the federation places.
+SELECTABLE = {("batch.volcano.sh/v1alpha1", "Job"), ("apps/v1", "Deployment"), ("apps/v1", "StatefulSet")}
 _SPEC_KEYS = ("resourceSelectors", "placement", "priority", "preemption", "propagateDeps", "schedulerName",
-              "failover", "conflictResolution", "activationPreference", "suspension", "dependentOverrides",
-              "association", "preserveResourcesOnDeletion", "schedulePriority")
+              "suspension", "association")
+_SPEC_UNSUPPORTED = ("failover", "conflictResolution", "activationPreference", "dependentOverrides",
+                     "preserveResourcesOnDeletion", "schedulePriority")
 _PLACEMENT_KEYS = ("clusterAffinity", "clusterAffinities", "clusterTolerations", "spreadConstraints",
                    "replicaScheduling")
 _AFFINITY_KEYS = ("clusterNames", "labelSelector", "exclude")
@@ -36,14 +52,33 @@ def _rooted(path: str, exc: InvalidInput) -> InvalidInput:
     return exc if exc.path.startswith(path) else exc.under(path)
 
 
+def label_selector(value: object, path: str) -> LabelSelector:
+    """A Kubernetes LabelSelector (matchLabels and matchExpressions)."""
+    raw = mapping(value, path)
+    check_keys(raw, path, ("matchLabels", "matchExpressions"))
+    requirements: list[LabelRequirement] = []
+    for i, item in enumerate(sequence(raw.get("matchExpressions"), f"{path}.matchExpressions")):
+        where = f"{path}.matchExpressions[{i}]"
+        expr = mapping(item, where)
+        check_keys(expr, where, ("key", "operator", "values"))
+        try:
+            requirements.append(LabelRequirement(key=string(expr.get("key", ""), f"{where}.key"),
+                                                 operator=string(expr.get("operator", ""), f"{where}.operator"),
+                                                 values=strings(expr.get("values"), f"{where}.values")))
+        except InvalidInput as exc:
+            raise _rooted(where, exc) from None
+    return LabelSelector(tuple(string_map(raw.get("matchLabels"), f"{path}.matchLabels").items()),
+                         tuple(requirements))
+
+
 def _affinity(item: Mapping[str, object], path: str, extra: tuple[str, ...] = ()) -> ClusterAffinity:
-    check_keys(item, path, (*_AFFINITY_KEYS, *extra), ("fieldSelector",))
-    selector = mapping(item.get("labelSelector"), f"{path}.labelSelector")
-    check_keys(selector, f"{path}.labelSelector", ("matchLabels",), ("matchExpressions",))
+    check_keys(item, path, (*_AFFINITY_KEYS, *extra), ("fieldSelector", "overflowAffinities"))
+    selector = label_selector(item.get("labelSelector"), f"{path}.labelSelector")
     return ClusterAffinity(
         cluster_names=strings(item.get("clusterNames"), f"{path}.clusterNames"),
-        match_labels=string_map(selector.get("matchLabels"), f"{path}.labelSelector.matchLabels"),
+        match_labels=dict(selector.match_labels),
         exclude=strings(item.get("exclude"), f"{path}.exclude"),
+        match_expressions=selector.match_expressions,
     )
 
 
@@ -52,7 +87,7 @@ def _spread(raw: object, path: str) -> SpreadConstraint:
     check_keys(item, path, ("spreadByField", "spreadByLabel", "minGroups", "maxGroups"))
     by_label = string(item.get("spreadByLabel", ""), f"{path}.spreadByLabel")
     try:
-        return SpreadConstraint(
+        spread = SpreadConstraint(
             spread_by_field=string(item.get("spreadByField", "" if by_label else "cluster"), f"{path}.spreadByField"),
             spread_by_label=by_label,
             min_groups=integer(item.get("minGroups", 0), f"{path}.minGroups"),
@@ -60,13 +95,17 @@ def _spread(raw: object, path: str) -> SpreadConstraint:
         )
     except InvalidInput as exc:
         raise _rooted(path, exc) from None
+    if spread.min_groups > 1:
+        raise InvalidInput(f"{path}.minGroups", f"{spread.min_groups} not supported: a gang runs in exactly one "
+                           "cluster, so it can never span several groups")
+    return spread
 
 
 def _replica_scheduling(value: object, path: str) -> ReplicaScheduling:
     item = mapping(value, path)
     check_keys(item, path, ("replicaSchedulingType", "replicaDivisionPreference", "weightPreference"))
     pref = mapping(item.get("weightPreference"), f"{path}.weightPreference")
-    check_keys(pref, f"{path}.weightPreference", ("staticWeightList", "dynamicWeight"))
+    check_keys(pref, f"{path}.weightPreference", ("staticWeightList",), ("dynamicWeight",))
     weights: list[tuple[str, int]] = []
     list_path = f"{path}.weightPreference.staticWeightList"
     for i, raw in enumerate(sequence(pref.get("staticWeightList"), list_path)):
@@ -80,44 +119,24 @@ def _replica_scheduling(value: object, path: str) -> ReplicaScheduling:
             raise InvalidInput(f"{list_path}[{i}].targetCluster.clusterNames", "at least one cluster is required")
         weight = integer(entry.get("weight"), f"{list_path}[{i}].weight")
         weights.extend((name, weight) for name in names)
+    kind = string(item.get("replicaSchedulingType", "Divided"), f"{path}.replicaSchedulingType")
+    if kind == "Duplicated":
+        raise InvalidInput(f"{path}.replicaSchedulingType", "Duplicated not supported: it would run a full copy "
+                           "of the gang in every selected cluster; the federation runs each job once, in one cluster")
     try:
         return ReplicaScheduling(
-            type=string(item.get("replicaSchedulingType", "Divided"), f"{path}.replicaSchedulingType"),
+            type=kind,
             division_preference=string(item.get("replicaDivisionPreference", "Aggregated"),
                                        f"{path}.replicaDivisionPreference"),
             static_weights=tuple(weights),
-            dynamic_weight=string(pref.get("dynamicWeight", ""), f"{path}.weightPreference.dynamicWeight"),
         )
     except InvalidInput as exc:
         raise _rooted(path, exc) from None
 
 
-def _check_selectors(spec: Mapping[str, object], path: str, job_name: str, job_namespace: str) -> None:
-    if "resourceSelectors" not in spec:
-        return
-    sel_path = f"{path}.spec.resourceSelectors"
-    for i, raw in enumerate(sequence(spec["resourceSelectors"], sel_path)):
-        sel = mapping(raw, f"{sel_path}[{i}]")
-        if (sel.get("apiVersion", "batch.volcano.sh/v1alpha1") == "batch.volcano.sh/v1alpha1"
-                and sel.get("kind", "Job") == "Job"
-                and sel.get("name", job_name) == job_name
-                and sel.get("namespace", job_namespace) == job_namespace):
-            return
-    raise InvalidInput(sel_path, f"does not select the Job {job_namespace}/{job_name} in this file")
-
-
-def parse_propagation(doc: Mapping[str, object], path: str, job_name: str, job_namespace: str) -> PropagationPolicy:
-    """A (Cluster)PropagationPolicy document (``path`` is ``documents[i]``) for the file's Job."""
-    meta = mapping(doc.get("metadata"), f"{path}.metadata")
-    spec = mapping(doc.get("spec"), f"{path}.spec")
-    check_keys(spec, f"{path}.spec", _SPEC_KEYS)
-    if doc.get("kind") == "PropagationPolicy":
-        namespace = string(meta.get("namespace", "default"), f"{path}.metadata.namespace")
-        if namespace != job_namespace:
-            raise InvalidInput(f"{path}.metadata.namespace",
-                               f"a PropagationPolicy in {namespace!r} cannot select a Job in {job_namespace!r}")
-    _check_selectors(spec, path, job_name, job_namespace)
-    pp = f"{path}.spec.placement"
+def parse_placement(spec: Mapping[str, object], path: str, name: str) -> PropagationPolicy:
+    """``spec.placement`` (``path`` is the spec's path) into the placement a job carries."""
+    pp = f"{path}.placement"
     placement = mapping(spec.get("placement"), pp)
     check_keys(placement, pp, _PLACEMENT_KEYS, ("workloadAffinity",))
     affinity = None
@@ -127,14 +146,14 @@ def parse_propagation(doc: Mapping[str, object], path: str, job_name: str, job_n
     for i, raw in enumerate(sequence(placement.get("clusterAffinities"), f"{pp}.clusterAffinities")):
         where = f"{pp}.clusterAffinities[{i}]"
         item = mapping(raw, where)
-        name = string(item.get("affinityName", ""), f"{where}.affinityName")
-        if not name:
+        term = string(item.get("affinityName", ""), f"{where}.affinityName")
+        if not term:
             raise InvalidInput(f"{where}.affinityName", "is required")
-        terms.append(ClusterAffinityTerm(name, _affinity(item, where, ("affinityName",))))
+        terms.append(ClusterAffinityTerm(term, _affinity(item, where, ("affinityName",))))
     scheduling = placement.get("replicaScheduling")
     try:
         return PropagationPolicy(
-            name=string(meta.get("name", ""), f"{path}.metadata.name"),
+            name=name,
             cluster_affinity=affinity,
             cluster_affinities=tuple(terms),
             cluster_tolerations=parse_tolerations(placement.get("clusterTolerations"), f"{pp}.clusterTolerations"),
@@ -146,4 +165,98 @@ def parse_propagation(doc: Mapping[str, object], path: str, job_name: str, job_n
             if scheduling is not None else None,
         )
     except InvalidInput as exc:
-        raise _rooted(f"{path}.spec", exc) from None
+        raise _rooted(path, exc) from None
+
+
+def _selector(raw: object, path: str) -> ResourceSelector:
+    item = mapping(raw, path)
+    check_keys(item, path, ("apiVersion", "kind", "name", "namespace", "labelSelector"))
+    api = string(item.get("apiVersion", ""), f"{path}.apiVersion")
+    kind = string(item.get("kind", ""), f"{path}.kind")
+    if (api, kind) not in SELECTABLE:
+        known = ", ".join(f"{k} ({a})" for a, k in sorted(SELECTABLE))
+        raise InvalidInput(f"{path}.kind", f"{kind} ({api}) not supported: the federation places only {known}")
+    selector = label_selector(item["labelSelector"], f"{path}.labelSelector") if "labelSelector" in item else None
+    return ResourceSelector(api_version=api, kind=kind, name=string(item.get("name", ""), f"{path}.name"),
+                            namespace=string(item.get("namespace", ""), f"{path}.namespace"),
+                            label_selector=selector)
+
+
+def _check_spec_scalars(spec: Mapping[str, object], sp: str) -> tuple[str, bool]:
+    """The spec fields outside placement: (preemption, suspend dispatching); refusals named."""
+    if spec.get("propagateDeps", False) is not False:
+        boolean(spec["propagateDeps"], f"{sp}.propagateDeps")
+        raise InvalidInput(f"{sp}.propagateDeps", "true not supported: the federation does not propagate the "
+                           "ConfigMaps, Secrets or claims a job refers to; create them in each member cluster")
+    if spec.get("association", False) is not False:
+        raise InvalidInput(f"{sp}.association", "true not supported (deprecated in Karmada)")
+    scheduler = string(spec.get("schedulerName", "default-scheduler"), f"{sp}.schedulerName")
+    if scheduler not in ("default-scheduler", "default"):
+        raise InvalidInput(f"{sp}.schedulerName", f"{scheduler!r} not supported: the federation's planner places "
+                           "every job")
+    suspension = mapping(spec.get("suspension"), f"{sp}.suspension")
+    check_keys(suspension, f"{sp}.suspension", ("dispatching",), ("dispatchingOnClusters",))
+    suspend = boolean(suspension.get("dispatching", False), f"{sp}.suspension.dispatching")
+    return string(spec.get("preemption", "Never"), f"{sp}.preemption"), suspend
+
+
+def parse_policy_object(doc: Mapping[str, object], path: str) -> PolicyObject:
+    """A (Cluster)PropagationPolicy applied as an object (``path`` is ``documents[i]``)."""
+    kind = doc.get("kind")
+    meta = mapping(doc.get("metadata"), f"{path}.metadata")
+    spec = mapping(doc.get("spec"), f"{path}.spec")
+    sp = f"{path}.spec"
+    check_keys(spec, sp, _SPEC_KEYS, _SPEC_UNSUPPORTED)
+    name = string(meta.get("name", ""), f"{path}.metadata.name")
+    if kind == NAMESPACED:
+        namespace = string(meta.get("namespace") or "default", f"{path}.metadata.namespace")
+    else:
+        namespace = ""
+        if meta.get("namespace"):
+            raise InvalidInput(f"{path}.metadata.namespace", "a ClusterPropagationPolicy is not namespaced")
+    selectors = tuple(_selector(raw, f"{sp}.resourceSelectors[{i}]")
+                      for i, raw in enumerate(sequence(spec.get("resourceSelectors"), f"{sp}.resourceSelectors")))
+    preemption, suspend = _check_spec_scalars(spec, sp)
+    try:
+        return PolicyObject(
+            kind=str(kind) if kind in (NAMESPACED, CLUSTER_WIDE) else NAMESPACED, name=name, namespace=namespace,
+            resource_selectors=selectors, placement=parse_placement(spec, sp, name),
+            priority=integer(spec.get("priority", 0), f"{sp}.priority"), preemption=preemption,
+            suspend_dispatching=suspend)
+    except InvalidInput as exc:
+        raise _rooted(path, exc) from None
+
+
+def _check_selects(policy: PolicyObject, path: str, job_name: str, job_namespace: str) -> None:
+    for sel in policy.resource_selectors:
+        if ((sel.api_version, sel.kind) == ("batch.volcano.sh/v1alpha1", "Job")
+                and sel.name in ("", job_name) and sel.namespace in ("", job_namespace)):
+            return
+    raise InvalidInput(f"{path}.spec.resourceSelectors",
+                       f"does not select the Job {job_namespace}/{job_name} in this file")
+
+
+def parse_propagation(doc: Mapping[str, object], path: str, job_name: str, job_namespace: str) -> PropagationPolicy:
+    """The inline policy of a ``submit -f`` file; it must select the file's Job.
+
+    ``priority``, ``preemption`` and ``suspension`` decide between stored policies; inline,
+    the policy is the job's own and none of them can mean anything, so they are refused.
+    """
+    spec = mapping(doc.get("spec"), f"{path}.spec")
+    if "resourceSelectors" not in spec:
+        spec = {**spec, "resourceSelectors": [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                                               "name": job_name}]}
+    for key in ("priority", "preemption", "suspension"):
+        if key in spec:
+            raise InvalidInput(f"{path}.spec.{key}", "not supported in a policy submitted with its Job; "
+                               "apply the policy as an object (fedctl apply -f)")
+    meta = mapping(doc.get("metadata"), f"{path}.metadata")
+    if doc.get("kind") == NAMESPACED:
+        namespace = string(meta.get("namespace", "default"), f"{path}.metadata.namespace")
+        if namespace != job_namespace:
+            raise InvalidInput(f"{path}.metadata.namespace",
+                               f"a PropagationPolicy in {namespace!r} cannot select a Job in {job_namespace!r}")
+    policy = parse_policy_object({**doc, "spec": spec, "metadata": {**meta, "name": meta.get("name") or job_name}},
+                                 path)
+    _check_selects(policy, path, job_name, job_namespace)
+    return policy.placement

@@ -39,6 +39,7 @@ from federation.domain.manifests_fields import (
     strings,
 )
 from federation.domain.nodes import Toleration
+from federation.domain.policies import PriorityClass
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
@@ -50,6 +51,8 @@ NAMESPACES_ANNOTATION = "federation.io/namespaces"
 DEFAULT_NAMESPACE_ANNOTATION = "federation.io/default-namespace"
 POD_SECURITY_ANNOTATION = "federation.io/pod-security"
 SYSTEM_NAMESPACES_ANNOTATION = "federation.io/allow-system-namespaces"
+# Volcano's older hierarchical DRF annotations; refused in favour of spec.parent (one way to say it).
+HIERARCHY_ANNOTATIONS = ("volcano.sh/hierarchy", "volcano.sh/hierarchy-weights")
 TOPOLOGY_WAIT_ANNOTATION = "federation.io/topology-wait"  # opt-in hold for a lower tier (placement/intent.py)
 
 # priorityClassName -> priority. No class means 0, as in Kubernetes without a globalDefault.
@@ -76,13 +79,31 @@ _QUEUE_SPEC_KEYS = ("weight", "priority", "capability", "guarantee", "deserved",
 _QUEUE_SPEC_UNSUPPORTED = ("affinity", "type", "extendClusters", "dequeueStrategy")
 
 
-def priority_for_class(priority_class: str) -> int:
-    """The built-in priority of a ``priorityClassName`` (path-less error; callers root it)."""
-    if priority_class not in PRIORITY_CLASSES:
-        known = ", ".join(k for k in PRIORITY_CLASSES if k)
-        raise InvalidInput("", f"unknown priorityClassName {priority_class!r} (one of {known}; "
-                               f"or set the annotation {PRIORITY_ANNOTATION})")
-    return PRIORITY_CLASSES[priority_class]
+def resolve_priority_class(priority_class: str, applied: Mapping[str, PriorityClass] | None = None) -> tuple[int, str]:
+    """(priority, class name) for a job's ``priorityClassName`` (path-less error; callers root it).
+
+    Classes applied to the federation (``fedctl apply`` of scheduling.k8s.io/v1 PriorityClass)
+    come first, then the built-in ``PRIORITY_CLASSES``; no class means the applied
+    ``globalDefault`` class if there is one (as Kubernetes admission does), else 0.
+    """
+    applied = applied or {}
+    if not priority_class:
+        default = next((pc for pc in applied.values() if pc.global_default), None)
+        return (default.value, default.name) if default is not None else (0, "")
+    if priority_class in applied:
+        return applied[priority_class].value, priority_class
+    if priority_class in PRIORITY_CLASSES:
+        return PRIORITY_CLASSES[priority_class], priority_class
+    known = ", ".join(sorted({*applied, *(k for k in PRIORITY_CLASSES if k)}))
+    raise InvalidInput("", f"priority class {priority_class!r} not found: apply a PriorityClass "
+                           f"(scheduling.k8s.io/v1) first, or use one of {known}")
+
+
+def explicit_priority(doc: Mapping[str, object]) -> bool:
+    """The Job sets its priority itself (the annotation); otherwise the server resolves its class."""
+    meta = doc.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    return isinstance(annotations, Mapping) and PRIORITY_ANNOTATION in annotations
 
 
 def _rooted(path: str, exc: InvalidInput) -> InvalidInput:
@@ -132,7 +153,15 @@ def _tolerations(spec: Mapping[str, object], path: str) -> tuple[Toleration, ...
 
 
 def parse_tolerations(value: object, path: str) -> tuple[Toleration, ...]:
-    """Kubernetes tolerations (also Karmada clusterTolerations)."""
+    """Karmada clusterTolerations (against cluster taints).
+
+    ``tolerationSeconds`` is refused: how long a job may stay on a cluster under a NoExecute
+    taint is decided by the service's grace period, not per job. (Pod tolerations in a
+    task's template are passed to the member cluster whole, where Kubernetes honours them.)
+    """
+    for i, raw in enumerate(sequence(value, path)):
+        check_keys(mapping(raw, f"{path}[{i}]"), f"{path}[{i}]", ("key", "operator", "value", "effect"),
+                   ("tolerationSeconds",))
     return _tolerations({"tolerations": value}, path)
 
 
@@ -196,6 +225,33 @@ def _task(raw: object, path: str) -> tuple[Task, tuple[Toleration, ...]]:
     return task, tolerations
 
 
+def _check_job_fields(meta: Mapping[str, object], spec: Mapping[str, object], path: str) -> None:
+    """Job fields accepted only where their meaning holds here (docs/design/compatibility.md)."""
+    if "name" not in meta:
+        hint = (" (generateName not supported: a job is addressed by a stable name, as kubectl apply requires)"
+                if "generateName" in meta else "")
+        raise InvalidInput(f"{path}.metadata.name", f"is required{hint}")
+    scheduler = spec.get("schedulerName", "volcano")
+    if scheduler != "volcano":
+        raise InvalidInput(f"{path}.spec.schedulerName", f"{scheduler!r} not supported: only volcano, whose gang "
+                           "placement and binding the federation performs itself")
+    if "ttlSecondsAfterFinished" in spec:
+        raise InvalidInput(f"{path}.spec.ttlSecondsAfterFinished", "not supported: a finished job keeps its "
+                           "record and pods until it is deleted")
+    if "runningEstimate" in spec:
+        raise InvalidInput(f"{path}.spec.runningEstimate", "not supported: the planner does not use run-time "
+                           "estimates")
+
+
+def _named(raw: object, index: int) -> object:
+    """A task without a name is named ``default<index>``, as Volcano's job admission webhook
+    does (volcano-sh/volcano pkg/webhooks/admission/jobs/mutate ``mutateSpec``:
+    ``DefaultTaskSpec + strconv.Itoa(index)``, DefaultTaskSpec = "default")."""
+    if isinstance(raw, Mapping) and not raw.get("name"):
+        return {**raw, "name": f"default{index}"}
+    return raw
+
+
 def _network_topology(value: object, path: str) -> NetworkTopology:
     item = mapping(value, path)
     check_keys(item, path, ("mode", "highestTierAllowed", "highestTierName"))
@@ -224,10 +280,9 @@ def _priority(annotations: Mapping[str, str], priority_class: str, path: str) ->
         except ValueError:
             raise InvalidInput(f"{path}.metadata.annotations[{PRIORITY_ANNOTATION}]",
                                f"must be an integer, got {text!r}") from None
-    try:
-        return priority_for_class(priority_class)
-    except InvalidInput as exc:
-        raise _rooted(f"{path}.spec.priorityClassName", exc) from None
+    # Built-in classes resolve here; any other is resolved by the server against the
+    # PriorityClasses applied to the federation (0 is a placeholder, never sent).
+    return PRIORITY_CLASSES.get(priority_class, 0)
 
 
 def _topology_wait(annotations: Mapping[str, str], path: str) -> float | None:
@@ -249,11 +304,10 @@ def parse_job(doc: Mapping[str, object], path: str, propagation: PropagationPoli
     meta = mapping(doc.get("metadata"), f"{path}.metadata")
     spec = mapping(doc.get("spec"), f"{path}.spec")
     check_keys(spec, f"{path}.spec", _JOB_SPEC_KEYS, _JOB_SPEC_UNSUPPORTED)
-    if "name" not in meta:
-        raise InvalidInput(f"{path}.metadata.name", "is required")
+    _check_job_fields(meta, spec, path)
     annotations = string_map(meta.get("annotations"), f"{path}.metadata.annotations")
     priority_class = string(spec.get("priorityClassName", ""), f"{path}.spec.priorityClassName")
-    parsed = [_task(raw, f"{path}.spec.tasks[{i}]")
+    parsed = [_task(_named(raw, i), f"{path}.spec.tasks[{i}]")
               for i, raw in enumerate(sequence(spec.get("tasks"), f"{path}.spec.tasks"))]
     topology = spec.get("networkTopology")
     try:
@@ -291,6 +345,10 @@ def parse_queue(doc: Mapping[str, object], path: str) -> Queue:
     if "name" not in meta:
         raise InvalidInput(f"{path}.metadata.name", "is required")
     annotations = string_map(meta.get("annotations"), f"{path}.metadata.annotations")
+    for key in HIERARCHY_ANNOTATIONS:
+        if key in annotations:
+            raise InvalidInput(f"{path}.metadata.annotations[{key}]", "not supported: express the hierarchy with "
+                               "spec.parent and each queue's spec.weight (Volcano's hierarchical queues)")
     owners = tuple(o.strip() for o in annotations.get(OWNERS_ANNOTATION, "").split(",") if o.strip())
     guarantee = mapping(spec.get("guarantee"), f"{path}.spec.guarantee")
     check_keys(guarantee, f"{path}.spec.guarantee", ("resource",))

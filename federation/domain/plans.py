@@ -53,6 +53,9 @@ class RunningJob:
 class PendingJob:
     job: Job
     submitted_at: float = 0.0
+    # False when the job's PriorityClass says ``preemptionPolicy: Never``: it waits for room
+    # and never evicts another gang (Kubernetes non-preempting priority classes).
+    may_preempt: bool = True
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,14 @@ class PlanLimits:
     # A job pending this long that cannot be placed gets one domain kept for it: other jobs
     # of its band and below may not start there (placement/reserve.py); None disables.
     reserve_after_seconds: float | None = None
+    # A gang of several pods pending this long that cannot be placed gets the nodes it
+    # needs held in the domain of its lowest feasible tier closest to holding it: other
+    # jobs of its band and below may not start there (placement/admission.py); None disables.
+    gang_hold_after_seconds: float | None = None
+    # Volcano-style enqueue gate: pending jobs are admitted oldest first (by band) while the
+    # admitted jobs' requests fit this factor x healthy capacity - used; the rest wait
+    # unplanned this round (placement/admission.py); None admits everything.
+    enqueue_overcommit: float | None = None
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,11 @@ clusterAffinities fallback, clusterTolerations, spreadConstraints, replicaSchedu
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from federation.domain.errors import require
 from federation.domain.nodes import Taint, Toleration, untolerated
+from federation.domain.selectors import LabelRequirement
 
 
 @dataclass(frozen=True)
@@ -19,16 +20,19 @@ class ClusterAffinity:
     cluster_names: tuple[str, ...] = ()
     match_labels: Mapping[str, str] = field(default_factory=dict)
     exclude: tuple[str, ...] = ()
+    match_expressions: tuple[LabelRequirement, ...] = ()
 
     def __hash__(self) -> int:
-        return hash((self.cluster_names, tuple(sorted(self.match_labels.items())), self.exclude))
+        return hash((self.cluster_names, tuple(sorted(self.match_labels.items())), self.exclude,
+                     self.match_expressions))
 
     def matches(self, cluster: str, labels: Mapping[str, str]) -> bool:
         if cluster in self.exclude:
             return False
         if self.cluster_names and cluster not in self.cluster_names:
             return False
-        return all(labels.get(k) == v for k, v in self.match_labels.items())
+        return (all(labels.get(k) == v for k, v in self.match_labels.items())
+                and all(r.matches(labels) for r in self.match_expressions))
 
 
 @dataclass(frozen=True)
@@ -88,10 +92,34 @@ class PropagationPolicy:
                 "clusterAffinity and clusterAffinities are mutually exclusive")
 
     def affinity_groups(self) -> tuple[ClusterAffinity | None, ...]:
-        """The affinity terms in fallback order; ``(None,)`` means any cluster."""
-        if self.cluster_affinities:
-            return tuple(t.affinity for t in self.cluster_affinities)
-        return (self.cluster_affinity,)
+        """The affinity terms in fallback order; ``(None,)`` means any cluster.
+
+        A ``staticWeightList`` ranks clusters: each term is split into one group per weight,
+        heaviest first, so a gang (which lives in one cluster) goes to the heaviest listed
+        cluster that can hold it — Karmada gives heavier clusters more replicas — and falls
+        back to lighter ones only when none of them can.
+        """
+        terms = tuple(t.affinity for t in self.cluster_affinities) if self.cluster_affinities \
+            else (self.cluster_affinity,)
+        weights = self.weighted_clusters()
+        if not weights:
+            return terms
+        ranked = sorted(set(weights.values()), reverse=True)
+        out: list[ClusterAffinity | None] = []
+        for term in terms:
+            base = term or ClusterAffinity()
+            for weight in ranked:
+                names = tuple(sorted(c for c, w in weights.items() if w == weight
+                                     and (not base.cluster_names or c in base.cluster_names)))
+                if names:
+                    out.append(replace(base, cluster_names=names))
+        return tuple(out) or terms
+
+    def weighted_clusters(self) -> dict[str, int]:
+        """``staticWeightList`` as cluster -> weight (empty: no list, every cluster allowed)."""
+        if self.replica_scheduling is None:
+            return {}
+        return dict(self.replica_scheduling.static_weights)
 
     def tolerates(self, taints: tuple[Taint, ...]) -> bool:
         return not untolerated(taints, self.cluster_tolerations)

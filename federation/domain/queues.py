@@ -10,6 +10,7 @@ from federation.domain.names import dns_label, is_system_namespace
 from federation.domain.pod_security import DEFAULT_LEVEL, LEVELS
 from federation.domain.resources import Resources
 
+ROOT_QUEUE = "root"  # Volcano's implicit root queue: parent "root" == no parent
 _QUEUE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -53,7 +54,11 @@ class Queue:
         require(1 <= self.weight <= 65535, "weight", "must be between 1 and 65535")
         if self.capability is not None:
             require(self.guarantee.fits_in(self.capability), "guarantee", "must not exceed capability")
+        require(self.name != ROOT_QUEUE, "name", "'root' is the implicit root of the queue tree (Volcano); "
+                "set parent: root, or no parent, on top-level queues")
         require(self.parent != self.name, "parent", "a queue cannot be its own parent")
+        if self.parent == ROOT_QUEUE:
+            object.__setattr__(self, "parent", None)  # root is implicit: the same as no parent
         if self.topology_wait_seconds is not None:
             require(0 <= self.topology_wait_seconds <= 30 * 86_400.0,
                     "topologyWaitSeconds", "must be between 0 and 30 days")

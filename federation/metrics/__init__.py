@@ -1,4 +1,4 @@
-"""Prometheus metrics of the central service and the agent (docs/design/metrics.md).
+"""Prometheus metrics of the central service and the agent (docs/design/observability.md).
 
 ``instruments`` holds what code paths count as they run (rounds, submissions, dispatch);
 ``gauges`` computes the state gauges (jobs, queues, clusters, streams) at scrape time;

@@ -39,6 +39,9 @@ def cluster_block(job: Job, cluster: ClusterSnapshot, affinity: ClusterAffinity 
         return "unschedulable"
     if affinity is not None and not affinity.matches(cluster.name, cluster.labels):
         return "affinity"
+    weights = job.propagation.weighted_clusters() if job.propagation is not None else {}
+    if weights and cluster.name not in weights:  # Karmada staticWeightList: unlisted clusters get nothing
+        return "affinity"
     tolerations = job.propagation.cluster_tolerations if job.propagation is not None else ()
     if untolerated(cluster.taints, tolerations):
         return "taints"

@@ -11,7 +11,9 @@ resource the queue uses most, as in DRF — Ghodsi et al. 2011; Armada
   an explicit ``deserved`` when set, and floored by its ``guarantee`` (also capped by demand:
   an idle guarantee is reserved, not a share of work);
 * the remaining capacity rises like water, each queue receiving ``level x weight`` until it
-  hits its cap; capacity a capped queue cannot use flows to the others.
+  hits its cap; capacity a capped queue cannot use flows to the others;
+* hierarchical queues (``parent``) are water-filled level by level down the tree
+  (placement/hierarchy.py).
 
 Simplification (documented in docs/design/placement.md): shares of different queues are
 added as if they were in the same resource, i.e. the sum of dominant shares is at most 1.
@@ -25,6 +27,7 @@ from collections.abc import Mapping, Sequence
 
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
+from federation.placement.hierarchy import hierarchical_shares, is_hierarchical
 
 
 def dominant_share(usage: Resources, capacity: Resources) -> float:
@@ -70,6 +73,8 @@ def fair_shares(
     ``demand`` is keyed by queue name and should hold what the queue wants in total
     (running usage plus pending requests); ``capacity`` is the federation's total.
     """
+    if is_hierarchical(queues):  # split level by level down the queue tree (placement/hierarchy.py)
+        return hierarchical_shares(queues, demand, lambda q, want: share_bounds(q, want, capacity), water_fill)
     bounds: dict[str, tuple[float, float, int]] = {}
     for queue in queues:
         want = demand.get(queue.name, Resources())
@@ -78,14 +83,21 @@ def fair_shares(
         floor, cap = share_bounds(queue, want, capacity)
         bounds[queue.name] = (floor, cap, queue.weight)
     out = {q.name: 0.0 for q in queues}
+    out.update(water_fill(bounds, 1.0))
+    return out
+
+
+def water_fill(bounds: Mapping[str, tuple[float, float, int]], available: float) -> dict[str, float]:
+    """Share ``available`` among (floor, cap, weight) entries: floors first, then by weight."""
+    out: dict[str, float] = {}
     if not bounds:
         return out
     total_floor = sum(b[0] for b in bounds.values())
-    if total_floor >= 1.0:  # guarantees oversubscribed: scale them down proportionally
+    if total_floor >= available:  # guarantees oversubscribed: scale them down proportionally
         for name, (floor, _, _) in bounds.items():
-            out[name] = floor / total_floor
+            out[name] = floor / total_floor * available if total_floor else 0.0
         return out
-    if sum(b[1] for b in bounds.values()) <= 1.0:
+    if sum(b[1] for b in bounds.values()) <= available:
         for name, (_, cap, _) in bounds.items():
             out[name] = cap
         return out
@@ -96,7 +108,7 @@ def fair_shares(
     low, high = 0.0, max(cap / weight for _, cap, weight in bounds.values())
     for _ in range(100):
         mid = (low + high) / 2
-        if filled(mid) > 1.0:
+        if filled(mid) > available:
             high = mid
         else:
             low = mid

@@ -7,7 +7,8 @@ Order of work (the same layering as the objective, see ``score``):
    queue whose dominant share after adding that job, divided by its fair share, is the
    smallest; a job that does not fit is skipped, its queue carries on;
 3. each job goes to the lowest tier, then the fullest domain, of the first affinity group
-   that can hold it, with pods packed onto nodes (``rounds.Round.place``);
+   that can hold it, with pods packed onto nodes (``rounds.Round.place``); among equally
+   full domains, the one whose ancestors are fullest (``Scoring.guard``);
 4. the band's leftovers then try preemption / reclaim (``preempt``) before any lower band
    is looked at, so lower-priority pending work never takes room a preemption would free.
 
@@ -23,9 +24,9 @@ import time
 from collections import deque
 
 from federation.domain.plans import FederationSnapshot, PendingJob, Plan, PlanLimits, Unplaced
+from federation.placement.admission import hold_room
 from federation.placement.preempt import preempt_for
 from federation.placement.reasons import Diagnoses
-from federation.placement.reserve import reserve_for_starved
 from federation.placement.rounds import Round
 
 
@@ -99,6 +100,6 @@ def greedy_plan(snapshot: FederationSnapshot, limits: PlanLimits = DEFAULT_LIMIT
     started = time.monotonic()
     rnd = Round(snapshot, deadline=started + max(5.0, limits.time_limit_seconds * 10),
                 grace=limits.preemption_grace_seconds, topology_wait=limits.topology_wait_seconds)
-    reserve_for_starved(rnd, limits.reserve_after_seconds)
+    hold_room(rnd, limits)
     left = run_bands(rnd, snapshot.pending)
     return finish(rnd, left, "GREEDY", started, timed_out=rnd.expired())

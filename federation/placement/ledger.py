@@ -20,6 +20,7 @@ from federation.domain.plans import FederationSnapshot, RunningJob
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources, total
 from federation.placement.fairshare import dominant_share, fair_shares
+from federation.placement.hierarchy import ancestors, is_hierarchical
 
 
 def _sums(queues: Iterable[str], items: Iterable[tuple[str, Resources]]) -> dict[str, Resources]:
@@ -124,6 +125,8 @@ class Ledger:
         self.usage = usage
         self.fair = fair_shares(tuple(self.queues.values()), demand, self.capacity)
         self._guarded = tuple(q for q in self.queues.values() if q.guarantee)
+        self._ancestors: dict[str, list[str]] = {}
+        self._nested = is_hierarchical(tuple(self.queues.values()))
 
     def req(self, job: Job) -> Resources:
         """``job.requests``, memoised (it is recomputed on every property access)."""
@@ -153,19 +156,45 @@ class Ledger:
         return found
 
     def capability_ok(self, job: Job) -> bool:
-        cap = self.queues[job.queue].capability
-        if cap is None:
-            return True
+        """The job's queue and every parent above it stay within their capability (a
+        parent's capability caps its whole subtree, as Volcano's hierarchical queues)."""
         req = self.req(job)
-        after = self.usage[job.queue] + req
-        return all(after.get(k) <= v for k, v in cap if req.get(k) > 0)
+        for name in (job.queue, *self.ancestors(job.queue)):
+            cap = self.queues[name].capability if name in self.queues else None
+            if cap is None:
+                continue
+            after = self.subtree_usage(name) + req
+            if not all(after.get(k) <= v for k, v in cap if req.get(k) > 0):
+                return False
+        return True
+
+    def ancestors(self, name: str) -> list[str]:
+        found = self._ancestors.get(name)
+        if found is None:
+            found = self._ancestors[name] = ancestors(self.queues, name)
+        return found
+
+    def subtree_usage(self, name: str) -> Resources:
+        """Usage of ``name`` and every queue below it."""
+        if not self._nested:
+            return self.usage[name]
+        return total([u for q, u in self.usage.items() if q == name or name in self.ancestors(q)])
 
     def held_back(self, for_queue: str) -> Resources:
-        """Unused guarantees of the other queues (never lent to ``for_queue``)."""
+        """Unused guarantees of the other queues (never lent to ``for_queue``).
+
+        Guarantees nest: a guarded queue's guarantee covers its subtree, so an inner
+        guarantee counts only when no guarded queue above it is outside ``for_queue``'s
+        own line (which may use its ancestors' guarantees).
+        """
         acc = Resources()
+        mine = {for_queue, *self.ancestors(for_queue)}
         for q in self._guarded:
-            if q.name != for_queue:
-                acc = acc + (q.guarantee - self.usage[q.name]).clamp_min_zero()
+            if q.name in mine:
+                continue
+            if any(a not in mine and self.queues[a].guarantee for a in self.ancestors(q.name) if a in self.queues):
+                continue  # counted with the outer guarantee
+            acc = acc + (q.guarantee - self.subtree_usage(q.name)).clamp_min_zero()
         return acc
 
     def guarantee_ok(self, job: Job) -> bool:

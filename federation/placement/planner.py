@@ -10,8 +10,10 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 from federation.domain.plans import FederationSnapshot, Plan, PlanLimits
+from federation.placement.admission import enqueue
 from federation.placement.cpsat import plan_cpsat
 from federation.placement.greedy import greedy_plan
 
@@ -43,6 +45,6 @@ def plan(snapshot: FederationSnapshot, limits: PlanLimits = DEFAULT_LIMITS, prev
     decisions stay cheap to repeat (warm start).
     """
     with _no_cyclic_gc():
-        if not snapshot.pending:
-            return greedy_plan(snapshot, limits)
-        return plan_cpsat(snapshot, limits, previous)
+        admitted, waiting = enqueue(snapshot, limits.enqueue_overcommit)
+        result = greedy_plan(admitted, limits) if not admitted.pending else plan_cpsat(admitted, limits, previous)
+        return replace(result, unplaced=result.unplaced + waiting) if waiting else result

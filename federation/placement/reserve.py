@@ -49,7 +49,7 @@ def _holds_when_empty(rnd: Round, dom: DomainState, job: Job) -> bool:
     return pack_masked(pods, pod_classes(job), buckets, exclusive_mask(job)) is not None
 
 
-def _target(rnd: Round, job: Job) -> DomainState | None:
+def target(rnd: Round, job: Job) -> DomainState | None:
     groups = [g for g in rnd.groups(job) if g]
     if not groups:
         return None
@@ -70,6 +70,14 @@ def _target(rnd: Round, job: Job) -> DomainState | None:
     return best[1] if best else None
 
 
+def bar(rnd: Round, job: Job, held: frozenset[tuple[str, str]]) -> None:
+    """Keep ``held`` (cluster, node) pairs from every other pending job of ``job``'s band and below."""
+    band = rnd.scoring.band(job)
+    for other in rnd.snapshot.pending:
+        if other.job.name != job.name and rnd.scoring.band(other.job) >= band:
+            rnd.barred[other.job.name] = rnd.barred.get(other.job.name, frozenset()) | held
+
+
 def reserve_for_starved(rnd: Round, reserve_after: float | None) -> str | None:
     """Bar other jobs from the domain kept for the most starved job; return its name."""
     if reserve_after is None:
@@ -87,14 +95,10 @@ def reserve_for_starved(rnd: Round, reserve_after: float | None) -> str | None:
         job = p.job
         if not rnd.admissible(job) or any(rnd.find_home(job, g) is not None for g in rnd.groups(job) if g):
             continue
-        dom = _target(rnd, job)
+        dom = target(rnd, job)
         if dom is None:
             continue
-        held = frozenset((dom.cluster.name, n) for n in dom.nodes)
-        band = rnd.scoring.band(job)
-        for other in rnd.snapshot.pending:
-            if other.job.name != job.name and rnd.scoring.band(other.job) >= band:
-                rnd.barred[other.job.name] = rnd.barred.get(other.job.name, frozenset()) | held
+        bar(rnd, job, frozenset((dom.cluster.name, n) for n in dom.nodes))
         rnd.reserved = (job.name, dom.cluster.name, dom.domain.name)
         return job.name
     return None

@@ -35,6 +35,7 @@ from federation.placement.score import Scoring
 from federation.placement.state import DomainState, RoundState
 
 MAX_PACK_FAILS = 48  # per tier: give up on a tier after this many domains that fail to pack
+MAX_TIED = 8  # equally tight domains compared on ``Scoring.guard`` before packing
 
 
 class Round:
@@ -52,7 +53,7 @@ class Round:
         # Pending gangs that have waited out the preemption grace and so may evict others.
         self.may_evict = frozenset(
             p.job.name for p in snapshot.pending
-            if grace is not None and (grace <= 0 or snapshot.now - p.submitted_at >= grace))
+            if p.may_preempt and grace is not None and (grace <= 0 or snapshot.now - p.submitted_at >= grace))
         # Gangs still inside their opt-in topology wait (job annotation, queue default or
         # ``topology_wait``, the service default; placement/intent.py): offered only their
         # lowest tier. With none of those set no gang waits (Volcano semantics).
@@ -84,6 +85,8 @@ class Round:
         self._limits: dict[tuple[object, tuple[str, ...], int | None], tuple[dict[str, int | None], int | None]] = {}
         self.barred: dict[str, frozenset[tuple[str, str]]] = {}
         self.reserved: tuple[str, str, str] | None = None  # (job, cluster, domain) kept by ``reserve``
+        # Why it is kept, and the BLOCKED_BY name given to the jobs kept out (``admission`` sets its own).
+        self.reserved_why: tuple[str, str] = ("pending longest in a queue below its fair share", "fairness")
 
     def bar_returning_victims(self, previous: Plan | None) -> None:
         """Keep last round's victims off the room last round planned for still-pending jobs.
@@ -195,7 +198,10 @@ class Round:
     def find_home(
         self, job: Job, names: tuple[str, ...], ignore_limit: bool = False, waiting: bool = True
     ) -> tuple[DomainState, list[str]] | None:
-        """Lowest tier first, then fullest domain: the first domain the gang packs into."""
+        """Lowest tier first, then fullest domain: the first domain the gang packs into.
+
+        Among equally full domains the one whose ancestors are fullest wins
+        (``Scoring.guard``): whole spines stay whole for the gangs that need them."""
         pods, need = self.demand(job)
         st = self.state
         allowed = self._sets.get(names)
@@ -203,11 +209,21 @@ class Round:
             allowed = self._sets[names] = frozenset(names)
         limits, top = self.limits(job, names, waiting) if not ignore_limit else ({n: None for n in names}, None)
         probe = st.probe(pods, need)
+        ix = probe[0]
         for tier in st.tiers:
             if top is not None and tier > top:
                 break
             fails = 0
+            tied: list[DomainState] = []
             for dom in st.candidates(tier, probe, names):
+                if tied and (dom.index[ix] != tied[0].index[ix] or len(tied) >= MAX_TIED):
+                    found = self._pack_tied(job, tied)
+                    if found is not None:
+                        return found
+                    fails += len(tied)
+                    tied = []
+                    if fails >= MAX_PACK_FAILS:
+                        break
                 cname = dom.cluster.name
                 if cname not in allowed:
                     continue
@@ -216,12 +232,22 @@ class Round:
                     continue
                 if any(f < n for f, n in zip(dom.free, need, strict=True)) or not st.slots_ok(dom, pods):
                     continue
-                nodes = self.pack(dom, job)
-                if nodes is not None:
-                    return dom, nodes
-                fails += 1
-                if fails >= MAX_PACK_FAILS:
-                    break
+                tied.append(dom)
+            if tied and fails < MAX_PACK_FAILS:
+                found = self._pack_tied(job, tied)
+                if found is not None:
+                    return found
+        return None
+
+    def _pack_tied(self, job: Job, tied: list[DomainState]) -> tuple[DomainState, list[str]] | None:
+        """Pack into the first of equally tight domains, those with the fullest ancestors first."""
+        if len(tied) > 1:
+            guard = self.scoring.guard
+            tied.sort(key=lambda d: guard(d.cluster.name, d.domain.name))
+        for dom in tied:
+            nodes = self.pack(dom, job)
+            if nodes is not None:
+                return dom, nodes
         return None
 
     def admissible(self, job: Job) -> bool:

@@ -18,6 +18,10 @@ Layering (docs/design/placement.md has the full argument):
    * **topology tier**: ``TIER_PENALTY`` per unit for each tier above the lowest tier any
      allowed empty cluster could offer the gang (at most ``MAX_TIER_STEPS`` steps, so placing
      a gang is always worth more than leaving it pending — soft topology never blocks);
+   * **anticipation**: ``GUARD_MAX`` per unit for breaking a whole domain *above* the
+     chosen one at a tier some pending gang needs as its lowest (a leaf in an empty spine,
+     when an 8-node gang waits for a spine): whole room is kept whole for the queued
+     gangs that need it (``guard``, ``cpsat/anticipation.py``);
    * **packing**: up to ``PACK_PENALTY_MAX`` per unit for landing in an emptier domain
      (best fit keeps whole domains free for the next big gang).
 
@@ -42,6 +46,7 @@ FAIR_BONUS = 256
 TIER_PENALTY = 16
 MAX_TIER_STEPS = 3
 PACK_PENALTY_MAX = 7
+GUARD_MAX = 6  # anticipation + packing (<= 13) stay below one tier step (16)
 RUN_COST_MAX = 32
 
 
@@ -74,6 +79,8 @@ class Scoring:
         self.jobs = {p.job.name: p.job for p in snapshot.pending}
         self.running = {r.job.name: r for r in snapshot.running}
         self._base: int | None = None
+        self._guard: dict[tuple[str, str], int] = {}
+        self._needed: frozenset[int] | None = None
 
     def units(self, job: Job) -> int:
         found = self._units.get(job.name)
@@ -132,10 +139,47 @@ class Scoring:
             self._emptiness[key] = value
         return self._emptiness[key]
 
+    def needed_tiers(self) -> frozenset[int]:
+        """Tiers that some pending gang of several pods needs as its lowest feasible tier."""
+        if self._needed is None:
+            self._needed = frozenset(
+                t for p in self.snapshot.pending if p.job.gang_size > 1 and (t := self.lowest_tier(p.job)) is not None)
+        return self._needed
+
+    def guard(self, cluster: str, hypernode: str) -> int:
+        """0 or GUARD_MAX: does a placement in ``hypernode`` break a whole domain a queued gang needs?
+
+        Every domain strictly above ``hypernode`` is checked. If it was (nearly) empty at round
+        start (emptiness ``PACK_PENALTY_MAX``, at least 7/8 free) and its tier is the lowest
+        feasible tier of some pending gang, the placement pays ``GUARD_MAX`` per unit (once,
+        capped). So a leaf in a busy spine beats an equally tight leaf in a whole spine
+        while an 8-node gang waits for a spine.
+        A graded version (the ancestors' emptiness) was measured first: it moved small jobs
+        out of the tightest leaves and cost wait and JCT on ``volcano-1cluster``.
+        """
+        key = (cluster, hypernode)
+        found = self._guard.get(key)
+        if found is None:
+            found = 0
+            snap = self.snapshot.cluster(cluster)
+            needed = self.needed_tiers()
+            if snap is not None and needed:
+                domains = snap.tree.domains
+                dom = domains.get(hypernode)
+                parent = dom.parent if dom is not None else None
+                while parent is not None:
+                    above = domains[parent]
+                    if above.tier in needed and self.emptiness(cluster, above.name) >= PACK_PENALTY_MAX:
+                        found += GUARD_MAX  # breaks a whole domain a queued gang could use
+                    parent = above.parent
+            found = self._guard[key] = min(GUARD_MAX, found)
+        return found
+
     def placement_value(self, job: Job, cluster: str, hypernode: str, tier: int) -> int:
         """Base value of a placement without the fairness bonus (always > 0)."""
         u = self.units(job)
-        return u * (VALUE - TIER_PENALTY * self.tier_steps(job, tier) - self.emptiness(cluster, hypernode))
+        return u * (VALUE - TIER_PENALTY * self.tier_steps(job, tier) - self.emptiness(cluster, hypernode)
+                    - self.guard(cluster, hypernode))
 
     def run_cost(self, running: RunningJob) -> int:
         gpu_hours = running.job.requests.get(GPU) * max(0.0, self.snapshot.now - running.started_at) / 3600.0
@@ -190,6 +234,7 @@ class Scoring:
             "units": float(self.units(job)),
             "tierSteps": float(self.tier_steps(job, placement.tier)),
             "emptiness": float(self.emptiness(placement.cluster, placement.hypernode)),
+            "guard": float(self.guard(placement.cluster, placement.hypernode)),
             "value": float(self.placement_value(job, placement.cluster, placement.hypernode, placement.tier)),
         }
 

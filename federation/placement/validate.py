@@ -14,6 +14,7 @@ from federation.domain.jobs import Job
 from federation.domain.nodes import Node
 from federation.domain.plans import BLOCKED_BY, FederationSnapshot, Placement, Plan
 from federation.domain.resources import Resources
+from federation.placement.elastic import placed_requests
 from federation.placement.eligibility import (
     affinity_terms,
     cluster_block,
@@ -22,6 +23,7 @@ from federation.placement.eligibility import (
     pod_classes,
     tier_limit,
 )
+from federation.placement.hierarchy import ancestors
 from federation.placement.ledger import queue_of
 from federation.placement.packing import pack_masked, resource_keys, vector
 
@@ -148,21 +150,34 @@ def _capacity(snapshot: FederationSnapshot, plan: Plan) -> Iterator[str]:
 
 
 def _queues(snapshot: FederationSnapshot, plan: Plan) -> Iterator[str]:
+    """No queue, and no parent over its whole subtree, ends above its capability where the
+    plan added work (usage counts the pods that run: an elastic job may run fewer)."""
     jobs = {p.job.name: p.job for p in snapshot.pending}
-    running = {r.job.name: r.job for r in snapshot.running}
+    running = {r.job.name: r for r in snapshot.running}
+    queues = {q.name: q for q in snapshot.queues}
     usage: dict[str, Resources] = {}
     added: dict[str, Resources] = {}
     for r in snapshot.running:
-        usage[r.job.queue] = usage.get(r.job.queue, Resources()) + r.job.requests
+        usage[r.job.queue] = usage.get(r.job.queue, Resources()) + placed_requests(r.job, r.placement.pods)
     for v in plan.preemptions:
         if v.job in running:
-            job = running[v.job]
-            usage[job.queue] = usage.get(job.queue, Resources()) - job.requests
+            r = running[v.job]
+            usage[r.job.queue] = usage.get(r.job.queue, Resources()) - placed_requests(r.job, r.placement.pods)
     for p in plan.placements:
         if p.job in jobs:
             job = jobs[p.job]
-            usage[job.queue] = usage.get(job.queue, Resources()) + job.requests
-            added[job.queue] = added.get(job.queue, Resources()) + job.requests
+            req = placed_requests(job, p.pods)
+            for name in (job.queue, *ancestors(queues, job.queue)):
+                usage[name] = usage.get(name, Resources()) + req
+                added[name] = added.get(name, Resources()) + req
+    for r in snapshot.running:  # the running usage of a subtree, for its parents
+        for name in ancestors(queues, r.job.queue):
+            usage[name] = usage.get(name, Resources()) + placed_requests(r.job, r.placement.pods)
+    for v in plan.preemptions:
+        if v.job in running:
+            r = running[v.job]
+            for name in ancestors(queues, r.job.queue):
+                usage[name] = usage.get(name, Resources()) - placed_requests(r.job, r.placement.pods)
     for name, more in sorted(added.items()):
         cap = queue_of(snapshot, name).capability
         if cap is None:

@@ -187,7 +187,8 @@ class Authenticator:
         """Only admins create, update and delete queues."""
         who = self.require_tenant(context)
         if not who.admin:
-            raise PermissionDenied(f"tenant {who.tenant} is not an admin; only admins manage queues")
+            raise PermissionDenied(f"tenant {who.tenant} is not an admin; "
+                                   "only admins manage queues, policies and priority classes")
         return who
 
     def authorize_cluster(self, context: MetadataContext, cluster: str) -> Identity:

@@ -7,23 +7,61 @@ authenticated tenant may list clusters (they need it to understand placements).
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol
 
 import grpc.aio
 
 from federation.domain.errors import InvalidInput
+from federation.domain.nodes import Taint
 from federation.service.auth import Authenticator
 from federation.service.views import cluster_to_view
 from federation.store.records import ClusterRecord
 from federation.v1 import clusters_pb2, clusters_pb2_grpc
+from federation.wire.base import build
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
+class Trigger(Protocol):
+    def trigger(self, reason: str) -> None: ...
+
+
+def taints_after(current: tuple[Taint, ...], request: clusters_pb2.TaintClusterRequest) -> tuple[Taint, ...]:
+    """The admin taints after ``request`` (kubectl taint semantics); refusals name the field."""
+    out = list(current)
+    for i, spec in enumerate(request.remove):
+        key, _, effect = spec.partition(":")
+        if not key:
+            raise InvalidInput(f"remove[{i}]", "must be KEY or KEY:EFFECT")
+        kept = [t for t in out if not (t.key == key and effect in ("", t.effect))]
+        if len(kept) == len(out):
+            raise InvalidInput(f"remove[{i}]", f"cluster {request.name!r} has no admin taint {spec!r}")
+        out = kept
+    for i, msg in enumerate(request.add):
+        taint = build(f"add[{i}]", Taint, key=msg.key, value=msg.value, effect=msg.effect or "NoSchedule")
+        if taint.effect == "NoExecute":
+            raise InvalidInput(f"add[{i}].effect", "NoExecute not supported for admin taints: the federation "
+                               "does not evict running jobs for them; use NoSchedule (no new placements)")
+        out = [t for t in out if (t.key, t.effect) != (taint.key, taint.effect)] + [taint]
+    return tuple(out)
+
+
 class ClusterServicer(clusters_pb2_grpc.ClusterServiceServicer):
-    def __init__(self, store: Any, auth: Authenticator) -> None:
+    def __init__(self, store: Any, auth: Authenticator, rounds: Trigger | None = None) -> None:
         self._store = store
         self._auth = auth
+        self._rounds = rounds
+
+    async def TaintCluster(self, request: clusters_pb2.TaintClusterRequest, context: Context) -> clusters_pb2.Cluster:
+        self._auth.require_admin(context)
+        if not request.name:
+            raise InvalidInput("name", "must not be empty")
+        record: ClusterRecord = await asyncio.to_thread(self._store.clusters.get, request.name)
+        taints = taints_after(record.admin_taints, request)
+        updated: ClusterRecord = await asyncio.to_thread(self._store.clusters.set_admin_taints, request.name, taints)
+        if self._rounds is not None:
+            self._rounds.trigger("taint")
+        return cluster_to_view(updated)
 
     async def ListClusters(self, request: clusters_pb2.ListClustersRequest,
                            context: Context) -> clusters_pb2.ListClustersResponse:

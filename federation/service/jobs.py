@@ -42,6 +42,7 @@ from federation.service.auth import Authenticator, Identity, PermissionDenied, c
 from federation.service.batching import Batcher
 from federation.service.errors import status_for
 from federation.service.event_feed import EventFeed
+from federation.service.objects import PriorityClassCache
 from federation.service.views import explain, job_to_view
 from federation.store.errors import NotFound
 from federation.store.jobs_submit import Outcome
@@ -130,11 +131,13 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
                  hub: Canceller | None = None, queues: QueueCache | None = None,
                  spec_limit_bytes: int = DEFAULT_SPEC_LIMIT, watch_poll_seconds: float = 0.2,
                  batching: SubmitBatching | None = None, topology_wait_seconds: float = 0.0,
-                 metrics: ServiceMetrics = NO_METRICS, limits: Limits = DEFAULT_LIMITS) -> None:
+                 metrics: ServiceMetrics = NO_METRICS, classes: PriorityClassCache | None = None,
+                 limits: Limits = DEFAULT_LIMITS) -> None:
         self._store = store
         self._limits = limits
         self._topology_wait = topology_wait_seconds  # the service default, for ExplainJob
         self._metrics = metrics
+        self.classes = classes or PriorityClassCache(store)
         self._auth = auth
         self._rounds = rounds
         self._hub = hub
@@ -197,7 +200,8 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         if size > self._limit:
             raise InvalidInput("spec", f"is {size} bytes serialized, over the {self._limit}-byte limit")
         check_job_spec(request.spec, self._limits, "spec")  # counts and names: cheap, before any parsing
-        job = job_from_proto(request.spec, "spec")
+        job = job_from_proto(request.spec, "spec", None if request.spec.HasField("priority")
+                             else await self.classes.get())
         try:
             queue = await self.queues.get(job.queue)
         except NotFound:
@@ -207,6 +211,8 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             job = await asyncio.to_thread(admit, job, request.spec, queue, self._limits)
         else:
             job = admit(job, request.spec, queue, self._limits)
+        if request.dry_run:
+            return jobs_pb2.SubmitJobResponse(job=jobs_pb2.Job(id=job.name), created=False)
         outcome = await self.submissions.submit((job, who.tenant or ""))
         if isinstance(outcome, NotFound):  # the queue was deleted since the cache saw it
             self.queues.invalidate(job.queue)
@@ -321,4 +327,9 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         except NotFound:
             queue = None
         resp.topology_wait = topology_wait(record.job, queue, self._topology_wait).describe()
+        if record.job.propagation is not None:
+            resp.policy = "inline"
+        else:
+            claims = await self._call(self._store.policies.claims, [request.name])
+            resp.policy = claims.get(request.name, "")
         return resp

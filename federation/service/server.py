@@ -33,7 +33,7 @@ import grpc.aio
 from federation.control.loop import DEFAULT_MAX_PENDING, RoundScheduler
 from federation.control.retention import AuditRetention
 from federation.domain.plans import PlanLimits
-from federation.logs import configure
+from federation.logs import FORMATS, configure, redact
 from federation.metrics.exporter import MetricsServer, parse_listen, serve_metrics, with_process_metrics
 from federation.metrics.gauges import FederationCollector
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
@@ -43,8 +43,16 @@ from federation.service.auth import Authenticator
 from federation.service.clusters import ClusterServicer
 from federation.service.errors import ErrorMapping
 from federation.service.jobs import DEFAULT_SPEC_LIMIT, JobServicer, SubmitBatching
+from federation.service.objects import ObjectServicer
 from federation.service.queues import QueueServicer
-from federation.v1 import agent_pb2_grpc, audit_pb2_grpc, clusters_pb2_grpc, jobs_pb2_grpc, queues_pb2_grpc
+from federation.v1 import (
+    agent_pb2_grpc,
+    audit_pb2_grpc,
+    clusters_pb2_grpc,
+    jobs_pb2_grpc,
+    objects_pb2_grpc,
+    queues_pb2_grpc,
+)
 from federation.wire.limits import DEFAULT_LIMITS, Limits
 
 log = logging.getLogger(__name__)
@@ -194,8 +202,10 @@ async def build_server(
     # The QueueService invalidates the submit path's queue cache, so an owner removed here loses
     # SubmitJob and WatchJobs access at once in this process (other replicas: within its ttl).
     queues_pb2_grpc.add_QueueServiceServicer_to_server(QueueServicer(store, auth, jobs.queues), server)
-    clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth), server)
+    clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth, rounds), server)
     audit_pb2_grpc.add_AuditServiceServicer_to_server(AuditServicer(store, auth), server)
+    objects_pb2_grpc.add_ObjectServiceServicer_to_server(
+        ObjectServicer(store, auth, rounds=rounds, on_classes_changed=jobs.classes.invalidate), server)
     if hub is not None:
         agent_pb2_grpc.add_AgentServiceServicer_to_server(hub, server)
     host, port = _host_port(listen)
@@ -255,23 +265,18 @@ def open_store(url: str, *, migrate: bool) -> Any:
 
 
 def _redact(url: str) -> str:
-    """A database URL without its password, fit for a log line."""
-    scheme, sep, rest = url.partition("://")
-    if sep and "@" in rest:
-        creds, _, host = rest.rpartition("@")
-        user, has_password, _ = creds.partition(":")
-        return f"{scheme}://{user}{':***' if has_password else ''}@{host}"
-    return url
+    """A database URL without its password, fit for a log line or an error message."""
+    return redact(url)
 
 
 def serve_main(config: ServeConfig) -> int:
-    """``federation serve``: run until SIGTERM/SIGINT, then shut down gracefully (exit 0)."""
-    try:
-        configure(config.log_format)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    """``federation serve``: run until SIGTERM/SIGINT, then shut down gracefully (exit 0).
+
+    Flags are checked before logging is configured: a refused flag is one ``error:`` line
+    on stderr and exit 2, and leaves the process's logging as it was."""
+    if config.log_format not in FORMATS:
+        print(f"error: --log-format: must be one of {', '.join(FORMATS)}", file=sys.stderr)
         return 2
-    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         _host_port(config.listen)
     except ValueError as exc:
@@ -297,6 +302,8 @@ def serve_main(config: ServeConfig) -> int:
     elif config.tls_client_ca:
         print("error: --tls-client-ca needs --tls-cert and --tls-key", file=sys.stderr)
         return 2
+    configure(config.log_format)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         store = open_store(config.db, migrate=config.migrate)
     except StartupError as exc:

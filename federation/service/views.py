@@ -86,6 +86,7 @@ def cluster_to_view(c: ClusterRecord) -> clusters_pb2.Cluster:
         health=_HEALTH.get(c.health, clusters_pb2.CLUSTER_HEALTH_UNSPECIFIED),
         last_heartbeat=timestamp(c.last_heartbeat), agent_id=c.agent_id, active_jobs=c.active_jobs,
         taints=[types_pb2.Taint(key=t.key, value=t.value, effect=t.effect) for t in c.taints],
+        admin_taints=[types_pb2.Taint(key=t.key, value=t.value, effect=t.effect) for t in c.admin_taints],
     )
     s = c.summary
     if s is not None:

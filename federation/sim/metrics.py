@@ -106,6 +106,23 @@ def mean_gang_tier(jobs: Sequence[JobRecord]) -> float | None:
     return sum(j.tier or 0 for j in gangs) / len(gangs) if gangs else None
 
 
+def largest_gang_waits(jobs: Sequence[JobRecord]) -> list[float]:
+    """Waits (submit to first start; to the end of the run's records if never started) of
+    the largest gangs: the jobs of the most pods among those an empty federation could hold.
+
+    Why: starvation hits the biggest gangs first (every smaller job fits in the room they
+    wait for), so their max and p95 wait is the measure of an admission or reservation rule.
+    A gang that never started counts with its wait up to the last event of the run.
+    """
+    holdable = [j for j in jobs if j.holdable and j.gang_size >= 2]
+    if not holdable:
+        return []
+    top = max(j.gang_size for j in holdable)
+    end = max((t for j in jobs for t in (j.finished_at, j.last_start, j.submitted_at) if t is not None), default=0.0)
+    return [(j.first_start if j.first_start is not None else end) - j.submitted_at
+            for j in holdable if j.gang_size == top]
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile (``q`` in 0..100); 0 for no values."""
     if not values:
@@ -134,6 +151,7 @@ def compute(result: SimResult, *, with_gap: bool = False) -> Metrics:
     counted = [j for j in jobs if j.holdable]
     jct = [j.jct for j in counted if j.jct is not None]
     waits = [j.first_start - j.submitted_at for j in jobs if j.first_start is not None]
+    big = largest_gang_waits(jobs)
     latencies = [r.wall_seconds * 1000.0 for r in result.rounds]
     planner_seconds = sum(r.wall_seconds for r in result.rounds)
     placements = sum(r.placed for r in result.rounds)
@@ -144,6 +162,8 @@ def compute(result: SimResult, *, with_gap: bool = False) -> Metrics:
         "unschedulable": sum(1 for j in jobs if not j.holdable),
         "avgJctSeconds": _mean(jct),
         "avgWaitSeconds": _mean(waits),
+        "largestGangWaitMaxSeconds": max(big, default=None),
+        "largestGangWaitP95Seconds": percentile(big, 95) if big else None,
         "makespanSeconds": end - start,
         "gpuUtilization": gpu_utilization(result),
         "gpuGoodput": gpu_goodput(result),

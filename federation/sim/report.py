@@ -17,6 +17,8 @@ from federation.sim.metrics import Metrics
 DIRECTION: Mapping[str, bool] = {
     "avgJctSeconds": False,
     "avgWaitSeconds": False,
+    "largestGangWaitMaxSeconds": False,
+    "largestGangWaitP95Seconds": False,
     "makespanSeconds": False,
     "gpuUtilization": True,
     "gpuGoodput": True,

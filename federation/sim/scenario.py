@@ -25,7 +25,7 @@ from federation.sim.workload import GenerateSpec, ScenarioJob, explicit_job, gen
 
 FAULT_KINDS = ("nodeFail", "nodeRecover", "clusterDown", "clusterUp", "podFail")
 _TOP_KEYS = ("name", "seed", "clusters", "queues", "jobs", "generate", "commModel", "events")
-_QUEUE_KEYS = ("name", "weight", "priority", "capability", "guarantee", "reclaimable")
+_QUEUE_KEYS = ("name", "weight", "priority", "capability", "guarantee", "reclaimable", "parent")
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,7 @@ def _queue(value: object, path: str) -> Queue:
             capability=f.optional(data, "capability", None, quantities, path),
             guarantee=f.optional(data, "guarantee", Resources(), quantities, path),
             reclaimable=f.optional(data, "reclaimable", True, f.boolean, path),
+            parent=f.optional(data, "parent", None, f.string, path),
         )
     except InvalidInput as exc:
         if exc.path.startswith(path):
@@ -119,6 +120,20 @@ def _check_targets(events: tuple[FaultEvent, ...], clusters: tuple[ClusterSpec, 
             raise InvalidInput(f"events[{i}].target", f"unknown {what} {event.target!r}")
 
 
+def _check_parents(queues: tuple[Queue, ...]) -> None:
+    """Every parent is a queue of the scenario (or root) and the parents form a tree."""
+    by_name = {q.name: q for q in queues}
+    for i, q in enumerate(queues):
+        if q.parent is not None and q.parent not in by_name:
+            raise InvalidInput(f"queues[{i}].parent", f"unknown parent queue {q.parent!r} (a queue here, or root)")
+        seen, cursor = {q.name}, q.parent
+        while cursor is not None:
+            if cursor in seen:
+                raise InvalidInput(f"queues[{i}].parent", f"parent {q.parent!r} makes a cycle")
+            seen.add(cursor)
+            cursor = by_name[cursor].parent
+
+
 def parse_scenario(document: object) -> Scenario:
     """Validate a parsed YAML document into a ``Scenario`` (raises ``InvalidInput``)."""
     data = f.strict(document, "", _TOP_KEYS, required=("name", "clusters"))
@@ -146,6 +161,7 @@ def parse_scenario(document: object) -> Scenario:
     for i, qname in enumerate(queue_names):
         if qname in queue_names[:i]:
             raise InvalidInput(f"queues[{i}].name", f"duplicate queue {qname!r}")
+    _check_parents(queues)
     cluster_names = [c.name for c in clusters]
     explicit: list[ScenarioJob] = []
     for i, raw in enumerate(f.listed(data, "jobs", "")):

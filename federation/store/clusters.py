@@ -62,6 +62,7 @@ def cluster_record(row: ClusterRow, active_jobs: int = 0) -> ClusterRecord:
         summary=_summary(row),
         tree_error=row.tree_error,
         active_jobs=active_jobs,
+        admin_taints=tuple(from_json(Taint, t) for t in (row.admin_taints or [])),
     )
 
 
@@ -101,7 +102,7 @@ class ClusterRepository:
             if row is None:
                 row = ClusterRow(
                     name=name, epoch=epoch, agent_id=agent_id, labels=dict(labels or {}),
-                    taints=[to_json(t) for t in taints], healthy=True, lost=False, registered_at=now,
+                    taints=[to_json(t) for t in taints], admin_taints=[], healthy=True, lost=False, registered_at=now,
                     last_heartbeat=now, nodes=0, ready_nodes=0, hypernodes=0, max_tier=0, allocatable={}, free={},
                     gpus_allocatable=0, gpus_free=0,
                 )
@@ -124,6 +125,13 @@ class ClusterRepository:
             row.registered_at = row.last_heartbeat = now
             return Registration(cluster_record(row, _active_jobs(session, name)), accepted=True,
                                 previous_epoch=previous)
+
+    def set_admin_taints(self, name: str, taints: tuple[Taint, ...]) -> ClusterRecord:
+        """Replace the taints an admin set on ``name`` (kept across agent snapshots)."""
+        with self._db.write() as session:
+            row = _lock(session, name)
+            row.admin_taints = [to_json(t) for t in taints]
+            return cluster_record(row, _active_jobs(session, name))
 
     def heartbeat(self, name: str, epoch: int) -> ClusterRecord:
         now = self._db.now()

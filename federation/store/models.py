@@ -111,7 +111,7 @@ class QueueRow(Base):
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
     version: Mapped[int] = mapped_column(Integer, default=1)
-    # Where the queue's pods may go (migration 0004; docs/design/limits.md).
+    # Where the queue's pods may go (migration 0005; docs/design/limits.md).
     namespaces: Mapped[list[Any]] = mapped_column(Json, server_default=text("'[]'"))
     default_namespace: Mapped[str] = mapped_column(String(63), server_default="default")
     pod_security: Mapped[str] = mapped_column(String(16), server_default="baseline")
@@ -171,6 +171,8 @@ class ClusterRow(Base):
     agent_id: Mapped[str] = mapped_column(String(253), default="")
     labels: Mapped[dict[str, Any]] = mapped_column(Json)
     taints: Mapped[list[Any]] = mapped_column(Json)
+    # Taints an admin set (fedctl cluster taint); the agent's snapshots never overwrite them.
+    admin_taints: Mapped[list[Any]] = mapped_column(Json, default=list, server_default="[]")
     healthy: Mapped[bool] = mapped_column(Boolean, default=True)
     lost: Mapped[bool] = mapped_column(Boolean, default=False)
     registered_at: Mapped[datetime]
@@ -262,3 +264,43 @@ class AuditPruningRow(Base):
     pruned_at: Mapped[datetime]
     rounds_pruned: Mapped[int] = mapped_column(BigInteger, default=0)
     decisions_pruned: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class PolicyRow(Base):
+    """A Karmada (Cluster)PropagationPolicy; ``document`` is the Karmada object as applied
+    (re-validated into a domain ``PolicyObject`` on read), the columns what is looked up."""
+
+    __tablename__ = "propagation_policies"
+    __table_args__ = (UniqueConstraint("kind", "namespace", "name"),)
+
+    ref: Mapped[str] = mapped_column(String(600), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    namespace: Mapped[str] = mapped_column(String(253), default="")
+    name: Mapped[str] = mapped_column(String(253))
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    document: Mapped[dict[str, Any]] = mapped_column(Json)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    version: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class PolicyClaimRow(Base):
+    """Which policy a job was last governed by (Karmada's claim): a running job keeps it."""
+
+    __tablename__ = "policy_claims"
+
+    job: Mapped[str] = mapped_column(String(63), ForeignKey("jobs.name", ondelete="CASCADE"), primary_key=True)
+    policy: Mapped[str] = mapped_column(String(600), index=True)
+    claimed_at: Mapped[datetime]
+
+
+class PriorityClassRow(Base):
+    __tablename__ = "priority_classes"
+
+    name: Mapped[str] = mapped_column(String(253), primary_key=True)
+    value: Mapped[int] = mapped_column(Integer)
+    global_default: Mapped[bool] = mapped_column(Boolean, default=False)
+    description: Mapped[str] = mapped_column(Text, default="")
+    preemption_policy: Mapped[str] = mapped_column(String(32), default="PreemptLowerPriority")
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]

@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from federation.domain.errors import InvalidInput
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
 from federation.domain.states import TERMINAL_STATES
@@ -70,8 +71,8 @@ def _check_parent(session: Session, queue: Queue) -> None:
             raise Conflict(f"queue {queue.name!r}: parent {queue.parent!r} would make a cycle")
         seen.add(cursor)
         parent = session.get(QueueRow, cursor)
-        if parent is None:
-            raise NotFound("queue", cursor)
+        if parent is None:  # the spec is wrong, not the request's target: INVALID_ARGUMENT
+            raise InvalidInput("spec.parent", f"unknown parent queue {cursor!r} (create it first, or use root)")
         cursor = parent.parent
 
 

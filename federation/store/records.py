@@ -125,6 +125,12 @@ class ClusterRecord:
     summary: SnapshotSummary | None
     tree_error: str | None
     active_jobs: int = 0
+    admin_taints: tuple[Taint, ...] = ()
+
+    @property
+    def all_taints(self) -> tuple[Taint, ...]:
+        """What the planner checks clusterTolerations against: the agent's and the admin's."""
+        return self.taints + tuple(t for t in self.admin_taints if t not in self.taints)
 
     @property
     def health(self) -> str:

@@ -12,6 +12,7 @@ from federation.store.audit import AuditRepository
 from federation.store.clusters import ClusterRepository
 from federation.store.engine import DEFAULT_URL, Clock, Database, make_engine, utc_now
 from federation.store.jobs import JobRepository
+from federation.store.objects import PolicyRepository, PriorityClassRepository
 from federation.store.queues import QueueRepository
 from federation.store.stats import StatsRepository
 from federation.store.works import WorkRepository
@@ -41,6 +42,8 @@ class Store:
         self.clusters = ClusterRepository(self.db)
         self.works = WorkRepository(self.db)
         self.audit = AuditRepository(self.db)
+        self.policies = PolicyRepository(self.db)
+        self.priority_classes = PriorityClassRepository(self.db)
         self.stats = StatsRepository(self.db)
 
     @property

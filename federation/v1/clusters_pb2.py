@@ -26,7 +26,7 @@ from federation.v1 import types_pb2 as federation_dot_v1_dot_types__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x66\x65\x64\x65ration/v1/clusters.proto\x12\rfederation.v1\x1a\x19\x66\x65\x64\x65ration/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfc\x02\n\x0fSnapshotSummary\x12,\n\x08taken_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05nodes\x18\x02 \x01(\x05\x12\x13\n\x0bready_nodes\x18\x03 \x01(\x05\x12\x44\n\x0b\x61llocatable\x18\x04 \x03(\x0b\x32/.federation.v1.SnapshotSummary.AllocatableEntry\x12\x36\n\x04\x66ree\x18\x05 \x03(\x0b\x32(.federation.v1.SnapshotSummary.FreeEntry\x12\x12\n\nhypernodes\x18\x06 \x01(\x05\x12\x10\n\x08max_tier\x18\x07 \x01(\x05\x12\x12\n\ntree_error\x18\x08 \x01(\t\x1a\x32\n\x10\x41llocatableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a+\n\tFreeEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xef\x02\n\x07\x43luster\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x32\n\x06labels\x18\x02 \x03(\x0b\x32\".federation.v1.Cluster.LabelsEntry\x12$\n\x06taints\x18\x03 \x03(\x0b\x32\x14.federation.v1.Taint\x12,\n\x06health\x18\x04 \x01(\x0e\x32\x1c.federation.v1.ClusterHealth\x12\r\n\x05\x65poch\x18\x05 \x01(\x03\x12\x32\n\x0elast_heartbeat\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\rlast_snapshot\x18\x07 \x01(\x0b\x32\x1e.federation.v1.SnapshotSummary\x12\x10\n\x08\x61gent_id\x18\x08 \x01(\t\x12\x13\n\x0b\x61\x63tive_jobs\x18\t \x01(\x05\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x15\n\x13ListClustersRequest\"@\n\x14ListClustersResponse\x12(\n\x08\x63lusters\x18\x01 \x03(\x0b\x32\x16.federation.v1.Cluster\"!\n\x11GetClusterRequest\x12\x0c\n\x04name\x18\x01 \x01(\t*\x82\x01\n\rClusterHealth\x12\x1e\n\x1a\x43LUSTER_HEALTH_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x43LUSTER_HEALTH_HEALTHY\x10\x01\x12\x1c\n\x18\x43LUSTER_HEALTH_UNHEALTHY\x10\x02\x12\x17\n\x13\x43LUSTER_HEALTH_LOST\x10\x03\x32\xb1\x01\n\x0e\x43lusterService\x12W\n\x0cListClusters\x12\".federation.v1.ListClustersRequest\x1a#.federation.v1.ListClustersResponse\x12\x46\n\nGetCluster\x12 .federation.v1.GetClusterRequest\x1a\x16.federation.v1.Clusterb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x66\x65\x64\x65ration/v1/clusters.proto\x12\rfederation.v1\x1a\x19\x66\x65\x64\x65ration/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfc\x02\n\x0fSnapshotSummary\x12,\n\x08taken_at\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05nodes\x18\x02 \x01(\x05\x12\x13\n\x0bready_nodes\x18\x03 \x01(\x05\x12\x44\n\x0b\x61llocatable\x18\x04 \x03(\x0b\x32/.federation.v1.SnapshotSummary.AllocatableEntry\x12\x36\n\x04\x66ree\x18\x05 \x03(\x0b\x32(.federation.v1.SnapshotSummary.FreeEntry\x12\x12\n\nhypernodes\x18\x06 \x01(\x05\x12\x10\n\x08max_tier\x18\x07 \x01(\x05\x12\x12\n\ntree_error\x18\x08 \x01(\t\x1a\x32\n\x10\x41llocatableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a+\n\tFreeEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x9b\x03\n\x07\x43luster\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x32\n\x06labels\x18\x02 \x03(\x0b\x32\".federation.v1.Cluster.LabelsEntry\x12$\n\x06taints\x18\x03 \x03(\x0b\x32\x14.federation.v1.Taint\x12,\n\x06health\x18\x04 \x01(\x0e\x32\x1c.federation.v1.ClusterHealth\x12\r\n\x05\x65poch\x18\x05 \x01(\x03\x12\x32\n\x0elast_heartbeat\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\rlast_snapshot\x18\x07 \x01(\x0b\x32\x1e.federation.v1.SnapshotSummary\x12\x10\n\x08\x61gent_id\x18\x08 \x01(\t\x12\x13\n\x0b\x61\x63tive_jobs\x18\t \x01(\x05\x12*\n\x0c\x61\x64min_taints\x18\n \x03(\x0b\x32\x14.federation.v1.Taint\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"V\n\x13TaintClusterRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12!\n\x03\x61\x64\x64\x18\x02 \x03(\x0b\x32\x14.federation.v1.Taint\x12\x0e\n\x06remove\x18\x03 \x03(\t\"\x15\n\x13ListClustersRequest\"@\n\x14ListClustersResponse\x12(\n\x08\x63lusters\x18\x01 \x03(\x0b\x32\x16.federation.v1.Cluster\"!\n\x11GetClusterRequest\x12\x0c\n\x04name\x18\x01 \x01(\t*\x82\x01\n\rClusterHealth\x12\x1e\n\x1a\x43LUSTER_HEALTH_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x43LUSTER_HEALTH_HEALTHY\x10\x01\x12\x1c\n\x18\x43LUSTER_HEALTH_UNHEALTHY\x10\x02\x12\x17\n\x13\x43LUSTER_HEALTH_LOST\x10\x03\x32\xfd\x01\n\x0e\x43lusterService\x12W\n\x0cListClusters\x12\".federation.v1.ListClustersRequest\x1a#.federation.v1.ListClustersResponse\x12\x46\n\nGetCluster\x12 .federation.v1.GetClusterRequest\x1a\x16.federation.v1.Cluster\x12J\n\x0cTaintCluster\x12\".federation.v1.TaintClusterRequest\x1a\x16.federation.v1.Clusterb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,8 +39,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SNAPSHOTSUMMARY_FREEENTRY']._serialized_options = b'8\001'
   _globals['_CLUSTER_LABELSENTRY']._loaded_options = None
   _globals['_CLUSTER_LABELSENTRY']._serialized_options = b'8\001'
-  _globals['_CLUSTERHEALTH']._serialized_start=985
-  _globals['_CLUSTERHEALTH']._serialized_end=1115
+  _globals['_CLUSTERHEALTH']._serialized_start=1117
+  _globals['_CLUSTERHEALTH']._serialized_end=1247
   _globals['_SNAPSHOTSUMMARY']._serialized_start=108
   _globals['_SNAPSHOTSUMMARY']._serialized_end=488
   _globals['_SNAPSHOTSUMMARY_ALLOCATABLEENTRY']._serialized_start=393
@@ -48,15 +48,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SNAPSHOTSUMMARY_FREEENTRY']._serialized_start=445
   _globals['_SNAPSHOTSUMMARY_FREEENTRY']._serialized_end=488
   _globals['_CLUSTER']._serialized_start=491
-  _globals['_CLUSTER']._serialized_end=858
-  _globals['_CLUSTER_LABELSENTRY']._serialized_start=813
-  _globals['_CLUSTER_LABELSENTRY']._serialized_end=858
-  _globals['_LISTCLUSTERSREQUEST']._serialized_start=860
-  _globals['_LISTCLUSTERSREQUEST']._serialized_end=881
-  _globals['_LISTCLUSTERSRESPONSE']._serialized_start=883
-  _globals['_LISTCLUSTERSRESPONSE']._serialized_end=947
-  _globals['_GETCLUSTERREQUEST']._serialized_start=949
-  _globals['_GETCLUSTERREQUEST']._serialized_end=982
-  _globals['_CLUSTERSERVICE']._serialized_start=1118
-  _globals['_CLUSTERSERVICE']._serialized_end=1295
+  _globals['_CLUSTER']._serialized_end=902
+  _globals['_CLUSTER_LABELSENTRY']._serialized_start=857
+  _globals['_CLUSTER_LABELSENTRY']._serialized_end=902
+  _globals['_TAINTCLUSTERREQUEST']._serialized_start=904
+  _globals['_TAINTCLUSTERREQUEST']._serialized_end=990
+  _globals['_LISTCLUSTERSREQUEST']._serialized_start=992
+  _globals['_LISTCLUSTERSREQUEST']._serialized_end=1013
+  _globals['_LISTCLUSTERSRESPONSE']._serialized_start=1015
+  _globals['_LISTCLUSTERSRESPONSE']._serialized_end=1079
+  _globals['_GETCLUSTERREQUEST']._serialized_start=1081
+  _globals['_GETCLUSTERREQUEST']._serialized_end=1114
+  _globals['_CLUSTERSERVICE']._serialized_start=1250
+  _globals['_CLUSTERSERVICE']._serialized_end=1503
 # @@protoc_insertion_point(module_scope)

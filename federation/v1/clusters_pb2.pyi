@@ -167,6 +167,7 @@ class Cluster(_message.Message):
     LAST_SNAPSHOT_FIELD_NUMBER: _builtins.int
     AGENT_ID_FIELD_NUMBER: _builtins.int
     ACTIVE_JOBS_FIELD_NUMBER: _builtins.int
+    ADMIN_TAINTS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     health: Global___ClusterHealth.ValueType
     epoch: _builtins.int
@@ -182,6 +183,10 @@ class Cluster(_message.Message):
     def last_heartbeat(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def last_snapshot(self) -> Global___SnapshotSummary: ...
+    @_builtins.property
+    def admin_taints(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.Taint]:
+        """Taints an admin set (TaintCluster), kept across the agent's snapshots."""
+
     def __init__(
         self,
         *,
@@ -194,14 +199,46 @@ class Cluster(_message.Message):
         last_snapshot: Global___SnapshotSummary | None = ...,
         agent_id: _builtins.str = ...,
         active_jobs: _builtins.int = ...,
+        admin_taints: _abc.Iterable[_types_pb2.Taint] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["last_heartbeat", b"last_heartbeat", "last_snapshot", b"last_snapshot"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_jobs", b"active_jobs", "agent_id", b"agent_id", "epoch", b"epoch", "health", b"health", "labels", b"labels", "last_heartbeat", b"last_heartbeat", "last_snapshot", b"last_snapshot", "name", b"name", "taints", b"taints"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active_jobs", b"active_jobs", "admin_taints", b"admin_taints", "agent_id", b"agent_id", "epoch", b"epoch", "health", b"health", "labels", b"labels", "last_heartbeat", b"last_heartbeat", "last_snapshot", b"last_snapshot", "name", b"name", "taints", b"taints"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Cluster: _TypeAlias = Cluster  # noqa: Y015
+
+@_typing.final
+class TaintClusterRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    ADD_FIELD_NUMBER: _builtins.int
+    REMOVE_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def add(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.Taint]:
+        """Added, or replacing an admin taint with the same key and effect."""
+
+    @_builtins.property
+    def remove(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Admin taints removed: "KEY" (every effect) or "KEY:EFFECT"."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        add: _abc.Iterable[_types_pb2.Taint] | None = ...,
+        remove: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["add", b"add", "name", b"name", "remove", b"remove"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TaintClusterRequest: _TypeAlias = TaintClusterRequest  # noqa: Y015
 
 @_typing.final
 class ListClustersRequest(_message.Message):

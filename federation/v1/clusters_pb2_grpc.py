@@ -44,6 +44,11 @@ class ClusterServiceStub(object):
                 request_serializer=federation_dot_v1_dot_clusters__pb2.GetClusterRequest.SerializeToString,
                 response_deserializer=federation_dot_v1_dot_clusters__pb2.Cluster.FromString,
                 _registered_method=True)
+        self.TaintCluster = channel.unary_unary(
+                '/federation.v1.ClusterService/TaintCluster',
+                request_serializer=federation_dot_v1_dot_clusters__pb2.TaintClusterRequest.SerializeToString,
+                response_deserializer=federation_dot_v1_dot_clusters__pb2.Cluster.FromString,
+                _registered_method=True)
 
 
 class ClusterServiceServicer(object):
@@ -61,6 +66,14 @@ class ClusterServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TaintCluster(self, request, context):
+        """Admins taint a cluster (kubectl taint semantics): jobs whose policy's clusterTolerations
+        do not tolerate a NoSchedule taint are not placed there. Triggers a planning round.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -72,6 +85,11 @@ def add_ClusterServiceServicer_to_server(servicer, server):
             'GetCluster': grpc.unary_unary_rpc_method_handler(
                     servicer.GetCluster,
                     request_deserializer=federation_dot_v1_dot_clusters__pb2.GetClusterRequest.FromString,
+                    response_serializer=federation_dot_v1_dot_clusters__pb2.Cluster.SerializeToString,
+            ),
+            'TaintCluster': grpc.unary_unary_rpc_method_handler(
+                    servicer.TaintCluster,
+                    request_deserializer=federation_dot_v1_dot_clusters__pb2.TaintClusterRequest.FromString,
                     response_serializer=federation_dot_v1_dot_clusters__pb2.Cluster.SerializeToString,
             ),
     }
@@ -128,6 +146,33 @@ class ClusterService(object):
             target,
             '/federation.v1.ClusterService/GetCluster',
             federation_dot_v1_dot_clusters__pb2.GetClusterRequest.SerializeToString,
+            federation_dot_v1_dot_clusters__pb2.Cluster.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TaintCluster(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/federation.v1.ClusterService/TaintCluster',
+            federation_dot_v1_dot_clusters__pb2.TaintClusterRequest.SerializeToString,
             federation_dot_v1_dot_clusters__pb2.Cluster.FromString,
             options,
             channel_credentials,

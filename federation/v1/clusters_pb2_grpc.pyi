@@ -33,12 +33,20 @@ class ClusterServiceStub:
     def __new__(cls, channel: _aio.Channel) -> ClusterServiceAsyncStub: ...
     ListClusters: _grpc.UnaryUnaryMultiCallable[_clusters_pb2.ListClustersRequest, _clusters_pb2.ListClustersResponse]
     GetCluster: _grpc.UnaryUnaryMultiCallable[_clusters_pb2.GetClusterRequest, _clusters_pb2.Cluster]
+    TaintCluster: _grpc.UnaryUnaryMultiCallable[_clusters_pb2.TaintClusterRequest, _clusters_pb2.Cluster]
+    """Admins taint a cluster (kubectl taint semantics): jobs whose policy's clusterTolerations
+    do not tolerate a NoSchedule taint are not placed there. Triggers a planning round.
+    """
 
 @_typing.type_check_only
 class ClusterServiceAsyncStub(ClusterServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     ListClusters: _aio.UnaryUnaryMultiCallable[_clusters_pb2.ListClustersRequest, _clusters_pb2.ListClustersResponse]  # type: ignore[assignment]
     GetCluster: _aio.UnaryUnaryMultiCallable[_clusters_pb2.GetClusterRequest, _clusters_pb2.Cluster]  # type: ignore[assignment]
+    TaintCluster: _aio.UnaryUnaryMultiCallable[_clusters_pb2.TaintClusterRequest, _clusters_pb2.Cluster]  # type: ignore[assignment]
+    """Admins taint a cluster (kubectl taint semantics): jobs whose policy's clusterTolerations
+    do not tolerate a NoSchedule taint are not placed there. Triggers a planning round.
+    """
 
 class ClusterServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -54,5 +62,15 @@ class ClusterServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _clusters_pb2.GetClusterRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_clusters_pb2.Cluster, _abc.Awaitable[_clusters_pb2.Cluster]]: ...
+
+    @_abc_1.abstractmethod
+    def TaintCluster(
+        self,
+        request: _clusters_pb2.TaintClusterRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_clusters_pb2.Cluster, _abc.Awaitable[_clusters_pb2.Cluster]]:
+        """Admins taint a cluster (kubectl taint semantics): jobs whose policy's clusterTolerations
+        do not tolerate a NoSchedule taint are not placed there. Triggers a planning round.
+        """
 
 def add_ClusterServiceServicer_to_server(servicer: ClusterServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

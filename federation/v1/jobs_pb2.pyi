@@ -188,16 +188,22 @@ class SubmitJobRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     SPEC_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    dry_run: _builtins.bool
+    """Run every check (size, conversion, queue, ownership) but store nothing: `fedctl apply
+    --atomic` checks all its jobs before submitting any.
+    """
     @_builtins.property
     def spec(self) -> _types_pb2.JobSpec: ...
     def __init__(
         self,
         *,
         spec: _types_pb2.JobSpec | None = ...,
+        dry_run: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dry_run", b"dry_run", "spec", b"spec"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -451,6 +457,7 @@ class ExplainJobResponse(_message.Message):
     ROUND_ID_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     TOPOLOGY_WAIT_FIELD_NUMBER: _builtins.int
+    POLICY_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     state: Global___JobState.ValueType
     round_id: _builtins.int
@@ -459,6 +466,10 @@ class ExplainJobResponse(_message.Message):
     topology_wait: _builtins.str
     """Which topology wait applies and where it comes from (job annotation
     federation.io/topology-wait, queue default, service default, or none: Volcano semantics).
+    """
+    policy: _builtins.str
+    """The stored Karmada policy that governs the job ("propagationpolicy/NS/NAME" or
+    "clusterpropagationpolicy/NAME"); "inline" for a policy submitted with the job; empty: none.
     """
     @_builtins.property
     def placement(self) -> _types_pb2.Placement:
@@ -476,10 +487,11 @@ class ExplainJobResponse(_message.Message):
         round_id: _builtins.int = ...,
         message: _builtins.str = ...,
         topology_wait: _builtins.str = ...,
+        policy: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "pending", b"pending", "placement", b"placement"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "message", b"message", "name", b"name", "pending", b"pending", "placement", b"placement", "round_id", b"round_id", "state", b"state", "topology_wait", b"topology_wait"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "message", b"message", "name", b"name", "pending", b"pending", "placement", b"placement", "policy", b"policy", "round_id", b"round_id", "state", b"state", "topology_wait", b"topology_wait"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_detail: _TypeAlias = _typing.Literal["placement", "pending"]  # noqa: Y015
     _WhichOneofArgType_detail: _TypeAlias = _typing.Literal["detail", b"detail"]  # noqa: Y015

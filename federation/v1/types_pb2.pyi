@@ -307,31 +307,63 @@ class ClusterAffinity(_message.Message):
     CLUSTER_NAMES_FIELD_NUMBER: _builtins.int
     MATCH_LABELS_FIELD_NUMBER: _builtins.int
     EXCLUDE_FIELD_NUMBER: _builtins.int
+    MATCH_EXPRESSIONS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def cluster_names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def match_labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
     def exclude(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def match_expressions(self) -> _containers.RepeatedCompositeFieldContainer[Global___LabelRequirement]: ...
     def __init__(
         self,
         *,
         cluster_names: _abc.Iterable[_builtins.str] | None = ...,
         match_labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         exclude: _abc.Iterable[_builtins.str] | None = ...,
+        match_expressions: _abc.Iterable[Global___LabelRequirement] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_names", b"cluster_names", "exclude", b"exclude", "match_labels", b"match_labels"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_names", b"cluster_names", "exclude", b"exclude", "match_expressions", b"match_expressions", "match_labels", b"match_labels"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ClusterAffinity: _TypeAlias = ClusterAffinity  # noqa: Y015
 
 @_typing.final
-class ClusterAffinityTerm(_message.Message):
-    """One entry of Karmada clusterAffinities: tried in order."""
+class LabelRequirement(_message.Message):
+    """One entry of Karmada clusterAffinities: tried in order.
+    One Kubernetes label selector requirement (operator In, NotIn, Exists, DoesNotExist).
+    """
 
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    OPERATOR_FIELD_NUMBER: _builtins.int
+    VALUES_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    operator: _builtins.str
+    @_builtins.property
+    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        operator: _builtins.str = ...,
+        values: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "operator", b"operator", "values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LabelRequirement: _TypeAlias = LabelRequirement  # noqa: Y015
+
+@_typing.final
+class ClusterAffinityTerm(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     NAME_FIELD_NUMBER: _builtins.int

@@ -11,9 +11,12 @@ the wire is exact.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from federation.domain.errors import InvalidInput
 from federation.domain.jobs import DEFAULT_MAX_RETRY, Job, LifecyclePolicy, NetworkTopology, Task
-from federation.domain.manifests import priority_for_class
+from federation.domain.manifests import resolve_priority_class
+from federation.domain.policies import PriorityClass
 from federation.domain.propagation import (
     ClusterAffinity,
     ClusterAffinityTerm,
@@ -21,6 +24,7 @@ from federation.domain.propagation import (
     ReplicaScheduling,
     SpreadConstraint,
 )
+from federation.domain.selectors import LabelRequirement
 from federation.v1 import types_pb2
 from federation.wire.base import (
     build,
@@ -60,13 +64,19 @@ def _affinity_to_proto(affinity: ClusterAffinity) -> types_pb2.ClusterAffinity:
     return types_pb2.ClusterAffinity(
         cluster_names=list(affinity.cluster_names), match_labels=dict(affinity.match_labels),
         exclude=list(affinity.exclude),
+        match_expressions=[types_pb2.LabelRequirement(key=r.key, operator=r.operator, values=list(r.values))
+                           for r in affinity.match_expressions],
     )
 
 
-def _affinity_from_proto(msg: types_pb2.ClusterAffinity) -> ClusterAffinity:
+def _affinity_from_proto(msg: types_pb2.ClusterAffinity, path: str) -> ClusterAffinity:
     return ClusterAffinity(
         cluster_names=tuple(msg.cluster_names), match_labels=dict(sorted(msg.match_labels.items())),
         exclude=tuple(msg.exclude),
+        match_expressions=tuple(
+            build(f"{path}.labelSelector.matchExpressions[{i}]", LabelRequirement, key=r.key, operator=r.operator,
+                  values=tuple(r.values))
+            for i, r in enumerate(msg.match_expressions)),
     )
 
 
@@ -119,9 +129,11 @@ def propagation_from_proto(msg: types_pb2.PropagationPolicy, path: str) -> Propa
     try:
         return PropagationPolicy(
             name=msg.name,
-            cluster_affinity=_affinity_from_proto(msg.cluster_affinity) if msg.HasField("cluster_affinity") else None,
+            cluster_affinity=_affinity_from_proto(msg.cluster_affinity, f"{path}.clusterAffinity")
+            if msg.HasField("cluster_affinity") else None,
             cluster_affinities=tuple(
-                ClusterAffinityTerm(t.name, _affinity_from_proto(t.affinity)) for t in msg.cluster_affinities
+                ClusterAffinityTerm(t.name, _affinity_from_proto(t.affinity, f"{path}.clusterAffinities[{i}]"))
+                for i, t in enumerate(msg.cluster_affinities)
             ),
             cluster_tolerations=tolerations,
             spread_constraints=spreads,
@@ -197,8 +209,12 @@ def _job_error(exc: InvalidInput, root: str) -> InvalidInput:
     return exc.under(root)
 
 
-def job_from_proto(msg: types_pb2.JobSpec, path: str = "spec") -> Job:
-    """Validate a wire JobSpec into a domain Job; errors carry paths below ``path``."""
+def job_from_proto(msg: types_pb2.JobSpec, path: str = "spec",
+                   classes: Mapping[str, PriorityClass] | None = None) -> Job:
+    """Validate a wire JobSpec into a domain Job; errors carry paths below ``path``.
+
+    Without an explicit ``priority`` the class resolves through ``classes`` (the
+    PriorityClasses applied to the federation), then the built-in table."""
     topology = None
     if msg.HasField("network_topology"):
         nt = msg.network_topology
@@ -209,9 +225,9 @@ def job_from_proto(msg: types_pb2.JobSpec, path: str = "spec") -> Job:
             highest_tier_name=nt.highest_tier_name if nt.HasField("highest_tier_name") else None,
         )
     if msg.HasField("priority"):
-        priority = msg.priority
+        priority, priority_class = msg.priority, msg.priority_class
     else:
-        priority = build(f"{path}.priorityClass", priority_for_class, msg.priority_class)
+        priority, priority_class = build(f"{path}.priorityClass", resolve_priority_class, msg.priority_class, classes)
     tasks = tuple(task_from_proto(t, f"{path}.tasks[{i}]") for i, t in enumerate(msg.tasks))
     policies = tuple(policy_from_proto(p, f"{path}.policies[{i}]") for i, p in enumerate(msg.policies))
     propagation = (
@@ -225,7 +241,7 @@ def job_from_proto(msg: types_pb2.JobSpec, path: str = "spec") -> Job:
             tasks=tasks,
             min_available=msg.min_available if msg.HasField("min_available") else None,
             priority=priority,
-            priority_class=msg.priority_class,
+            priority_class=priority_class,
             network_topology=topology,
             policies=policies,
             plugins=tuple((name, tuple(msg.plugins[name].args)) for name in sorted(msg.plugins)),

@@ -170,6 +170,7 @@ async def test_expired_resource_version_relists_and_reports_the_gap(controlplane
     from controlplane import ControlPlane
 
     from agents.k8s.api import call, client_from_kubeconfig, core_api
+    from agents.telemetry import WATCH_RECONNECTS
 
     with ControlPlane(controlplane_bin_dir, ["gone"], kwok=False,
                       apiserver_args=["--watch-cache=false"]) as cp:
@@ -190,9 +191,11 @@ async def test_expired_resource_version_relists_and_reports_the_gap(controlplane
                                                          _preload_content=False))  # a newer revision
             _compact_etcd(cp)  # as the apiserver's periodic compaction does: the pod's event is gone
             informer.resource_version = old_rv  # the watch resumes from before the gap: compacted now
+            expired = WATCH_RECONNECTS["expired"]
             task = asyncio.create_task(informer.run())
             await eventually("relist after 410", lambda: _async(informer.relists_after_gone >= 1
                                                                 and informer.lists > before), 20)
+            assert WATCH_RECONNECTS["expired"] > expired  # federation_agent_watch_reconnects_total{reason="expired"}
             await eventually("the pod created in the gap", lambda: _async(("ADDED", name) in seen), 20)
             assert informer.get(("default", name)) is not None
         finally:

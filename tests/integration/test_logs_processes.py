@@ -1,4 +1,5 @@
-"""``--log-format json`` on the real ``federation serve`` and ``federation-agent`` processes:
+"""``--log-format json`` (and ``--metrics-listen``) on the real ``federation serve`` and
+``federation-agent`` processes:
 every line of both logs is one JSON event; placements carry job, queue, cluster and round
 fields; the agent's events carry its cluster; and neither the database password nor any
 token (the tenant's, the agent's, a wrong one a client tried) appears anywhere in the output.
@@ -20,6 +21,7 @@ import yaml
 from conftest import PostgresServer
 from fedctlkit import REPO, env, serve
 from fleetkit import eventually, job_spec
+from promkit import free_port, get
 from sqlalchemy import make_url, text
 from sqlalchemy.engine import Engine
 
@@ -65,11 +67,14 @@ async def test_json_logs_of_serve_and_agent_have_ids_as_fields_and_no_secrets(
     tokens = tmp_path / "tokens.yaml"
     tokens.write_text(yaml.safe_dump({"tenants": {TENANT: "ml"}, "admins": ["ml"], "clusters": {"east": AGENT}}))
     agent_log = tmp_path / "agent.log"
-    with serve(db, tmp_path, "--log-format", "json", "--tokens", str(tokens)) as srv:
+    central_metrics, agent_metrics = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    with serve(db, tmp_path, "--log-format", "json", "--tokens", str(tokens),
+               "--metrics-listen", central_metrics) as srv:
         with open(agent_log, "w") as err:
             agent = subprocess.Popen(
                 [sys.executable, "-m", "agents.main", "--cluster", "east", "--server", srv.address,
-                 "--fake-nodes", "2", "--token", AGENT, "--log-format", "json", "--heartbeat-seconds", "0.2"],
+                 "--fake-nodes", "2", "--token", AGENT, "--log-format", "json", "--heartbeat-seconds", "0.2",
+                 "--metrics-listen", agent_metrics],
                 stdout=subprocess.DEVNULL, stderr=err, env=env(), cwd=REPO)
         try:
             async with FederationClient(srv.address, token=TENANT, timeout=20.0) as c:
@@ -81,6 +86,14 @@ async def test_json_logs_of_serve_and_agent_have_ids_as_fields_and_no_secrets(
             async with FederationClient(srv.address, token=WRONG, timeout=20.0) as intruder:
                 with pytest.raises(ServiceError):
                     await intruder.list_jobs()
+            # The flags of both real processes serve /metrics (the series are checked in depth,
+            # through a real Prometheus, by test_metrics_prometheus.py).
+            central = (await asyncio.to_thread(get, f"http://{central_metrics}/metrics")).decode()
+            assert 'federation_submissions_total{outcome="created"} 1.0' in central
+            assert 'federation_jobs{queue="research",state="running"} 1.0' in central
+            agent_text = (await asyncio.to_thread(get, f"http://{agent_metrics}/metrics")).decode()
+            assert "federation_agent_connected 1.0" in agent_text
+            assert 'federation_agent_bind_duration_seconds_count{outcome="ok"} 1.0' in agent_text
         finally:
             agent.send_signal(signal.SIGTERM)
             await asyncio.to_thread(agent.wait, 30)

@@ -85,7 +85,7 @@ async def test_prometheus_scrapes_every_listed_series_from_central_and_agent(mig
                 # The agent: two pods bound, one replaced and bound again after RestartPod.
                 assert _value(await _wait(prom, 'federation_agent_bind_duration_seconds_count{outcome="ok"} >= 3')) >= 3
                 assert _value(await _wait(prom, 'federation_agent_restarts_total{action="RestartPod"}')) == 1
-                assert _value(await _wait(prom, "federation_agent_watch_reconnects_total")) == 0
+                await _wait(prom, 'federation_agent_watch_reconnects_total{reason="expired"}')
                 assert _value(await _wait(prom, "federation_agent_connected")) == 1
                 assert prom.targets_up() == {"federation": "up", "agent": "up"}
 

@@ -67,6 +67,7 @@ EVERYTHING = Job(
     namespace="ml",
     labels=(("team", "nlp"), ("cost-center", "42")),
     tolerations=(Toleration("nvidia.com/gpu", "Exists"),),
+    topology_wait_seconds=7200.0,
 )
 
 
@@ -132,5 +133,5 @@ def test_snapshot_round_trips_with_every_selector_kind() -> None:
 
 def test_queue_round_trips() -> None:
     queue = Queue("q", weight=2, priority=1, capability=Resources.of(gpu=8), guarantee=Resources.of(gpu=1),
-                  deserved=Resources.of(gpu=4), reclaimable=False, parent="root", owners=("alice",))
+                  deserved=Resources.of(gpu=4), reclaimable=False, parent="org", owners=("alice",))
     assert queue_from_json(json.loads(json.dumps(queue_to_json(queue)))) == queue

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from federation.domain import Job, Queue, Resources, Task
+from federation.domain.errors import InvalidInput
 from federation.store import AlreadyExists, Conflict, NotFound, Store
 
 
@@ -55,13 +56,14 @@ def test_list_pages_by_name(store: Store) -> None:
 
 
 def test_parent_must_exist_and_cycles_are_refused(store: Store) -> None:
-    with pytest.raises(NotFound):
-        store.queues.create(Queue("child", parent="root"))
-    store.queues.create(Queue("root"))
-    store.queues.create(Queue("child", parent="root"))
+    with pytest.raises(InvalidInput) as err:  # the spec is wrong: INVALID_ARGUMENT naming spec.parent
+        store.queues.create(Queue("child", parent="top"))
+    assert err.value.path == "spec.parent"
+    assert store.queues.create(Queue("top", parent="root")).parent is None  # root is implicit
+    store.queues.create(Queue("child", parent="top"))
     store.queues.create(Queue("grandchild", parent="child"))
     with pytest.raises(Conflict, match="cycle"):
-        store.queues.update(Queue("root", parent="grandchild"))
+        store.queues.update(Queue("top", parent="grandchild"))
 
 
 def test_delete_is_refused_while_the_queue_holds_unfinished_jobs(store: Store) -> None:
@@ -86,12 +88,12 @@ def test_delete_is_refused_while_the_queue_holds_unfinished_jobs(store: Store) -
 
 
 def test_delete_is_refused_while_the_queue_is_a_parent(store: Store) -> None:
-    store.queues.create(Queue("root"))
-    store.queues.create(Queue("child", parent="root"))
+    store.queues.create(Queue("top"))
+    store.queues.create(Queue("child", parent="top"))
     with pytest.raises(Conflict, match="parent of child"):
-        store.queues.delete("root")
+        store.queues.delete("top")
     store.queues.delete("child")
-    store.queues.delete("root")
+    store.queues.delete("top")
 
 
 def test_delete_unknown_is_not_found(store: Store) -> None:

@@ -118,7 +118,9 @@ def test_full_replan_10000_jobs() -> None:
 
 
 # The shipped policy, and eviction at once (where the model has the most to decide).
-POLICIES = {"shipped": PlanLimits(), "evict-at-once": PlanLimits(preemption_grace_seconds=0.0)}
+# With no topology wait (Volcano's semantics, issue 12), tiers above the lowest are in play.
+POLICIES = {"shipped": PlanLimits(), "evict-at-once": PlanLimits(preemption_grace_seconds=0.0),
+            "no-topology-wait": PlanLimits(topology_wait_seconds=0.0)}
 
 
 def _gap(snap: FederationSnapshot, seconds: float, policy: PlanLimits) -> tuple[str, float, float, float]:

@@ -58,3 +58,15 @@ def test_every_acknowledged_submission_is_stored(bench_db: str) -> None:
     assert report.stored_unacknowledged == 0
     assert report.server_exit_code == 0
     assert all(b["jobs"] > 0 for b in report.baseline)
+
+
+def test_the_metrics_cost_comparison_runs_both_sides_and_scrapes(bench_db: str) -> None:
+    """``federation.bench.metrics_cost`` (docs/benchmarks.md, "Cost of metrics"), shortened:
+    one run without and one with ``--metrics-listen``, the endpoint scraped meanwhile."""
+    from federation.bench.metrics_cost import compare
+
+    result = compare(bench_db, rounds=1, seconds=3, clients=1, concurrency=8, scrape_interval=0.5,
+                     control_loop=False)
+    assert result["off"]["runs"]["missing"] == 0 and result["on"]["runs"]["missing"] == 0
+    assert result["off"]["jobs_per_second"] > 0 and result["on"]["jobs_per_second"] > 0
+    assert result["scrapes"] >= 2  # the server with metrics answered /metrics during its run

@@ -131,7 +131,7 @@ BAD_JOBS = [
     pytest.param(_add_task, "spec.tasks[1].name", "duplicate", id="two tasks with one name"),
     pytest.param(_tier_zero, "spec.networkTopology.highestTierAllowed", ">= 1", id="tier 0 does not exist"),
     pytest.param(_bad_policy, "spec.tasks[0].policies[0].action", "RebootNode", id="an unknown restart action"),
-    pytest.param(_set("priority_class", "hgih"), "spec.priorityClass", "unknown priorityClassName",
+    pytest.param(_set("priority_class", "hgih"), "spec.priorityClass", "priority class 'hgih' not found",
                  id="an unknown class with no explicit priority"),
     pytest.param(_both_affinities, "spec.propagation.clusterAffinities", "mutually exclusive",
                  id="clusterAffinity and clusterAffinities together"),

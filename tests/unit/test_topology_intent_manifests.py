@@ -78,3 +78,16 @@ def test_pod_affinity_in_a_template_is_refused_with_its_path() -> None:
         load_jobs(job(affinity='{podAffinity: {requiredDuringSchedulingIgnoredDuringExecution: []}}'))
     assert err.value.path == "documents[0].spec.tasks[0].template.spec.affinity.podAffinity"
     assert "not supported" in err.value.rule
+
+
+@pytest.mark.parametrize("key", ["volcano.sh/hierarchy", "volcano.sh/hierarchy-weights"])
+def test_volcano_hierarchy_annotations_are_refused_for_spec_parent(key: str) -> None:
+    with pytest.raises(InvalidInput) as err:
+        load_queues(QUEUE.replace("{ANNOTATIONS}", f'{{"{key}": "root/eng"}}'))
+    assert err.value.path == f"documents[0].metadata.annotations[{key}]"
+    assert "spec.parent" in err.value.rule
+
+
+def test_parent_root_is_the_implicit_root() -> None:
+    (parsed,) = load_queues(QUEUE.replace("{ANNOTATIONS}", "{}").replace("weight: 1", "weight: 1\n  parent: root"))
+    assert parsed.parent is None

@@ -30,6 +30,7 @@ from federation.placement.eligibility import (
     unmatched_constraints,
     usable_nodes,
 )
+from federation.placement.hierarchy import ancestors
 
 Pod = tuple[str, int, Resources]
 #: Score of putting ``pod`` on ``node`` given the node's current free; higher is better.
@@ -88,8 +89,14 @@ class Ledger:
         for run in snapshot.running:  # running jobs hold all their replicas
             by_queue.setdefault(run.job.queue, []).append(run.job.requests)
         self.queue_usage: dict[str, Resources] = {q: total(reqs) for q, reqs in by_queue.items()}
+        # What ``verdict`` depends on besides the job: health, unusable nodes, and the node
+        # profiles (sizes, labels, taints) and tree of each cluster. Names alone were not
+        # enough: two snapshots with the same node names but other sizes shared a verdict.
         self.signature = tuple(
-            (c.name, c.healthy, tuple(n.name for n in c.nodes if not n.usable)) for c in snapshot.clusters
+            (c.name, c.healthy, tuple(n.name for n in c.nodes if not n.usable),
+             frozenset((n.allocatable, tuple(sorted(n.labels.items())), n.taints) for n in c.nodes),
+             tuple(sorted((d.name, d.tier, len(d.nodes)) for d in c.tree.domains.values())))
+            for c in snapshot.clusters
         )
         self.capacity = total(
             n.allocatable for c in snapshot.clusters if c.healthy for n in c.nodes if n.usable
@@ -138,12 +145,18 @@ class Ledger:
         return None if found is None else replace(found, job=job.name)
 
     def within_capability(self, job: Job, request: Resources) -> bool:
-        """Usage after ``request`` stays within ``capability`` in every capped resource it asks for."""
-        queue = self.snapshot.queue(job.queue)
-        if queue is None or queue.capability is None:
-            return True
-        after = self.usage(job.queue) + request
-        return all(after.get(k) <= cap for k, cap in queue.capability if request.get(k) > 0)
+        """Usage after ``request`` stays within ``capability`` in every capped resource it asks
+        for, for the job's queue and every parent over its subtree (hierarchical queues)."""
+        queues = {q.name: q for q in self.snapshot.queues}
+        for name in (job.queue, *ancestors(queues, job.queue)):
+            queue = queues.get(name)
+            if queue is None or queue.capability is None:
+                continue
+            below = [u for q, u in self.queue_usage.items() if q == name or name in ancestors(queues, q)]
+            after = total(below) + request
+            if not all(after.get(k) <= cap for k, cap in queue.capability if request.get(k) > 0):
+                return False
+        return True
 
     def commit(self, job: Job, placement: Placement) -> None:
         reqs = {(t, i): r for t, i, r in self.pods(job)}

@@ -21,12 +21,16 @@ Modelled from the published descriptions (no code copied):
   gradient; nodes are chosen by the binpack plugin (most allocated first), soft-mode
   pods preferring nodes whose lowest common HyperNode with the pods already placed has
   the lowest tier (the plugin's LCA tier score).
+* Volcano's ``enqueue`` action runs first (``volcano_enqueue``): only jobs its overcommit
+  and proportion plugins admitted (``JobEnqueueable``) are allocated, each in the cluster
+  it was admitted to; admission persists across rounds as the PodGroup's Inqueue phase.
 * No preemption (``preempt``/``reclaim`` are not in Volcano's default action list).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import replace
 
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobs import Job
@@ -48,7 +52,8 @@ from federation.placement.baselines.common import (
     placement_for,
     unplaced,
 )
-from federation.placement.eligibility import allowed_clusters, candidate_domains, usable_nodes
+from federation.placement.baselines.volcano_enqueue import EnqueueGate, rejection
+from federation.placement.eligibility import allowed_clusters, can_ever_hold, candidate_domains, usable_nodes
 
 
 def _binpack(request: Resources) -> list[str]:
@@ -164,16 +169,57 @@ def _allocate(job: Job, cluster: ClusterSnapshot, ledger: Ledger) -> Attempt:
     return _whole_cluster(job, cluster, ledger)
 
 
-def _try(job: Job, snapshot: FederationSnapshot, ledger: Ledger, failures: Failures) -> Placement | Unplaced:
+def _gating_cluster(job: Job, snapshot: FederationSnapshot, ledger: Ledger) -> ClusterSnapshot | None:
+    """The member cluster whose Volcano sees the job: Karmada's choice (the first with room).
+
+    When no cluster has room now, Karmada does not bind the job anywhere, so no Volcano
+    gates it, unless it may use one cluster only. Then it is created there and waits in
+    that cluster's enqueue, as on a single Volcano cluster.
+    """
+    chosen = _dispatch(job, snapshot, ledger)
+    if chosen is not None:
+        return chosen
+    allowed = [c for group in allowed_clusters(job, snapshot) for c in group]
+    if len(allowed) == 1 and can_ever_hold(job, allowed[0]):
+        return allowed[0]
+    return None
+
+
+def _enqueue(order: list[PendingJob], snapshot: FederationSnapshot, ledger: Ledger,
+             gate: EnqueueGate) -> dict[str, Unplaced]:
+    """Volcano's enqueue action over the round's jobs; returns the ones it left Pending."""
+    allowed = {p.job.name: {c.name for g in allowed_clusters(p.job, snapshot) for c in g} for p in order}
+    for name, home in list(gate.admitted.items()):
+        if name not in allowed or home not in allowed[name]:
+            del gate.admitted[name]  # its cluster was lost or excluded: dispatched afresh
+    gate.hold((p.job, ledger.gang_request(p.job)) for p in order)
+    rejected: dict[str, Unplaced] = {}
+    for pending in order:
+        job = pending.job
+        if job.name in gate.admitted or ledger.verdict(job) is not None:
+            continue
+        cluster = _gating_cluster(job, snapshot, ledger)
+        if cluster is None:
+            continue
+        plugin = gate.verdict(job, ledger.gang_request(job), cluster)
+        if plugin is not None:
+            constraint, reason = rejection(plugin, cluster.name)
+            rejected[job.name] = Unplaced(job.name, reason, constraint, cluster.name)
+    return rejected
+
+
+def _try(job: Job, snapshot: FederationSnapshot, ledger: Ledger, failures: Failures,
+         admitted: ClusterSnapshot | None = None) -> Placement | Unplaced:
     """Dispatch then allocate one job; failures are remembered per gang shape (and cluster)
-    because free capacity only shrinks within a round, so an identical gang fails again."""
-    known = failures.get(job)
+    because free capacity only shrinks within a round, so an identical gang fails again.
+    A job Volcano enqueued in ``admitted`` is allocated there only."""
+    known = failures.get(job, admitted.name if admitted is not None else "")
     if known is not None:
         return known
     if not ledger.within_capability(job, ledger.gang_request(job)):
         why = Attempt(None, "queue-capability", f"queue {job.queue} capability would be exceeded")
         return failures.add(job, unplaced(job, ledger, why))
-    cluster = _dispatch(job, snapshot, ledger)
+    cluster = admitted if admitted is not None else _dispatch(job, snapshot, ledger)
     if cluster is None:
         why = Attempt(None, "capacity", "no allowed cluster has room for the gang")
         return failures.add(job, unplaced(job, ledger, why))
@@ -186,16 +232,45 @@ def _try(job: Job, snapshot: FederationSnapshot, ledger: Ledger, failures: Failu
     return failures.add(job, unplaced(job, ledger, attempt), cluster.name)
 
 
+def _interleaved(snapshot: FederationSnapshot, ledger: Ledger) -> list[PendingJob]:
+    """Queue order (priority, then share / weight, from the ledger as it is now), jobs in
+    job order inside each queue: the walk of Volcano's enqueue and allocate actions."""
+    queues: dict[str, deque[PendingJob]] = {}
+    for pending in by_submission(snapshot.pending):
+        queues.setdefault(pending.job.queue, deque()).append(pending)
+    shares = {name: ledger.share(name) for name in queues}
+    taken = dict.fromkeys(queues, 0.0)
+    out: list[PendingJob] = []
+
+    def order(name: str) -> tuple[int, float, str]:
+        queue = snapshot.queue(name)
+        weight = queue.weight if queue is not None else 1
+        return (-(queue.priority if queue is not None else 0), (shares[name] + taken[name]) / weight, name)
+
+    while queues:
+        name = min(queues, key=order)
+        pending = queues[name].popleft()
+        out.append(pending)
+        taken[name] += ledger.gang_request(pending.job).dominant_share(ledger.capacity)
+        if not queues[name]:
+            del queues[name]
+    return out
+
+
 def plan(snapshot: FederationSnapshot, limits: PlanLimits | None = None, previous: Plan | None = None) -> Plan:
-    """One Volcano-style allocate pass over all pending jobs (``limits``/``previous`` unused)."""
-    del limits, previous
+    """Volcano's enqueue then allocate over all pending jobs (``limits`` unused; ``previous``
+    tells which jobs were already Inqueue)."""
+    del limits
     ledger = Ledger(snapshot)
+    gate = EnqueueGate(snapshot, previous)
+    rejected = _enqueue(_interleaved(snapshot, ledger), snapshot, ledger, gate)
     queues: dict[str, deque[PendingJob]] = {}
     for pending in by_submission(snapshot.pending):
         queues.setdefault(pending.job.queue, deque()).append(pending)
     placements: list[Placement] = []
     failed: list[Unplaced] = []
     failures = Failures()
+    clusters = {c.name: c for c in snapshot.clusters}
 
     def order(name: str) -> tuple[int, float, str]:
         queue = snapshot.queue(name)
@@ -207,10 +282,16 @@ def plan(snapshot: FederationSnapshot, limits: PlanLimits | None = None, previou
         job = queues[name].popleft().job
         if not queues[name]:
             del queues[name]
-        outcome = _try(job, snapshot, ledger, failures)
+        if job.name in rejected:
+            failed.append(rejected[job.name])
+            continue
+        home = gate.admitted.get(job.name)
+        outcome = _try(job, snapshot, ledger, failures, clusters[home] if home is not None else None)
         if isinstance(outcome, Placement):
             ledger.commit(job, outcome)
             placements.append(outcome)
+        elif home is not None and not outcome.unschedulable:
+            failed.append(replace(outcome, closest_cluster=home))  # stays Inqueue in ``home``
         else:
             failed.append(outcome)
     return Plan(tuple(placements), tuple(failed), (), "GREEDY")

@@ -13,6 +13,7 @@ Structure — variables in one module, one module per constraint or objective te
 ``priority``     base value per placed unit, weighted by priority band
 ``topology``     hard tier limits prune candidates; penalty per tier above the lowest
 ``fit``          best-fit packing preference (fuller domains first)
+``anticipation`` whole room above the chosen domain kept for queued gangs (``guard``)
 ``preemption``   who may be evicted (preempt within a queue, reclaim across queues),
                  linking to the beneficiaries, cost of victims
 ``objective``    the sum of all terms
@@ -29,7 +30,9 @@ plan, so plans from different planners are comparable):
 2. fairness — ``FAIR_BONUS`` (256) per unit filling a queue's deficit below its fair share;
 3. amount placed — ``VALUE`` (64) per unit (work conservation), minus evicted units;
 4. topology tier — ``TIER_PENALTY`` (16) per unit per tier above the lowest feasible;
-5. packing — up to ``PACK_PENALTY_MAX`` (7) per unit for emptier domains.
+5. anticipation and packing — up to ``GUARD_MAX`` (6) per unit for eating into emptier
+   domains above the chosen one at a tier a queued gang needs, and up to
+   ``PACK_PENALTY_MAX`` (7) for an emptier chosen domain (together < one tier step).
 
 Layers 2-5 dominate each other by weight ratios rather than strictly (strict weights
 would need coefficients beyond what CP-SAT's LP handles well); the ratios make the

@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 
 from federation.domain.plans import FederationSnapshot, Plan, PlanLimits
+from federation.placement.admission import hold_room
 from federation.placement.cpsat import decode, solve, windows
 from federation.placement.greedy import finish, run_bands
-from federation.placement.reserve import reserve_for_starved
 from federation.placement.rounds import Round
 
 
@@ -29,7 +29,7 @@ def reference_plan(snapshot: FederationSnapshot, seconds: float = 30.0, workers:
     started = time.monotonic()
     policy = policy or PlanLimits()
     rnd = Round(snapshot, grace=policy.preemption_grace_seconds, topology_wait=policy.topology_wait_seconds)
-    reserve_for_starved(rnd, policy.reserve_after_seconds)
+    hold_room(rnd, policy)
     fresh = rnd.checkpoint()
     greedy = finish(rnd, run_bands(rnd, snapshot.pending), "GREEDY", started)
     rnd.restore(fresh)

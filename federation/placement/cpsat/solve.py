@@ -19,6 +19,7 @@ from ortools.sat.python import cp_model
 
 from federation.domain.plans import Placement, PlanLimits
 from federation.placement.cpsat import (
+    anticipation,
     assignment,
     capacity,
     fairness,
@@ -34,7 +35,7 @@ from federation.placement.cpsat import (
 from federation.placement.cpsat.variables import Vars, Window
 
 QUICK_SECONDS = 5.0
-MODULES = (assignment, capacity, quota, fairness, priority, topology, fit, preemption)
+MODULES = (assignment, capacity, quota, fairness, priority, topology, fit, anticipation, preemption)
 
 
 @dataclass

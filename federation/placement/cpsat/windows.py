@@ -24,12 +24,12 @@ from collections.abc import Mapping, Sequence
 
 from federation.domain.jobs import Job
 from federation.domain.plans import FederationSnapshot, PendingJob, Placement, Plan, PlanLimits
-from federation.placement.cpsat import decode, preemption, solve
+from federation.placement.admission import hold_room
+from federation.placement.cpsat import decode, neighbourhood, preemption, solve
 from federation.placement.cpsat.classes import attach_candidates, group_jobs, hint_domains, victim_room
 from federation.placement.cpsat.solve import Outcome
 from federation.placement.cpsat.variables import Window
 from federation.placement.greedy import finish, run_bands
-from federation.placement.reserve import reserve_for_starved
 from federation.placement.rounds import Round
 from federation.placement.score import FAIR_BONUS, VALUE
 
@@ -121,7 +121,11 @@ def per_band(
         seconds = (deadline - time.monotonic()) * (1.0 if index == len(order) - 1 else max(0.5, share))
         perfect = not greedy_left and not any(rnd.scoring.tier_steps(jobs[n], p.tier) for n, p in g_placed.items())
         if perfect or seconds < floor:
-            left.extend(greedy_left)
+            if perfect or small:
+                left.extend(greedy_left)
+            else:  # too little time for the band's model: CP-SAT on its worst few clusters
+                left.extend(neighbourhood.improve(rnd, band, members, greedy_left, limits,
+                                                  time.monotonic() + seconds, fair_left(rnd, band), out))
             continue
         g_value = _band_value(rnd, band)
         after_greedy = rnd.checkpoint()
@@ -132,7 +136,11 @@ def per_band(
         solve_seconds = seconds - (time.monotonic() - started) - size * DECODE_SECONDS_PER_VAR
         if solve_seconds < MIN_WINDOW_SECONDS:  # the model would not get to improve on its hint
             rnd.restore(after_greedy)
-            left.extend(greedy_left)
+            if small:
+                left.extend(greedy_left)
+            else:  # the band's model is too big: CP-SAT on its worst few clusters instead
+                left.extend(neighbourhood.improve(rnd, band, members, greedy_left, limits,
+                                                  started + seconds, fair_left(rnd, band), out))
             continue
         v = solve.model(w, g_placed, g_evicted)
         solver = solve.weighted(w, v, solve_seconds, limits, out)
@@ -172,7 +180,7 @@ def plan_cpsat(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan 
     deadline = started + budget - reserve
     rnd = Round(snapshot, grace=limits.preemption_grace_seconds, topology_wait=limits.topology_wait_seconds)
     rnd.bar_returning_victims(previous)
-    reserve_for_starved(rnd, limits.reserve_after_seconds)
+    hold_room(rnd, limits)
     weights = joint_weights(rnd) if len(snapshot.pending) <= JOINT_MAX_JOBS else None
     if weights is not None:
         fresh = rnd.checkpoint()

@@ -113,8 +113,9 @@ def test_no_database_password_or_token_is_ever_printed(
     ("postgresql://u@h/db", "postgresql://u@h/db"),
     ("postgresql://u:p%40ss@h/db?sslmode=require", "postgresql://u:***@h/db?sslmode=require"),
     ("redis://:pw@cache:6379/0", "redis://:***@cache:6379/0"),
+    ("postgresql://u:p@ss@h:5432/db x://v:w@k", "postgresql://u:***@h:5432/db x://v:***@k"),
     ("authorization: bearer abc.def-ghi", "authorization: bearer ***"),
-], ids=["sqlite-file", "no-password", "escaped-password", "empty-user", "lower-case-bearer"])
+], ids=["sqlite-file", "no-password", "escaped-password", "empty-user", "at-in-password", "lower-case-bearer"])
 def test_redaction_masks_only_secrets(text: str, expected: str) -> None:
     assert redact(text) == expected
 

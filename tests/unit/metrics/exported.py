@@ -35,5 +35,5 @@ def exported_names() -> set[str]:
     service.registry.register(FederationCollector(_Stats(), observed=lambda: observed, streams=lambda: 1))
     agent = AgentMetrics()
     agent.actions(["RestartPod"])
-    agent.watch_reopened()
+    agent.leading(True)
     return _names(service.registry) | _names(agent.registry)

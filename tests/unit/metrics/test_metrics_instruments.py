@@ -13,6 +13,7 @@ from agents.core.records import NodeRecord, PodManifest
 from agents.fake.cluster import FakeCluster
 from agents.main import main as agent_main
 from agents.metrics import NO_AGENT_METRICS, AgentMetrics, measured
+from agents.telemetry import WATCH_RECONNECTS, watch_reconnected
 from federation.cli.main import main as federation_main
 from federation.domain.errors import InvalidInput
 from federation.domain.resources import Resources
@@ -66,7 +67,7 @@ def _cluster() -> FakeCluster:
     return FakeCluster("east", [NodeRecord("n0", Resources.of(gpu=8))])
 
 
-def test_the_agent_times_binds_by_outcome_and_counts_reopened_watches() -> None:
+def test_the_agent_times_binds_by_outcome_and_counts_restart_actions_and_watch_reconnects() -> None:
     async def scenario() -> AgentMetrics:
         metrics = AgentMetrics()
         backend = measured(_cluster(), metrics)
@@ -74,17 +75,19 @@ def test_the_agent_times_binds_by_outcome_and_counts_reopened_watches() -> None:
         await backend.bind_pod("default", "p-0", "n0")
         with pytest.raises(BindingRejected):
             await backend.bind_pod("default", "p-0", "n0")  # already bound
-        backend.watch()
-        backend.watch()
-        backend.watch()
         assert backend.cluster == "east"  # everything else is delegated
         metrics.actions(["RestartPod", "RestartPod", "AbortJob"])
         return metrics
 
+    before = dict(WATCH_RECONNECTS)
+    watch_reconnected("expired")  # what an informer does on 410 Gone (tests/e2e: a real one)
+
     r = asyncio.run(scenario()).registry
     assert _value(r, "federation_agent_bind_duration_seconds_count", outcome="ok") == 1
     assert _value(r, "federation_agent_bind_duration_seconds_count", outcome="rejected") == 1
-    assert _value(r, "federation_agent_watch_reconnects_total") == 2  # the first watch is not a reconnect
+    expired = _value(r, "federation_agent_watch_reconnects_total", reason="expired")
+    assert expired == before.get("expired", 0) + 1
+    assert _value(r, "federation_agent_watch_reconnects_total", reason="error") is not None  # exported at 0
     assert _value(r, "federation_agent_restarts_total", action="RestartPod") == 2
 
 

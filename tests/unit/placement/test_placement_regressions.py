@@ -188,3 +188,13 @@ def test_returning_victim_keeps_off_room_held_for_an_unstarted_preemptor() -> No
     previous = Plan((before,), (), (Preemption("v", "reclaim: queue a is above its fair share", "p"),))
     result = _with_previous(s, previous)
     assert result.placement("p") is None and result.placement("v") is None, result
+
+
+@pytest.mark.parametrize("planner", ["greedy", "cpsat"])
+def test_a_non_preempting_priority_class_waits_instead_of_evicting(planner: str) -> None:
+    """Kubernetes PriorityClass ``preemptionPolicy: Never`` (Volcano's priorityclass guide):
+    the higher-priority job waits for room rather than evicting the running gang."""
+    s = _sick_node_snapshot(missing=False)
+    waiting = replace(s, pending=tuple(replace(p, may_preempt=False) for p in s.pending))
+    result = checked(planner, waiting)
+    assert result.placement("high") is None and not result.preemptions

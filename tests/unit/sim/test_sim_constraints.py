@@ -108,3 +108,11 @@ def test_the_check_reports_a_pod_on_a_node_its_task_excludes() -> None:
     s = load_scenario(yaml.safe_dump(document(clusters=[models()], jobs=[pinned("h1", nodeSelector=H100)])))
     bad = Start(0.0, Placement("h1", "c1", "c1-l1", 1, (PodAssignment("worker", 0, "n2"),)))
     assert disallowed(s, [bad]) == ["h1 worker[0] on c1/n2 at 0s"]
+
+
+def test_queue_parents_are_read_and_must_exist() -> None:
+    s = scenario(queues=[{"name": "eng"}, {"name": "q", "parent": "eng"}, {"name": "ops", "parent": "root"}])
+    assert [(q.name, q.parent) for q in s.queues] == [("eng", None), ("q", "eng"), ("ops", None)]
+    with pytest.raises(InvalidInput) as err:
+        scenario(queues=[{"name": "q", "parent": "nowhere"}])
+    assert err.value.path == "queues[0].parent"

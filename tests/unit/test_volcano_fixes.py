@@ -1,0 +1,49 @@
+"""Volcano behaviours the federation follows: default task names, one action per event,
+and "not supported" (never "unknown") for fields we do not implement."""
+
+from __future__ import annotations
+
+import pytest
+
+from federation.domain.errors import InvalidInput
+from federation.domain.manifests import load_manifests
+
+JOB = """apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {{name: j}}
+spec:
+  {spec}
+  tasks:
+  - replicas: 1
+    template: {{spec: {{containers: [{{name: c, image: x}}]}}}}
+  - replicas: 1
+    name: named
+    template: {{spec: {{containers: [{{name: c, image: x}}]}}}}
+"""
+
+
+def test_a_task_without_a_name_is_named_default_and_its_index_as_volcano_does() -> None:
+    job = load_manifests(JOB.format(spec="queue: q")).job
+    assert [t.name for t in job.tasks] == ["default0", "named"]
+
+
+@pytest.mark.parametrize(("spec", "path", "rule"), [
+    pytest.param("policies: [{event: PodFailed, action: RestartJob}, {event: PodFailed, action: AbortJob}]",
+                 "documents[0].spec.policies[1].event", "one event cannot have two actions",
+                 id="Volcano's own invalid example: PodFailed to RestartJob and AbortJob"),
+    pytest.param("policies: [{events: [PodEvicted, PodFailed], action: RestartJob}, {event: PodFailed, "
+                 "action: AbortJob}]", "documents[0].spec.policies[1].event", "policies[0]",
+                 id="an event listed in events counts too"),
+    pytest.param("policies: [{exitCode: 3, action: RestartJob}, {exitCode: 3, action: AbortJob}]",
+                 "documents[0].spec.policies[1].exitCode", "already mapped", id="one exit code, two actions"),
+    pytest.param("policies: [{event: '*', action: RestartJob}, {event: PodFailed, action: AbortJob}]",
+                 "documents[0].spec.policies[0].event", "'*' covers every event", id="star beside another event"),
+    pytest.param("minAvaliable: 1", "documents[0].spec.minAvaliable", "not supported (did you mean",
+                 id="a typo says not supported and suggests the field"),
+    pytest.param("volumes: []", "documents[0].spec.volumes", "not supported", id="a field we do not implement"),
+])
+def test_refusals_name_the_field(spec: str, path: str, rule: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        load_manifests(JOB.format(spec=spec))
+    assert info.value.path == path and rule in info.value.rule
+    assert "unknown" not in info.value.rule
