@@ -28,6 +28,9 @@ from typing import Any
 from federation.domain.errors import InvalidInput
 
 LEVELS = ("privileged", "baseline", "restricted")
+# The hard cap on a template's nesting wherever one is parsed (the service's configurable
+# ``max_template_depth``, 64 by default, applies below it).
+TEMPLATE_MAX_DEPTH = 128
 DEFAULT_LEVEL = "baseline"
 
 # Baseline: capabilities a container may add (the container runtime's default set).
