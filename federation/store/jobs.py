@@ -78,6 +78,15 @@ class JobRepository:
                 raise NotFound("job", name)
             return job_record(row)
 
+    def get_many(self, names: Collection[str]) -> dict[str, JobRecord]:
+        """The jobs among ``names`` that exist, by name, in one query (the event feed renders
+        a page of events with one round trip, not one per job)."""
+        if not names:
+            return {}
+        with self._db.read() as session:
+            rows = session.scalars(select(JobRow).where(JobRow.name.in_(list(names))))
+            return {row.name: job_record(row) for row in rows}
+
     def list(
         self,
         *,

@@ -92,6 +92,8 @@ def queue_to_proto(queue: Queue) -> queues_pb2.Queue:
         name=queue.name, weight=queue.weight, priority=queue.priority,
         guarantee=resources_to_proto(queue.guarantee), reclaimable=queue.reclaimable,
         parent=queue.parent or "", owners=list(queue.owners),
+        namespaces=list(queue.namespaces), default_namespace=queue.default_namespace,
+        pod_security=queue.pod_security, allow_system_namespaces=queue.allow_system_namespaces,
     )
     if queue.capability is not None:
         msg.capability.SetInParent()
@@ -125,6 +127,10 @@ def queue_from_proto(msg: queues_pb2.Queue, path: str = "queue") -> Queue:
         reclaimable=msg.reclaimable if msg.HasField("reclaimable") else True,
         parent=msg.parent or None,
         owners=tuple(msg.owners),
+        namespaces=tuple(msg.namespaces),
+        default_namespace=msg.default_namespace or (msg.namespaces[0] if msg.namespaces else "default"),
+        pod_security=msg.pod_security or "baseline",
+        allow_system_namespaces=msg.allow_system_namespaces,
         topology_wait_seconds=msg.topology_wait_seconds if msg.HasField("topology_wait_seconds") else None,
     )
 

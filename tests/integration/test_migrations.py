@@ -60,7 +60,8 @@ def test_migrations_are_found_through_the_installed_package() -> None:
     directory = migrations.migrations_dir()
     assert (directory / "env.py").is_file()
     assert any(p.name.endswith(".py") for p in (directory / "versions").iterdir())
-    assert migrations.head() == "0006"
+    newest = max(p.name.split("_", 1)[0] for p in (directory / "versions").iterdir() if p.name[:4].isdigit())
+    assert migrations.head() == newest
 
 
 def test_upgrade_accepts_an_engine(db_url: str) -> None:
