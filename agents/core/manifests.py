@@ -38,8 +38,9 @@ from agents.core.records import (
     SecretManifest,
     ServiceManifest,
     SshMount,
+    pod_name,
 )
-from agents.core.works import Work, pod_name
+from federation.domain.works import Work
 
 
 @dataclass(frozen=True)

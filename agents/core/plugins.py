@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 
-from agents.core.works import pod_name
+from agents.core.records import pod_name
 from federation.domain.jobs import Job
 
 HOSTS_MOUNT_PATH = "/etc/volcano"

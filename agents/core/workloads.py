@@ -28,7 +28,7 @@ from typing import Any
 from agents.core.binding import bind_gang
 from agents.core.manifests import spec_hash
 from agents.core.operations import BindPod, CreateWorkload, DeletePod, DeleteWorkload, Op
-from agents.core.reconcile import W_BOUND, W_CANCELLED, W_PENDING, W_REPLAN, W_RUNNING, Observed, Reconciliation
+from agents.core.reconcile import Observed, Reconciliation
 from agents.core.records import (
     ANNOTATION_SPEC_HASH,
     ANNOTATION_WORK_ID,
@@ -36,16 +36,15 @@ from agents.core.records import (
     LABEL_TASK,
     LABEL_TASK_INDEX,
     LABEL_WORK_VERSION,
-    RUNNING,
     SCHEDULER_NAME,
-    SUCCEEDED,
     PodRecord,
     WorkloadManifest,
 )
-from agents.core.works import Work
 from federation.domain.jobs import Job
 from federation.domain.plans import PodAssignment
+from federation.domain.states import PodPhase, WorkPhase
 from federation.domain.topology import Domain
+from federation.domain.works import Work
 
 
 def _template_metadata(template: dict[str, Any], work: Work) -> None:
@@ -110,7 +109,7 @@ def reconcile_workload(work: Work, observed: Observed) -> Reconciliation:
         ops: list[Op] = [DeleteWorkload(w.kind, w.namespace, w.name) for w in observed.workloads]
         ops += [DeletePod(p.namespace, p.name, "work cancelled") for p in mine if not p.deleting]
         left = len(observed.workloads) + len(mine)
-        return Reconciliation(tuple(ops), W_CANCELLED, f"withdrawing {left} objects" if left else "withdrawn")
+        return Reconciliation(tuple(ops), WorkPhase.CANCELLED, f"withdrawing {left} objects" if left else "withdrawn")
     desired = render_workload(work)
     ops = []
     have = [w for w in observed.workloads if w.kind == kind and w.name == job.name]
@@ -125,25 +124,25 @@ def reconcile_workload(work: Work, observed: Observed) -> Reconciliation:
     current = [p for p in current if p.index < replicas]
     if stale or len(current) < job.gang_size:
         waiting = f"{len(stale)} old pods to go" if stale else f"{len(current)} of {job.gang_size} pods from the {kind}"
-        return Reconciliation(tuple(ops), W_PENDING, f"waiting for {waiting}")
+        return Reconciliation(tuple(ops), WorkPhase.PENDING, f"waiting for {waiting}")
     unbound = [(p.task, p.index) for p in current if p.node is None]
     bound = [PodAssignment(p.task, p.index, p.node) for p in current if p.node is not None]
-    started = sum(1 for p in current if p.phase in (RUNNING, SUCCEEDED))
+    started = sum(1 for p in current if p.phase in (PodPhase.RUNNING, PodPhase.SUCCEEDED))
     if not unbound:
-        phase = W_RUNNING if started >= job.gang_size else W_BOUND
+        phase = WorkPhase.RUNNING if started >= job.gang_size else WorkPhase.BOUND
         return Reconciliation(tuple(ops), phase, "")
     if observed.tree is None:
-        return Reconciliation(tuple(ops), W_PENDING, "no valid HyperNode tree observed yet")
+        return Reconciliation(tuple(ops), WorkPhase.PENDING, "no valid HyperNode tree observed yet")
     domain = observed.tree.domains.get(work.placement.hypernode)
     result = bind_gang(job, domain or Domain(work.placement.hypernode, 0, frozenset()), observed.nodes,
                        planned=work.placement.pods, pending=sorted(unbound), bound=bound)
     if result.assignments is None:
         reason = result.reason if domain is not None else f"HyperNode {work.placement.hypernode} not found"
         ops += [DeletePod(p.namespace, p.name, "gang cannot be completed; unbinding") for p in current if p.node]
-        return Reconciliation(tuple(ops), W_REPLAN, reason)
+        return Reconciliation(tuple(ops), WorkPhase.REPLAN, reason)
     names = {(p.task, p.index): p.name for p in current}
     ops += [BindPod(job.namespace, names[(a.task, a.index)], a.node) for a in result.assignments]
-    return Reconciliation(tuple(ops), W_RUNNING if started >= job.gang_size else W_BOUND, "")
+    return Reconciliation(tuple(ops), WorkPhase.RUNNING if started >= job.gang_size else WorkPhase.BOUND, "")
 
 
 def workload_refs(job: Job) -> Sequence[tuple[str, str, str]]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from federation.cli.durations import duration_flag
 from federation.cli.errors import EXIT_USAGE, fail
+from federation.cli.limit_flags import add_limit_flags, limits_from_args
 from federation.cli.policy_flags import add_policy_flags, policy_limits
 from federation.domain.errors import InvalidInput
 
@@ -42,12 +43,18 @@ def _parser() -> argparse.ArgumentParser:
                        help="coalesce submissions and snapshots for this long before a planning round")
     serve.add_argument("--plan-time-limit", type=float, default=1.0, help="CP-SAT time limit per round")
     add_policy_flags(serve)
+    add_limit_flags(serve)
     serve.add_argument("--max-pending-per-round", type=int, default=5000,
                        help="pending jobs one planning round considers (split fairly between queues)")
     serve.add_argument("--shutdown-grace-seconds", type=float, default=10.0,
                        help="on SIGTERM/SIGINT, let in-flight requests finish for up to this long")
     serve.add_argument("--no-control-loop", action="store_true",
                        help="API only: no planning rounds and no agent service (benchmarks, read replicas)")
+    serve.add_argument("--leader-election", action="store_true",
+                       help="PostgreSQL only: replicas compete for a lease in the database; only the leader plans "
+                            "and takes agent streams, the others stand by (gRPC health NOT_SERVING)")
+    serve.add_argument("--lease-seconds", type=float, default=15.0,
+                       help="with --leader-election: a dead leader is replaced within about this long")
     serve.add_argument("--submit-batch-size", type=int, default=64,
                        help="group commit: at most this many SubmitJob calls per store transaction")
     serve.add_argument("--submit-batch-delay-ms", type=float, default=2.0,
@@ -142,8 +149,10 @@ def _serve_config(args: argparse.Namespace) -> ServeConfig:
         control_loop=not args.no_control_loop,
         submit_batching=SubmitBatching(max_items=args.submit_batch_size,
                                        max_delay_seconds=args.submit_batch_delay_ms / 1000),
+        limits=limits_from_args(args),
         metrics_listen=args.metrics_listen, log_format=args.log_format,
         audit_retention_seconds=args.audit_retention,
+        leader_election=args.leader_election, lease_seconds=args.lease_seconds,
     )
 
 

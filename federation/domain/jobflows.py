@@ -21,7 +21,7 @@ from dataclasses import replace
 from federation.domain.errors import InvalidInput
 from federation.domain.jobs import Job
 from federation.domain.manifests_fields import check_keys, mapping, sequence, string, strings
-from federation.domain.states import CANCELLED, FAILED, SUCCEEDED
+from federation.domain.states import JobState
 
 FLOW_API = "flow.volcano.sh/v1alpha1"
 FLOW_KINDS = ("JobFlow", "JobTemplate")
@@ -102,10 +102,10 @@ def flow_gate(after: Sequence[str], states: Mapping[str, tuple[str, str]]) -> tu
     """
     for dep in after:
         state, reason = states.get(dep, ("", ""))
-        if state in (FAILED, CANCELLED):
+        if state in (JobState.FAILED, JobState.CANCELLED):
             return STOP, f"dependency {dep} {state}" + (f": {reason}" if reason else "")
     waiting = [f"{dep} ({states[dep][0]})" if dep in states else f"{dep} (not submitted)"
-               for dep in after if states.get(dep, ("", ""))[0] != SUCCEEDED]
+               for dep in after if states.get(dep, ("", ""))[0] != JobState.SUCCEEDED]
     if waiting:
         return WAIT, "waiting for " + ", ".join(waiting)
     return READY, ""

@@ -7,9 +7,12 @@ meaning itself is the pure ``propagation.status.effect``; this adapter performs 
   re-planned, or its cluster was lost) is answered with a ``Cancel`` again — idempotent,
   and it converges an agent that missed the first one;
 - restart actions the agent took become ``Restarted`` job events (and the restart count);
-- the Work's state is written with the agent's epoch (a deposed agent is refused with
-  ``StaleEpoch`` and fenced by the hub), then the job steps along its state machine; an
-  illegal step is logged and ignored, never forced;
+- the job steps along its state machine first (an illegal step is logged and ignored,
+  never forced), then the Work's state is written with the agent's epoch (a deposed
+  agent is refused with ``StaleEpoch`` and fenced by the hub). Why this order: a central
+  killed between the two leaves the Work active, so the agent is sent it again at its
+  next sync and its next report writes the Work; the other order left a finished Work
+  behind a job stuck in ``dispatched`` for good (found by the standby takeover test);
 - ``Replan`` requeues the job first and withdraws the Work second, so a crash in between
   leaves a pending job whose old Work the next placement supersedes — never a job that
   looks placed with nothing behind it;
@@ -27,24 +30,18 @@ from typing import Any
 
 from federation.domain.errors import InvalidInput
 from federation.domain.plans import PodAssignment
+from federation.domain.states import WorkPhase, WorkState
 from federation.logs import fields
 from federation.propagation.status import ReportedPod, actual_pods, effect
 from federation.propagation.works import placement_from_payload
 from federation.store import Conflict, IllegalTransition, JobRecord, NotFound, Store
 from federation.v1 import agent_pb2
+from federation.wire.convert import work_phase_from_proto
 
 log = logging.getLogger(__name__)
 
 RESTART_ACTIONS = frozenset({"RestartPod", "RestartTask", "RestartJob"})
 Call = Callable[..., Awaitable[Any]]
-
-
-def phase_name(phase: int) -> str:
-    """``WORK_PHASE_RUNNING`` -> ``RUNNING`` ("UNSPECIFIED" for unknown numbers)."""
-    try:
-        return agent_pb2.WorkPhase.Name(phase).removeprefix("WORK_PHASE_")  # type: ignore[arg-type]
-    except ValueError:
-        return "UNSPECIFIED"
 
 
 def event_message(event: agent_pb2.WorkEvent) -> str:
@@ -74,9 +71,9 @@ class StatusHandler:
             return []
         if work.cluster != cluster:
             raise InvalidInput("status.work_id", f"work {work_id} belongs to cluster {work.cluster}, not {cluster}")
-        phase = phase_name(msg.phase)
+        phase = work_phase_from_proto(msg.phase)
         if not work.active:
-            if work.state == "withdrawn" and phase != "CANCELLED":
+            if work.state == WorkState.WITHDRAWN and phase is not WorkPhase.CANCELLED:
                 return [agent_pb2.CentralMessage(cancel=agent_pb2.Cancel(
                     work_id=str(work.id), job=work.job, version=work.version, reason=work.message or "withdrawn"))]
             return []
@@ -86,17 +83,19 @@ class StatusHandler:
         if change.replan:
             await self._call(self._store.clusters.heartbeat, cluster, epoch)  # refuses a deposed agent
             await self._steps(record, change.job_steps, msg.message or "the cluster cannot honour the placement")
-            await self._work_state(work_id, "withdrawn", f"replan: {msg.message}", epoch)
+            await self._work_state(work_id, WorkState.WITHDRAWN, f"replan: {msg.message}", epoch)
             self._notify(cluster)
             self._trigger("replan")
             return []
+        await self._record_pods(work_id, phase, msg, placement_from_payload(work.job, work.payload).pods, epoch)
+        if change.job_steps:
+            await self._call(self._store.clusters.heartbeat, cluster, epoch)  # refuses a deposed agent
+        await self._steps(record, change.job_steps, msg.message)
         if change.work_state is not None and change.work_state != work.state:
             await self._work_state(work_id, change.work_state, msg.message, epoch)
-        await self._record_pods(work_id, phase, msg, placement_from_payload(work.job, work.payload).pods, epoch)
-        await self._steps(record, change.job_steps, msg.message)
         return []
 
-    async def _record_pods(self, work_id: int, phase: str, msg: agent_pb2.WorkStatus,
+    async def _record_pods(self, work_id: int, phase: WorkPhase | None, msg: agent_pb2.WorkStatus,
                            recorded: tuple[PodAssignment, ...], epoch: int) -> None:
         reported = (ReportedPod(p.task, p.index, p.node, p.phase) for p in msg.pods)
         pods = actual_pods(phase, reported, recorded)

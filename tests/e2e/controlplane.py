@@ -4,7 +4,7 @@ One etcd is shared by N kube-apiservers, each with its own ``--etcd-prefix``,
 CA, serving certificate, admin client certificate (``O=system:masters``) and
 service-account key, as Kubernetes' own integration tests do.  Each cluster
 gets a kwok controller that simulates fake nodes and pods, plus the HyperNode
-CRD (``deploy/crds/hypernode.yaml``), and a kube-controller-manager built from the
+CRD (``deploy/chart/federation-agent/files/hypernode.yaml``), and a kube-controller-manager built from the
 same Kubernetes module running the Deployment, ReplicaSet, StatefulSet, garbage
 collector and namespace controllers, so workloads create their pods and owned
 objects go with their owners as in production.  No scheduler runs: bind pods
@@ -70,7 +70,7 @@ __all__ = [
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "hack" / "build-controlplane.sh"
-HYPERNODE_CRD = REPO_ROOT / "deploy" / "crds" / "hypernode.yaml"
+HYPERNODE_CRD = REPO_ROOT / "deploy" / "chart" / "federation-agent" / "files" / "hypernode.yaml"
 
 HYPERNODE_GROUP = "topology.volcano.sh"
 HYPERNODE_VERSION = "v1alpha1"

@@ -87,15 +87,20 @@ class Federation:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(5)
 
-    async def fedctl(self, *args: str) -> str:
-        """Run ``fedctl`` as a separate process (without blocking the loop the service runs on)."""
+    async def fedctl_result(self, *args: str) -> tuple[int, str, str]:
+        """Run ``fedctl`` as a separate process (without blocking the loop the service runs on):
+        its exit code, stdout and stderr."""
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "federation.cli.fedctl", "--server", self.address, *args,
             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         out, err = await asyncio.wait_for(proc.communicate(), 60)
-        assert proc.returncode == 0, f"fedctl {' '.join(args)}: {out.decode()}{err.decode()}"
-        return out.decode()
+        return int(proc.returncode or 0), out.decode(), err.decode()
+
+    async def fedctl(self, *args: str) -> str:
+        code, out, err = await self.fedctl_result(*args)
+        assert code == 0, f"fedctl {' '.join(args)}: {out}{err}"
+        return out
 
     async def submit(self, name: str, **kw: Any) -> None:
         path = self.tmp / f"{name}.yaml"
@@ -436,7 +441,10 @@ async def test_a_gpu_model_pinned_gang_lands_only_on_matching_nodes(federation) 
         path.write_text(job_header(name, 2, 1) + "  networkTopology:\n    mode: hard\n    highestTierAllowed: 2\n"
                         + "  tasks:\n" + task)
         await fed.fedctl("submit", "-f", str(path))
-        job = await fed.state(name, "JOB_STATE_RUNNING")
+        try:
+            job = await fed.state(name, "JOB_STATE_RUNNING")
+        except AssertionError as exc:  # say where it is stuck
+            raise AssertionError(f"{exc}\n{await fed.fedctl('explain', name)}") from None
         assert job["cluster"] == "east", job
         await eventually("pods Running", lambda: _running(fed, "east", name, 2), 60)
         assert {p.node for p in await _pods(fed, "east", name)} == pinned

@@ -12,9 +12,9 @@ import pytest
 
 from agents.core.manifests import render
 from agents.core.records import SshMount
-from agents.core.works import Work
 from federation.domain.manifests import load_jobs
 from federation.domain.plans import Placement
+from federation.domain.works import Work
 
 CORPUS = Path("/work/shared/real-manifests/volcano-jobs")
 EXAMPLES = (

@@ -22,12 +22,12 @@ from agents.core.records import (
 )
 from agents.core.snapshot import build_snapshot
 from agents.core.workloads import index_pods, reconcile_workload, render_workload, workload_refs
-from agents.core.works import Work
 from agents.fake.cluster import FakeCluster
 from agents.runtime_jobs import orphan_ops
 from federation.domain.jobs import Job
 from federation.domain.manifests import load_jobs
 from federation.domain.resources import Resources
+from federation.domain.works import Work
 
 DEPLOYMENT = """
 apiVersion: apps/v1
