@@ -12,6 +12,8 @@ grpc's exception types.
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,20 +70,74 @@ class Tls:
         )
 
 
-async def _call(awaitable: Any) -> Any:
-    try:
-        return await awaitable
-    except grpc.aio.AioRpcError as exc:
-        raise ServiceError(exc.code(), exc.details() or "") from None
+@dataclass(frozen=True)
+class Retry:
+    """Retries of idempotent calls that failed UNAVAILABLE (server restarting, store blip).
+
+    Bounded: at most ``attempts`` tries, sleeping ``initial_backoff`` seconds after the
+    first failure, times ``multiplier`` after each next one, capped at ``max_backoff``,
+    each delay jittered by up to ``jitter`` of itself so clients that lost the same
+    server do not return in lockstep. Which calls are idempotent: every read, SubmitJob
+    (by name: an identical resubmission answers created=False, so a retry after a lost
+    answer stores nothing twice), CancelJob, UpdateQueue, the declarative ApplyPolicy and
+    ApplyPriorityClass, and TaintCluster; never CreateQueue or the Delete calls (a retry
+    after a lost success would answer ALREADY_EXISTS / NOT_FOUND).
+    """
+
+    attempts: int = 4
+    initial_backoff: float = 0.1
+    max_backoff: float = 2.0
+    multiplier: float = 2.0
+    jitter: float = 0.2
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1 or self.initial_backoff < 0 or self.max_backoff < 0 or self.multiplier < 1:
+            raise ValueError("Retry: attempts >= 1, backoffs >= 0 and multiplier >= 1")
+
+    def delays(self) -> list[float]:
+        """The sleeps between attempts (``attempts - 1`` of them), jittered."""
+        out, delay = [], self.initial_backoff
+        for _ in range(self.attempts - 1):
+            out.append(min(delay, self.max_backoff) * (1 + random.uniform(-self.jitter, self.jitter)))
+            delay *= self.multiplier
+        return out
+
+
+NO_RETRY = Retry(attempts=1)
+
+
+@dataclass(frozen=True)
+class Reconnect:
+    """The channel's reconnect back-off after the connection dropped (gRPC channel arguments).
+
+    gRPC's defaults (first retry after 1 s, growing to 120 s) left clients waiting 0.6-5.6 s
+    after a server restart (issue 10); these defaults reconnect within 0.1-2 s.
+    """
+
+    initial_backoff_ms: int = 100
+    min_backoff_ms: int = 100
+    max_backoff_ms: int = 2000
+
+    def options(self) -> list[tuple[str, Any]]:
+        return [("grpc.initial_reconnect_backoff_ms", self.initial_backoff_ms),
+                ("grpc.min_reconnect_backoff_ms", self.min_backoff_ms),
+                ("grpc.max_reconnect_backoff_ms", self.max_backoff_ms)]
 
 
 class FederationClient:
-    """One channel to ``address`` (``HOST:PORT``); use as ``async with FederationClient(...) as c``."""
+    """One channel to ``address`` (``HOST:PORT``); use as ``async with FederationClient(...) as c``.
+
+    ``retry`` re-sends idempotent calls that failed UNAVAILABLE (``NO_RETRY`` turns it off);
+    ``reconnect`` sets how soon the channel reconnects after losing the server.
+    """
 
     def __init__(self, address: str, token: str | None = None, tls: Tls | None = None,
-                 *, timeout: float | None = 30.0) -> None:
+                 *, timeout: float | None = 30.0, retry: Retry | None = None,
+                 reconnect: Reconnect | None = None) -> None:
         options: list[tuple[str, Any]] = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                   ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+                   ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                   *(reconnect or Reconnect()).options()]
+        self.retry = retry or Retry()
         if tls is not None and tls.server_name:
             options.append(("grpc.ssl_target_name_override", tls.server_name))
         if tls is None:
@@ -108,8 +164,6 @@ class FederationClient:
 
     async def wait_ready(self, timeout: float = 10.0) -> None:
         """Wait until the channel connects (raises ServiceError UNAVAILABLE after ``timeout``)."""
-        import asyncio
-
         try:
             await asyncio.wait_for(self._channel.channel_ready(), timeout)
         except TimeoutError:
@@ -118,29 +172,40 @@ class FederationClient:
     def _kw(self) -> dict[str, Any]:
         return {"metadata": self._metadata, "timeout": self._timeout}
 
+    async def _unary(self, method: Any, request: Any, idempotent: bool = True) -> Any:
+        """One unary call, retried per ``self.retry`` when idempotent and UNAVAILABLE."""
+        delays = self.retry.delays() if idempotent else []
+        for delay in [*delays, None]:
+            try:
+                return await method(request, **self._kw())
+            except grpc.aio.AioRpcError as exc:
+                if delay is None or exc.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise ServiceError(exc.code(), exc.details() or "") from None
+            await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
     # ------------------------------------------------------------------ jobs
 
     async def submit_job(self, spec: types_pb2.JobSpec, *, dry_run: bool = False) -> jobs_pb2.SubmitJobResponse:
         """Submit (idempotent by name: an identical resubmission answers created=False);
         ``dry_run`` runs the server's checks and stores nothing."""
-        resp: jobs_pb2.SubmitJobResponse = await _call(
-            self.jobs.SubmitJob(jobs_pb2.SubmitJobRequest(spec=spec, dry_run=dry_run), **self._kw()))
+        resp: jobs_pb2.SubmitJobResponse = await self._unary(
+            self.jobs.SubmitJob, jobs_pb2.SubmitJobRequest(spec=spec, dry_run=dry_run))
         return resp
 
     async def get_job(self, name: str) -> jobs_pb2.Job:
-        job: jobs_pb2.Job = await _call(self.jobs.GetJob(jobs_pb2.GetJobRequest(name=name), **self._kw()))
+        job: jobs_pb2.Job = await self._unary(self.jobs.GetJob, jobs_pb2.GetJobRequest(name=name))
         return job
 
     async def cancel_job(self, name: str, reason: str = "") -> jobs_pb2.Job:
-        job: jobs_pb2.Job = await _call(
-            self.jobs.CancelJob(jobs_pb2.CancelJobRequest(name=name, reason=reason), **self._kw()))
+        job: jobs_pb2.Job = await self._unary(self.jobs.CancelJob, jobs_pb2.CancelJobRequest(name=name, reason=reason))
         return job
 
     async def list_jobs_page(self, queue: str = "", state: int = 0, page_size: int = 0,
                              page_token: str = "") -> jobs_pb2.ListJobsResponse:
-        req = jobs_pb2.ListJobsRequest(queue=queue, state=state,  # type: ignore[arg-type]
+        req = jobs_pb2.ListJobsRequest(queue=queue, state=state,  # type: ignore[arg-type]  # an int for the JobState enum
                                        page_size=page_size, page_token=page_token)
-        resp: jobs_pb2.ListJobsResponse = await _call(self.jobs.ListJobs(req, **self._kw()))
+        resp: jobs_pb2.ListJobsResponse = await self._unary(self.jobs.ListJobs, req)
         return resp
 
     async def list_jobs(self, queue: str = "", state: int = 0, page_size: int = 0) -> list[jobs_pb2.Job]:
@@ -155,8 +220,8 @@ class FederationClient:
                 return out
 
     async def explain_job(self, name: str) -> jobs_pb2.ExplainJobResponse:
-        resp: jobs_pb2.ExplainJobResponse = await _call(
-            self.jobs.ExplainJob(jobs_pb2.ExplainJobRequest(name=name), **self._kw()))
+        resp: jobs_pb2.ExplainJobResponse = await self._unary(
+            self.jobs.ExplainJob, jobs_pb2.ExplainJobRequest(name=name))
         return resp
 
     async def watch_jobs(self, from_event_id: int = 0, queue: str = "") -> AsyncIterator[jobs_pb2.JobEvent]:
@@ -174,97 +239,96 @@ class FederationClient:
     # ------------------------------------------------------------------ queues
 
     async def create_queue(self, queue: queues_pb2.Queue) -> queues_pb2.Queue:
-        q: queues_pb2.Queue = await _call(
-            self.queues.CreateQueue(queues_pb2.CreateQueueRequest(queue=queue), **self._kw()))
+        q: queues_pb2.Queue = await self._unary(
+            self.queues.CreateQueue, queues_pb2.CreateQueueRequest(queue=queue), idempotent=False)
         return q
 
     async def update_queue(self, queue: queues_pb2.Queue) -> queues_pb2.Queue:
-        q: queues_pb2.Queue = await _call(
-            self.queues.UpdateQueue(queues_pb2.UpdateQueueRequest(queue=queue), **self._kw()))
+        q: queues_pb2.Queue = await self._unary(self.queues.UpdateQueue, queues_pb2.UpdateQueueRequest(queue=queue))
         return q
 
     async def get_queue(self, name: str) -> queues_pb2.Queue:
-        q: queues_pb2.Queue = await _call(self.queues.GetQueue(queues_pb2.GetQueueRequest(name=name), **self._kw()))
+        q: queues_pb2.Queue = await self._unary(self.queues.GetQueue, queues_pb2.GetQueueRequest(name=name))
         return q
 
     async def list_queues(self) -> list[queues_pb2.Queue]:
         out: list[queues_pb2.Queue] = []
         token = ""
         while True:
-            page: queues_pb2.ListQueuesResponse = await _call(
-                self.queues.ListQueues(queues_pb2.ListQueuesRequest(page_token=token), **self._kw()))
+            page: queues_pb2.ListQueuesResponse = await self._unary(
+                self.queues.ListQueues, queues_pb2.ListQueuesRequest(page_token=token))
             out.extend(page.queues)
             token = page.next_page_token
             if not token:
                 return out
 
     async def delete_queue(self, name: str) -> None:
-        await _call(self.queues.DeleteQueue(queues_pb2.DeleteQueueRequest(name=name), **self._kw()))
+        await self._unary(self.queues.DeleteQueue, queues_pb2.DeleteQueueRequest(name=name), idempotent=False)
 
     # ------------------------------------------------------------------ policies and priority classes
 
     async def apply_policy(self, policy: objects_pb2.Policy, *,
                            dry_run: bool = False) -> objects_pb2.ApplyPolicyResponse:
-        r: objects_pb2.ApplyPolicyResponse = await _call(self.objects.ApplyPolicy(
-            objects_pb2.ApplyPolicyRequest(policy=policy, dry_run=dry_run), **self._kw()))
+        r: objects_pb2.ApplyPolicyResponse = await self._unary(
+            self.objects.ApplyPolicy, objects_pb2.ApplyPolicyRequest(policy=policy, dry_run=dry_run))
         return r
 
     async def get_policy(self, kind: str, namespace: str, name: str) -> objects_pb2.Policy:
-        p: objects_pb2.Policy = await _call(self.objects.GetPolicy(
-            objects_pb2.PolicyKey(kind=kind, namespace=namespace, name=name), **self._kw()))
+        p: objects_pb2.Policy = await self._unary(
+            self.objects.GetPolicy, objects_pb2.PolicyKey(kind=kind, namespace=namespace, name=name))
         return p
 
     async def list_policies(self) -> list[objects_pb2.Policy]:
-        r: objects_pb2.ListPoliciesResponse = await _call(
-            self.objects.ListPolicies(objects_pb2.ListPoliciesRequest(), **self._kw()))
+        r: objects_pb2.ListPoliciesResponse = await self._unary(
+            self.objects.ListPolicies, objects_pb2.ListPoliciesRequest())
         return list(r.policies)
 
     async def delete_policy(self, kind: str, namespace: str, name: str) -> None:
-        await _call(self.objects.DeletePolicy(objects_pb2.PolicyKey(kind=kind, namespace=namespace, name=name),
-                                              **self._kw()))
+        await self._unary(
+            self.objects.DeletePolicy, objects_pb2.PolicyKey(kind=kind, namespace=namespace, name=name),
+            idempotent=False)
 
     async def apply_priority_class(self, pc: objects_pb2.PriorityClass, *,
                                    dry_run: bool = False) -> objects_pb2.ApplyPriorityClassResponse:
-        r: objects_pb2.ApplyPriorityClassResponse = await _call(self.objects.ApplyPriorityClass(
-            objects_pb2.ApplyPriorityClassRequest(priority_class=pc, dry_run=dry_run), **self._kw()))
+        r: objects_pb2.ApplyPriorityClassResponse = await self._unary(
+            self.objects.ApplyPriorityClass, objects_pb2.ApplyPriorityClassRequest(priority_class=pc, dry_run=dry_run))
         return r
 
     async def get_priority_class(self, name: str) -> objects_pb2.PriorityClass:
-        p: objects_pb2.PriorityClass = await _call(
-            self.objects.GetPriorityClass(objects_pb2.PriorityClassKey(name=name), **self._kw()))
+        p: objects_pb2.PriorityClass = await self._unary(
+            self.objects.GetPriorityClass, objects_pb2.PriorityClassKey(name=name))
         return p
 
     async def list_priority_classes(self) -> list[objects_pb2.PriorityClass]:
-        r: objects_pb2.ListPriorityClassesResponse = await _call(
-            self.objects.ListPriorityClasses(objects_pb2.ListPriorityClassesRequest(), **self._kw()))
+        r: objects_pb2.ListPriorityClassesResponse = await self._unary(
+            self.objects.ListPriorityClasses, objects_pb2.ListPriorityClassesRequest())
         return list(r.priority_classes)
 
     async def delete_priority_class(self, name: str) -> None:
-        await _call(self.objects.DeletePriorityClass(objects_pb2.PriorityClassKey(name=name), **self._kw()))
+        await self._unary(
+            self.objects.DeletePriorityClass, objects_pb2.PriorityClassKey(name=name), idempotent=False)
 
     # ------------------------------------------------------------------ clusters and audit
 
     async def list_clusters(self) -> list[clusters_pb2.Cluster]:
-        resp: clusters_pb2.ListClustersResponse = await _call(
-            self.clusters.ListClusters(clusters_pb2.ListClustersRequest(), **self._kw()))
+        resp: clusters_pb2.ListClustersResponse = await self._unary(
+            self.clusters.ListClusters, clusters_pb2.ListClustersRequest())
         return list(resp.clusters)
 
     async def get_cluster(self, name: str) -> clusters_pb2.Cluster:
-        c: clusters_pb2.Cluster = await _call(
-            self.clusters.GetCluster(clusters_pb2.GetClusterRequest(name=name), **self._kw()))
+        c: clusters_pb2.Cluster = await self._unary(self.clusters.GetCluster, clusters_pb2.GetClusterRequest(name=name))
         return c
 
     async def taint_cluster(self, name: str, add: list[types_pb2.Taint], remove: list[str]) -> clusters_pb2.Cluster:
-        c: clusters_pb2.Cluster = await _call(self.clusters.TaintCluster(
-            clusters_pb2.TaintClusterRequest(name=name, add=add, remove=remove), **self._kw()))
+        c: clusters_pb2.Cluster = await self._unary(
+            self.clusters.TaintCluster, clusters_pb2.TaintClusterRequest(name=name, add=add, remove=remove))
         return c
 
     async def job_audit(self, job: str) -> audit_pb2.JobAudit:
-        a: audit_pb2.JobAudit = await _call(self.audit.GetJobAudit(audit_pb2.GetJobAuditRequest(job=job), **self._kw()))
+        a: audit_pb2.JobAudit = await self._unary(self.audit.GetJobAudit, audit_pb2.GetJobAuditRequest(job=job))
         return a
 
     async def list_rounds(self, page_size: int = 0, page_token: str = "") -> audit_pb2.ListRoundsResponse:
-        r: audit_pb2.ListRoundsResponse = await _call(
-            self.audit.ListRounds(audit_pb2.ListRoundsRequest(page_size=page_size, page_token=page_token),
-                                  **self._kw()))
+        r: audit_pb2.ListRoundsResponse = await self._unary(
+            self.audit.ListRounds, audit_pb2.ListRoundsRequest(page_size=page_size, page_token=page_token))
         return r

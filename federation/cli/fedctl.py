@@ -20,7 +20,7 @@ import grpc
 
 from federation.cli import fedctl_format as fmt
 from federation.cli.errors import EXIT_FAILURE, EXIT_USAGE, fail
-from federation.client import FederationClient, ServiceError, Tls
+from federation.client import FederationClient, Reconnect, Retry, ServiceError, Tls
 from federation.domain.errors import InvalidInput
 from federation.v1 import queues_pb2, types_pb2
 
@@ -45,6 +45,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--key", help="client private key (PEM) for mutual TLS")
     parser.add_argument("--server-name", help="name to verify in the server certificate (default: the host)")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per call")
+    parser.add_argument("--retries", type=int, default=3,
+                        help="re-send an idempotent call this many times when the server is UNAVAILABLE, with "
+                             "bounded back-off (default %(default)s; 0 = never)")
+    parser.add_argument("--reconnect-max-ms", type=int, default=2000,
+                        help="longest wait between reconnect attempts after losing the server (default %(default)s)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     apply = sub.add_parser("apply", help="create or update every object in files or directories "
@@ -110,6 +115,13 @@ def _parser() -> argparse.ArgumentParser:
         qc.add_argument("--deserved", action="append", default=[], metavar="RES=QTY")
         qc.add_argument("--owner", action="append", default=[], help="tenant allowed to use the queue (repeatable)")
         qc.add_argument("--parent", default="")
+        qc.add_argument("--namespace", action="append", default=[], dest="namespaces",
+                        help="namespace the queue's jobs may use (repeatable; none = only --default-namespace)")
+        qc.add_argument("--default-namespace", default="", help="namespace of a job that names none (default: default)")
+        qc.add_argument("--pod-security", default="", choices=("", "baseline", "restricted", "privileged"),
+                        help="Pod Security Standard for the queue's pod templates (default: baseline)")
+        qc.add_argument("--allow-system-namespaces", action="store_true",
+                        help="let --namespace list kube-system and other kube-* namespaces")
         qc.add_argument("--no-reclaimable", action="store_true")
         _output(qc)
     ql = qsub.add_parser("list", help="list queues")
@@ -172,7 +184,9 @@ def queue_from_flags(args: argparse.Namespace) -> queues_pb2.Queue:
     if not args.name:
         raise InvalidInput("name", "a queue name (or -f FILE) is required")
     q = queues_pb2.Queue(name=args.name, weight=args.weight, priority=args.priority, parent=args.parent,
-                         owners=args.owner, guarantee=_quantities(args.guarantee, "--guarantee"))
+                         owners=args.owner, guarantee=_quantities(args.guarantee, "--guarantee"),
+                         namespaces=args.namespaces, default_namespace=args.default_namespace,
+                         pod_security=args.pod_security, allow_system_namespaces=args.allow_system_namespaces)
     if args.capability:
         q.capability.quantities.update(_quantities(args.capability, "--capability"))
     if args.deserved:
@@ -332,7 +346,12 @@ async def _main(args: argparse.Namespace, run: Callable[[FederationClient, argpa
                                                         Awaitable[str | None]]) -> int:
     token = args.token or os.environ.get("FEDCTL_TOKEN") or None
     tls = Tls(args.ca, args.cert, args.key, args.server_name) if (args.ca or args.cert or args.key) else None
-    async with FederationClient(args.server, token=token, tls=tls, timeout=args.timeout) as client:
+    if args.retries < 0 or args.reconnect_max_ms < 1:
+        raise InvalidInput("--retries" if args.retries < 0 else "--reconnect-max-ms", "must not be negative"
+                           if args.retries < 0 else "must be at least 1")
+    reconnect = Reconnect(min(100, args.reconnect_max_ms), min(100, args.reconnect_max_ms), args.reconnect_max_ms)
+    async with FederationClient(args.server, token=token, tls=tls, timeout=args.timeout,
+                                retry=Retry(attempts=args.retries + 1), reconnect=reconnect) as client:
         out = await run(client, args)
     if out is not None:
         print(out)

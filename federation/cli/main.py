@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from federation.cli.durations import duration_flag
 from federation.cli.errors import EXIT_USAGE, fail
+from federation.cli.limit_flags import add_limit_flags, limits_from_args
 from federation.cli.policy_flags import add_policy_flags, policy_limits
 from federation.domain.errors import InvalidInput
 
@@ -42,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="coalesce submissions and snapshots for this long before a planning round")
     serve.add_argument("--plan-time-limit", type=float, default=1.0, help="CP-SAT time limit per round")
     add_policy_flags(serve)
+    add_limit_flags(serve)
     serve.add_argument("--max-pending-per-round", type=int, default=5000,
                        help="pending jobs one planning round considers (split fairly between queues)")
     serve.add_argument("--shutdown-grace-seconds", type=float, default=10.0,
@@ -147,6 +149,7 @@ def _serve_config(args: argparse.Namespace) -> ServeConfig:
         control_loop=not args.no_control_loop,
         submit_batching=SubmitBatching(max_items=args.submit_batch_size,
                                        max_delay_seconds=args.submit_batch_delay_ms / 1000),
+        limits=limits_from_args(args),
         metrics_listen=args.metrics_listen, log_format=args.log_format,
         audit_retention_seconds=args.audit_retention,
         leader_election=args.leader_election, lease_seconds=args.lease_seconds,

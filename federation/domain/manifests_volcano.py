@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
 from federation.domain.errors import InvalidInput
 from federation.domain.jobs import (
@@ -45,6 +46,11 @@ from federation.domain.resources import Resources
 
 PRIORITY_ANNOTATION = "federation.io/priority"
 OWNERS_ANNOTATION = "federation.io/owners"
+# Where a queue's pods may go (docs/design/limits.md): Volcano's Queue has no such fields.
+NAMESPACES_ANNOTATION = "federation.io/namespaces"
+DEFAULT_NAMESPACE_ANNOTATION = "federation.io/default-namespace"
+POD_SECURITY_ANNOTATION = "federation.io/pod-security"
+SYSTEM_NAMESPACES_ANNOTATION = "federation.io/allow-system-namespaces"
 # Volcano's older hierarchical DRF annotations; refused in favour of spec.parent (one way to say it).
 HIERARCHY_ANNOTATIONS = ("volcano.sh/hierarchy", "volcano.sh/hierarchy-weights")
 TOPOLOGY_WAIT_ANNOTATION = "federation.io/topology-wait"  # opt-in hold for a lower tier (placement/intent.py)
@@ -363,6 +369,7 @@ def parse_queue(doc: Mapping[str, object], path: str) -> Queue:
             reclaimable=boolean(spec.get("reclaimable", True), f"{sp}.reclaimable"),
             parent=string(spec["parent"], f"{sp}.parent") if spec.get("parent") else None,
             owners=owners,
+            **_pod_rules(annotations, f"{path}.metadata.annotations"),
             topology_wait_seconds=_topology_wait(annotations, path),
         )
     except InvalidInput as exc:
@@ -373,3 +380,23 @@ def parse_queue(doc: Mapping[str, object], path: str) -> Queue:
         if exc.path == "topologyWaitSeconds":
             raise InvalidInput(f"{path}.metadata.annotations[{TOPOLOGY_WAIT_ANNOTATION}]", exc.rule) from None
         raise exc.under(sp) from None
+
+
+def _pod_rules(annotations: Mapping[str, str], path: str) -> dict[str, Any]:
+    """A queue's namespaces, default namespace, Pod Security level and system-namespace opt-in."""
+    out: dict[str, Any] = {}
+    namespaces = tuple(n.strip() for n in annotations.get(NAMESPACES_ANNOTATION, "").split(",") if n.strip())
+    if namespaces:
+        out["namespaces"] = namespaces
+    if DEFAULT_NAMESPACE_ANNOTATION in annotations:
+        out["default_namespace"] = annotations[DEFAULT_NAMESPACE_ANNOTATION].strip()
+    elif namespaces:
+        out["default_namespace"] = namespaces[0]
+    if POD_SECURITY_ANNOTATION in annotations:
+        out["pod_security"] = annotations[POD_SECURITY_ANNOTATION].strip()
+    if SYSTEM_NAMESPACES_ANNOTATION in annotations:
+        value = annotations[SYSTEM_NAMESPACES_ANNOTATION].strip().lower()
+        if value not in ("true", "false"):
+            raise InvalidInput(f"{path}[{SYSTEM_NAMESPACES_ANNOTATION!r}]", "must be \"true\" or \"false\"")
+        out["allow_system_namespaces"] = value == "true"
+    return out

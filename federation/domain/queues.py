@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from federation.domain.errors import require
+from federation.domain.errors import InvalidInput, require
+from federation.domain.names import dns_label, is_system_namespace
+from federation.domain.pod_security import DEFAULT_LEVEL, LEVELS
 from federation.domain.resources import Resources
 
 ROOT_QUEUE = "root"  # Volcano's implicit root queue: parent "root" == no parent
@@ -21,6 +23,13 @@ class Queue:
     whether capacity it borrowed may be taken back. ``owners`` are the tenants allowed to
     submit to, see and cancel its jobs. Queue ``priority`` orders queues before job
     priority and fairness.
+
+    Where its pods may go (docs/design/limits.md, "Safe pods"): ``namespaces`` lists the
+    namespaces its jobs may use (empty = only ``default_namespace``), a job naming none
+    gets ``default_namespace``, and Kubernetes' own namespaces (``kube-*``) may be listed
+    only with ``allow_system_namespaces`` — an admin's explicit choice, since only admins
+    create queues. ``pod_security`` is the Pod Security Standard every pod template of
+    the queue must meet (``baseline`` unless the admin says ``restricted`` or ``privileged``).
     """
 
     name: str
@@ -32,6 +41,10 @@ class Queue:
     reclaimable: bool = True
     parent: str | None = None
     owners: tuple[str, ...] = ()
+    namespaces: tuple[str, ...] = ()
+    default_namespace: str = "default"
+    pod_security: str = DEFAULT_LEVEL
+    allow_system_namespaces: bool = False
     # Default topology wait for its jobs that carry a networkTopology (placement/intent.py).
     topology_wait_seconds: float | None = None
 
@@ -49,3 +62,18 @@ class Queue:
         if self.topology_wait_seconds is not None:
             require(0 <= self.topology_wait_seconds <= 30 * 86_400.0,
                     "topologyWaitSeconds", "must be between 0 and 30 days")
+        require(self.pod_security in LEVELS, "podSecurity", f"must be one of {', '.join(LEVELS)}")
+        require(len(self.namespaces) <= 256, "namespaces", "at most 256 namespaces per queue")
+        for i, ns in enumerate((*self.namespaces, self.default_namespace)):
+            path = f"namespaces[{i}]" if i < len(self.namespaces) else "defaultNamespace"
+            dns_label(ns, path)
+            if is_system_namespace(ns) and not self.allow_system_namespaces:
+                raise InvalidInput(path, f"{ns} is a Kubernetes system namespace; a queue may use it only "
+                                         f"with allowSystemNamespaces: true")
+        if self.namespaces and self.default_namespace not in self.namespaces:
+            raise InvalidInput("defaultNamespace", f"{self.default_namespace!r} is not in namespaces")
+
+    @property
+    def allowed_namespaces(self) -> tuple[str, ...]:
+        """Where this queue's jobs may put pods (the default namespace alone when none are listed)."""
+        return self.namespaces or (self.default_namespace,)

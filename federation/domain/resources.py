@@ -7,18 +7,25 @@ in bytes, every other resource (``nvidia.com/gpu``, ``pods``) as a plain count.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from federation.domain.errors import InvalidInput
+from federation.domain.names import qualified_name
 
 GPU = "nvidia.com/gpu"
 CPU = "cpu"
 MEMORY = "memory"
 
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+# Kubernetes' quantity grammar (k8s.io/apimachinery/pkg/api/resource/quantity.go):
+#   <quantity> ::= <signedNumber><suffix>;  <number> ::= <digits> | <digits>.<digits> | <digits>. | .<digits>
+#   <suffix> ::= <binarySI> | <decimalExponent> | <decimalSI>;  <decimalExponent> ::= "e" <signedNumber> | "E" ...
+# An exponent and an SI suffix never go together ("1e3Gi" is refused, as Kubernetes does).
+_QUANTITY = re.compile(
+    r"([+-]?)([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:([eE])([+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?")
 _SUFFIX = {
     None: Decimal(1),
     "n": Decimal("1e-9"),
@@ -37,30 +44,53 @@ _SUFFIX = {
     "Pi": Decimal(2) ** 50,
     "Ei": Decimal(2) ** 60,
 }
+# Bounds that keep parsing O(length) with small numbers (docs/design/limits.md). Kubernetes
+# keeps quantities in an int64 of its canonical unit; so do we (millicores, bytes, counts).
+QUANTITY_MAX_CHARS = 64
+QUANTITY_MAX = 2**63 - 1
+_EXPONENT_CAP = 64  # beyond +-64 the value is either out of range or rounds to one unit
 
 
 def parse_quantity(resource: str, value: object, path: str = "") -> int:
     """Parse a Kubernetes quantity for ``resource`` into canonical integer units.
 
     CPU becomes millicores (``"500m"`` -> 500, ``"2"`` -> 2000); everything else is
-    rounded up to a whole unit (``"8Gi"`` -> 8589934592). Negative values and malformed
-    strings such as ``"8Gx"`` are refused with the field path.
+    rounded up to a whole unit (``"8Gi"`` -> 8589934592). Negative values, malformed
+    strings such as ``"8Gx"`` and values above 2^63-1 canonical units are refused with the
+    field path. Why the exponent is capped before any arithmetic: ``Decimal("1e999999")``
+    is cheap, but turning it into an int costs seconds of CPU (issue 10's event-loop stall).
     """
     if isinstance(value, bool):
         raise InvalidInput(path, f"quantity must be a number or string, got {value!r}")
-    text = str(value).strip()
-    match = _QUANTITY.match(text)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidInput(path, f"quantity must be finite, got {value!r}")
+    text = str(value).strip() if isinstance(value, str | int | float | Decimal) else None
+    if text is None:
+        raise InvalidInput(path, f"quantity must be a number or string, got {type(value).__name__}")
+    if len(text) > QUANTITY_MAX_CHARS:
+        raise InvalidInput(path, f"quantity is {len(text)} characters, over the {QUANTITY_MAX_CHARS}-character "
+                                 f"limit")
+    match = _QUANTITY.fullmatch(text)
     if not match:
-        raise InvalidInput(path, f"malformed quantity {text!r} (expected e.g. '8', '500m', '64Gi')")
-    try:
-        number = Decimal(match.group(1)) * _SUFFIX[match.group(2)]
-    except InvalidOperation as exc:  # pragma: no cover - regex already filters
-        raise InvalidInput(path, f"malformed quantity {text!r}") from exc
-    if number < 0:
+        raise InvalidInput(path, f"malformed quantity {text!r} (expected e.g. '8', '500m', '64Gi', '1e3')")
+    sign, digits, exp_mark, exponent, suffix = match.groups()
+    mantissa = Decimal(digits)
+    if sign == "-" and mantissa != 0:
         raise InvalidInput(path, f"quantity must not be negative, got {text!r}")
+    if mantissa == 0:
+        return 0
+    scale = _SUFFIX[suffix] if not exp_mark else Decimal(1)
+    power = int(exponent) if exp_mark else 0
+    if power > _EXPONENT_CAP:
+        raise InvalidInput(path, f"quantity {text!r} is out of range (at most {QUANTITY_MAX} canonical units)")
+    if power < -_EXPONENT_CAP:
+        return 1  # a positive amount below one unit rounds up to one, like any other fraction
+    number = mantissa.scaleb(power) * scale
     if resource == CPU:
         number *= 1000
     whole = int(number.to_integral_value(rounding="ROUND_CEILING"))
+    if whole > QUANTITY_MAX:
+        raise InvalidInput(path, f"quantity {text!r} is out of range (at most {QUANTITY_MAX} canonical units)")
     return whole
 
 
@@ -95,8 +125,10 @@ class Resources:
             raise InvalidInput(path, "must be a mapping of resource name to quantity")
         out: dict[str, int] = {}
         for key, raw in values.items():
+            key_path = f"{path}.{str(key)[:80]}" if path else str(key)[:80]
             if not isinstance(key, str) or not key:
                 raise InvalidInput(path, f"resource name must be a non-empty string, got {key!r}")
+            qualified_name(key, key_path, "resource name")
             out[key] = parse_quantity(key, raw, f"{path}.{key}" if path else key)
         return Resources(out)
 

@@ -24,6 +24,7 @@ from functools import lru_cache
 
 from federation.domain.errors import InvalidInput, require
 from federation.domain.nodes import Node, Toleration, untolerated
+from federation.domain.pod_security import TEMPLATE_MAX_DEPTH, parse_template
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 HOSTNAME = "kubernetes.io/hostname"
@@ -257,7 +258,8 @@ def template_constraints(template_json: str) -> NodeConstraints:
     """
     if not template_json:
         return NONE
-    template = json.loads(template_json)
+    # Bounded: never a JSONDecodeError or RecursionError escaping as INTERNAL (issue 10).
+    template = parse_template(template_json, "", TEMPLATE_MAX_DEPTH)
     meta = _map(template.get("metadata"), "metadata")
     spec = _map(template.get("spec"), "spec")
     own = {str(k): str(v) for k, v in _map(meta.get("labels"), "metadata.labels").items()}

@@ -19,6 +19,7 @@ from functools import cached_property
 
 from federation.domain.errors import InvalidInput, require
 from federation.domain.nodes import Node
+from federation.domain.patterns import compile_pattern
 
 ROOT_DOMAIN = "<cluster-root>"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
@@ -36,10 +37,7 @@ class MemberSelector:
         chosen = [x for x in (self.exact_name, self.regex, self.labels) if x is not None]
         require(len(chosen) == 1, "selector", "exactly one of exactMatch, regexMatch, labelMatch is required")
         if self.regex is not None:
-            try:
-                re.compile(self.regex)
-            except re.error as exc:
-                raise InvalidInput("selector.regexMatch.pattern", f"invalid regular expression: {exc}") from exc
+            compile_pattern(self.regex, "selector.regexMatch.pattern")
 
     def __hash__(self) -> int:
         labels = tuple(sorted(self.labels.items())) if self.labels is not None else None
@@ -184,7 +182,7 @@ def build_tree(specs: Sequence[HyperNodeSpec], nodes: Sequence[Node]) -> HyperNo
             elif sel.exact_name is not None:
                 members |= {n.name for n in nodes if n.name == sel.exact_name}
             elif sel.regex is not None:
-                pattern = re.compile(sel.regex)
+                pattern = compile_pattern(sel.regex, "selector.regexMatch.pattern")
                 members |= {n.name for n in nodes if pattern.search(n.name)}
             elif sel.labels:  # an empty labelMatch selects nothing, as in Volcano
                 wanted = dict(sel.labels)

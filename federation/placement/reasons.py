@@ -116,7 +116,11 @@ def _kept_for_another(rnd: Round, job: Job, ever: list[str]) -> Unplaced | None:
         return None
     starved, cluster, domain = rnd.reserved
     because, constraint = rnd.reserved_why
-    return Unplaced(job.name, f"the room that fits it, in {cluster}, is kept for {starved} ({because}) until "
+    # Name the starved job only to its own queue's users: explain must not reveal another
+    # tenant's job (issue 10); its queue is public (ListQueues), so name that instead.
+    queue = next((p.job.queue for p in rnd.snapshot.pending if p.job.name == starved), "")
+    who = starved if queue == job.queue else f"a job of queue {queue}"
+    return Unplaced(job.name, f"the room that fits it, in {cluster}, is kept for {who} ({because}) until "
                     f"{domain} can hold it", constraint, cluster)
 
 

@@ -46,20 +46,21 @@ from federation.domain.errors import InvalidInput
 from federation.logs import fields, set_fields
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
 from federation.propagation.failover import loss_reason, lost_clusters
-from federation.propagation.works import placement_from_payload
+from federation.propagation.works import work_from_payload
 from federation.service.agent_inbox import Inbox
 from federation.service.agent_messages import ack, fence, rejection
 from federation.service.agent_status import StatusHandler
-from federation.service.auth import Authenticator
+from federation.service.auth import Authenticator, PermissionDenied
 from federation.store import StaleEpoch, Store, StoreError, Unavailable
 from federation.store.leases import NotLeader
 from federation.v1 import agent_pb2, agent_pb2_grpc
 from federation.wire.convert import snapshot_from_proto, timestamp_from_proto, work_to_proto
+from federation.wire.limits import DEFAULT_LIMITS, Limits, check_snapshot
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-HELLO_TIMEOUT_SECONDS = 30.0
+HELLO_TIMEOUT_SECONDS = 5.0
 STORE_RETRIES = 3
 
 
@@ -103,6 +104,8 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         leading: Callable[[], bool] = lambda: True,
+        limits: Limits = DEFAULT_LIMITS,
+        hello_timeout_seconds: float = HELLO_TIMEOUT_SECONDS,
         metrics: ServiceMetrics = NO_METRICS,
     ) -> None:
         """``leading`` says whether this replica holds the leadership: a standby refuses
@@ -114,6 +117,8 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         self._store = store
         self._rounds = rounds
         self._auth = auth
+        self._limits = limits
+        self._hello_timeout = hello_timeout_seconds
         self._grace = grace_seconds
         self._clock = clock
         self._monotonic = monotonic
@@ -180,13 +185,19 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         request_iterator: AsyncIterator[agent_pb2.AgentMessage],
         context: Any,
     ) -> AsyncIterator[agent_pb2.CentralMessage]:
+        # Who is calling comes first: an unknown token learns nothing, not even the protocol.
+        who = self._auth.identity(context)
+        if who.tenant is not None and not self._auth.open:
+            raise PermissionDenied(f"{who.name} is a submitter token; only cluster agents may connect")
         if not self._leading():
             raise NotLeader("this central replica is a standby and takes no agent streams; reconnect to the leader")
         messages = request_iterator.__aiter__()
         try:
-            first = await asyncio.wait_for(anext(messages), HELLO_TIMEOUT_SECONDS)
-        except (StopAsyncIteration, TimeoutError):
+            first = await asyncio.wait_for(anext(messages), self._hello_timeout)
+        except StopAsyncIteration:
             return
+        except TimeoutError:
+            raise InvalidInput("hello", f"no hello within {self._hello_timeout:g}s of connecting") from None
         if first.WhichOneof("body") != "hello":
             raise InvalidInput("hello", "the first message on the stream must be hello")
         hello = first.hello
@@ -243,8 +254,8 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         out: list[agent_pb2.CentralMessage] = []
         for work in works:
             record = await self._call(self._store.jobs.get, work.job)
-            placement = placement_from_payload(work.job, work.payload)
-            out.append(agent_pb2.CentralMessage(work=work_to_proto(str(work.id), work.version, record.job, placement)))
+            out.append(agent_pb2.CentralMessage(work=work_to_proto(
+                work_from_payload(work.id, record.job, work.version, work.payload))))
             session.sent[work.job] = (work.id, work.version)
         return out
 
@@ -274,9 +285,8 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
             if session.sent.get(job) == (work.id, work.version):
                 continue
             record = await self._call(self._store.jobs.get, job)
-            placement = placement_from_payload(job, work.payload)
-            session.send(agent_pb2.CentralMessage(work=work_to_proto(str(work.id), work.version, record.job,
-                                                                     placement)))
+            session.send(agent_pb2.CentralMessage(work=work_to_proto(
+                work_from_payload(work.id, record.job, work.version, work.payload))))
             if job not in session.sent:  # a new Work, not a new version of one already sent
                 self._metrics.work_dispatched(self._clock() - work.created_at.timestamp())
             session.sent[job] = (work.id, work.version)
@@ -343,7 +353,9 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
             if msg.cluster != session.cluster:
                 raise InvalidInput("snapshot.cluster", f"is {msg.cluster!r}; this stream speaks for "
                                                        f"{session.cluster!r}")
-            snapshot = snapshot_from_proto(msg, "snapshot")
+            # Bounded first (counts and lengths), then parsed: both off the event loop, since a
+            # 15,000-node snapshot takes a noticeable fraction of a second to validate.
+            snapshot = await asyncio.to_thread(self._parse_snapshot, msg)
         except InvalidInput as exc:
             await self._call(self._store.clusters.record_tree_error, session.cluster, session.epoch, str(exc))
             log.warning("snapshot of %s rejected: %s", session.cluster, exc)
@@ -352,6 +364,10 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         await self._call(self._store.clusters.record_snapshot, session.epoch, snapshot)
         session.send(ack("snapshot", taken, session.epoch))
         self._rounds.trigger("snapshot")
+
+    def _parse_snapshot(self, msg: Any) -> Any:
+        check_snapshot(msg, self._limits, "snapshot")
+        return snapshot_from_proto(msg, "snapshot")
 
     # ------------------------------------------------------------------ watchdog
     async def _watch(self) -> None:

@@ -12,21 +12,21 @@ per-transaction cost dominated the hot path (issue 2). Each call still answers o
 its own job, only after the batch committed, with the same codes as before; a database
 failure fails every call of that batch (UNAVAILABLE), since none of it was stored.
 
-WatchJobs polls the store's event table (``events_since``) every ``watch_poll_seconds``
-and a submit or cancel through this servicer wakes the watchers at once. Why polling and
-not an in-process notifier only: the rounds, the agent hub, and (with PostgreSQL) other
-service replicas write events too; the table is the one feed every writer already
-appends to in the same transaction as the change, so a watcher can never miss an event
-or see one whose change was rolled back, and resumption is just "events after id N".
+WatchJobs reads the shared ``event_feed.EventFeed``: one poller of the store's event
+table (every ``watch_poll_seconds``, at once after a submit or cancel through this
+servicer) broadcasting to every stream. Why the table and not an in-process notifier
+only: the rounds, the agent hub, and (with PostgreSQL) other service replicas write
+events too; the table is the one feed every writer already appends to in the same
+transaction as the change, so a watcher can never miss an event or see one whose change
+was rolled back, and resumption is just "events after id N".
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -37,16 +37,19 @@ from federation.domain.jobs import Job
 from federation.domain.queues import Queue
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
 from federation.placement.intent import topology_wait
-from federation.service.auth import Authenticator, Identity, check_queue, may_use_queue
+from federation.service.admission import INLINE_TEMPLATE_BYTES, admit, template_bytes
+from federation.service.auth import Authenticator, Identity, PermissionDenied, check_queue, may_use_queue
 from federation.service.batching import Batcher
 from federation.service.errors import status_for
+from federation.service.event_feed import EventFeed
 from federation.service.objects import PriorityClassCache
-from federation.service.views import event_to_view, explain, job_to_view
+from federation.service.views import explain, job_to_view
 from federation.store.errors import NotFound
-from federation.store.jobs_submit import Outcome
-from federation.store.records import JobRecord, Submitted
+from federation.store.jobs_submit import Item, Outcome
+from federation.store.records import DecisionRecord, EventPage, JobRecord, Page, Submitted, WorkRecord
 from federation.v1 import jobs_pb2, jobs_pb2_grpc
 from federation.wire.convert import job_from_proto, job_state_name
+from federation.wire.limits import DEFAULT_LIMITS, Limits, check_job_spec
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -72,6 +75,54 @@ class Canceller(Protocol):
     async def cancel_job(self, job: str) -> None: ...
 
 
+class _QueueReader(Protocol):
+    def get(self, name: str) -> Queue: ...
+    def all(self) -> list[Queue]: ...
+
+
+class QueueSource(Protocol):
+    """What ``QueueCache`` needs from the store."""
+
+    @property
+    def queues(self) -> _QueueReader: ...
+
+
+class _Jobs(Protocol):
+    def submit_many(self, items: Sequence[Item]) -> list[Outcome]: ...
+    def get(self, name: str) -> JobRecord: ...
+    def cancel(self, name: str, reason: str = "cancelled") -> JobRecord: ...
+    def list(self, *, queue: str | None = None, states: Collection[str] | None = None, tenant: str | None = None,
+             visible_to: str | None = None, page_size: int | None = None,
+             page_token: str = "") -> Page[JobRecord]: ...
+    def events_since(self, after_id: int, *, limit: int = 500, job: str | None = None,
+                     queues: Collection[str] | None = None) -> EventPage: ...
+
+
+class _Decisions(Protocol):
+    def latest_decision(self, job: str) -> DecisionRecord | None: ...
+
+
+class _Works(Protocol):
+    def latest(self, job: str) -> WorkRecord | None: ...
+
+
+class _Policies(Protocol):
+    def claims(self, jobs: list[str] | None = None) -> dict[str, str]: ...
+
+
+class JobStore(QueueSource, Protocol):
+    """What ``JobServicer`` needs from the store."""
+
+    @property
+    def jobs(self) -> _Jobs: ...
+    @property
+    def audit(self) -> _Decisions: ...
+    @property
+    def works(self) -> _Works: ...
+    @property
+    def policies(self) -> _Policies: ...
+
+
 class QueueCache:
     """Queues by name for at most ``ttl`` seconds: the submit hot path's owner check.
 
@@ -82,7 +133,8 @@ class QueueCache:
     new queue) always reads the store, so a new queue is usable at once.
     """
 
-    def __init__(self, store: Any, ttl: float = QUEUE_CACHE_SECONDS, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, store: QueueSource, ttl: float = QUEUE_CACHE_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._store, self._ttl, self._clock = store, ttl, clock
         self._entries: dict[str, tuple[float, Queue]] = {}
         self._loading: dict[str, asyncio.Future[Queue]] = {}
@@ -124,12 +176,14 @@ def refusal_outcome(exc: BaseException) -> str:
 
 
 class JobServicer(jobs_pb2_grpc.JobServiceServicer):
-    def __init__(self, store: Any, auth: Authenticator, *, rounds: Trigger | None = None,
+    def __init__(self, store: JobStore, auth: Authenticator, *, rounds: Trigger | None = None,
                  hub: Canceller | None = None, queues: QueueCache | None = None,
                  spec_limit_bytes: int = DEFAULT_SPEC_LIMIT, watch_poll_seconds: float = 0.2,
                  batching: SubmitBatching | None = None, topology_wait_seconds: float = 0.0,
-                 metrics: ServiceMetrics = NO_METRICS, classes: PriorityClassCache | None = None) -> None:
+                 metrics: ServiceMetrics = NO_METRICS, classes: PriorityClassCache | None = None,
+                 limits: Limits = DEFAULT_LIMITS) -> None:
         self._store = store
+        self._limits = limits
         self._topology_wait = topology_wait_seconds  # the service default, for ExplainJob
         self._metrics = metrics
         self.classes = classes or PriorityClassCache(store)
@@ -138,9 +192,8 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         self._hub = hub
         self.queues = queues or QueueCache(store)
         self._limit = spec_limit_bytes
-        self._poll = watch_poll_seconds
         self._closing = asyncio.Event()
-        self._watchers: set[asyncio.Event] = set()  # one per WatchJobs stream
+        self.feed = EventFeed(store, poll_seconds=watch_poll_seconds)
         b = batching or SubmitBatching()
         self.submissions: Batcher[tuple[Job, str], Outcome] = Batcher(
             self._submit_many, max_items=b.max_items, max_delay=b.max_delay_seconds, max_batches=b.max_batches)
@@ -149,7 +202,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         """End every WatchJobs stream (server shutdown: streams would hold the grace period open)
         and send the waiting submissions to the store now rather than after their delay."""
         self._closing.set()
-        self._wake_watchers()
+        self.feed.shutdown()
         self.submissions.flush()
 
     def _submit_many(self, items: list[tuple[Job, str]]) -> list[Outcome]:
@@ -159,13 +212,13 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     async def close(self) -> None:
         """Wait for every submission batch in flight (after the server stopped; before the store closes)."""
         await self.submissions.close()
+        await self.feed.close()
         if self.submissions.batches:
             log.info("submissions: %d jobs in %d store transactions (%.1f per transaction)", self.submissions.items,
                      self.submissions.batches, self.submissions.items / self.submissions.batches)
 
     def _wake_watchers(self) -> None:
-        for changed in self._watchers:
-            changed.set()
+        self.feed.wake()
 
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await asyncio.to_thread(fn, *args, **kwargs)
@@ -195,6 +248,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         size = request.spec.ByteSize()
         if size > self._limit:
             raise InvalidInput("spec", f"is {size} bytes serialized, over the {self._limit}-byte limit")
+        check_job_spec(request.spec, self._limits, "spec")  # counts and names: cheap, before any parsing
         job = job_from_proto(request.spec, "spec", None if request.spec.HasField("priority")
                              else await self.classes.get())
         try:
@@ -202,6 +256,10 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         except NotFound:
             raise InvalidInput("spec.queue", f"unknown queue {job.queue!r}") from None
         check_queue(who, queue.name, queue.owners)
+        if template_bytes(request.spec) > INLINE_TEMPLATE_BYTES:  # big templates parse off the event loop
+            job = await asyncio.to_thread(admit, job, request.spec, queue, self._limits)
+        else:
+            job = admit(job, request.spec, queue, self._limits)
         if request.dry_run:
             return jobs_pb2.SubmitJobResponse(job=jobs_pb2.Job(id=job.name), created=False)
         outcome = await self.submissions.submit((job, who.tenant or ""))
@@ -263,43 +321,49 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
 
     async def WatchJobs(self, request: jobs_pb2.WatchJobsRequest,
                         context: Context) -> AsyncIterator[jobs_pb2.JobEvent]:
+        """Events from the shared feed, each checked against the caller's access as it is sent.
+
+        A tenant may watch only a queue that exists and is theirs (a queue created later
+        for someone else must not stream to them); ownership is re-read through the queue
+        cache (invalidated by this process's QueueService, else at most ``ttl`` old) for
+        every event delivered, and a watch on one queue ends with PERMISSION_DENIED the
+        moment the caller no longer owns it. An unfiltered watch skips other tenants' events.
+        """
         who = self._auth.require_tenant(context)
         if request.from_event_id < 0:
             raise InvalidInput("from_event_id", "must not be negative")
+        if request.queue:
+            await self._watchable(who, request.queue)
         cursor = request.from_event_id
-        queues = await self._visible_queues(who, request.queue)
-        refreshed = time.monotonic()
-        changed = asyncio.Event()
-        self._watchers.add(changed)
-        try:
-            while not self._closing.is_set():
-                changed.clear()
-                page = await self._call(self._store.jobs.events_since, cursor, limit=500, queues=queues)
-                records: dict[str, JobRecord | None] = {}
-                for ev in page.events:
-                    if ev.job not in records:
-                        records[ev.job] = await self._record_or_none(ev.job)
-                    yield event_to_view(ev, records[ev.job])
-                cursor = page.cursor
-                if len(page.events) >= 500:
+        while not self._closing.is_set():
+            items, cursor = await self.feed.next_batch(cursor, [request.queue] if request.queue else None)
+            for item in items:
+                if request.queue:
+                    if item.queue != request.queue:
+                        continue
+                    await self._watchable(who, request.queue)  # ends the watch if access was lost
+                elif not await self._may_see(who, item.queue):
                     continue
-                if not request.queue and not who.admin and time.monotonic() - refreshed > 5.0:
-                    queues, refreshed = await self._visible_queues(who, ""), time.monotonic()
-                # Wake early on a local change, else poll (other writers: rounds, hub, replicas).
-                # asyncio.timeout, not wait_for: on Python 3.11 wait_for(event.wait()) swallows a
-                # cancellation that arrives as the event is set, and a closed watch must end.
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self._poll):
-                        await changed.wait()
-        finally:
-            self._watchers.discard(changed)
+                yield item.view
 
-    async def _record_or_none(self, name: str) -> JobRecord | None:
+    async def _watchable(self, who: Identity, name: str) -> None:
+        """PERMISSION_DENIED unless ``who`` may see queue ``name`` now (it must exist for a tenant)."""
+        if who.admin:
+            return
         try:
-            record: JobRecord = await self._call(self._store.jobs.get, name)
-            return record
+            queue = await self.queues.get(name)
         except NotFound:
-            return None
+            raise PermissionDenied(f"tenant {who.name} may not watch queue {name}: no such queue") from None
+        check_queue(who, queue.name, queue.owners)
+
+    async def _may_see(self, who: Identity, name: str) -> bool:
+        if who.admin:
+            return True
+        try:
+            queue = await self.queues.get(name)
+        except NotFound:
+            return False
+        return may_use_queue(who, queue.owners)
 
     async def ExplainJob(self, request: jobs_pb2.ExplainJobRequest, context: Context) -> jobs_pb2.ExplainJobResponse:
         who = self._auth.require_tenant(context)

@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import grpc
 import grpc.aio
@@ -57,6 +56,7 @@ from federation.service.jobs import DEFAULT_SPEC_LIMIT, JobServicer, SubmitBatch
 from federation.service.leadership import Elector, Leadership, LeaseTimings
 from federation.service.objects import ObjectServicer
 from federation.service.queues import QueueServicer
+from federation.store import Store
 from federation.store.leases import LeaseFence, LeaseRepository
 from federation.v1 import (
     agent_pb2_grpc,
@@ -66,13 +66,16 @@ from federation.v1 import (
     objects_pb2_grpc,
     queues_pb2_grpc,
 )
+from federation.wire.limits import DEFAULT_LIMITS, Limits
 
 log = logging.getLogger(__name__)
 
 # Transport backstop: grpc refuses bigger messages with RESOURCE_EXHAUSTED before any of
-# our code runs. The JobService refuses a JobSpec over DEFAULT_SPEC_LIMIT (1 MiB) with
-# INVALID_ARGUMENT naming the field, which is the answer users normally see.
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+# our code runs; it is the agent stream's limit (a 15,000-node snapshot), the largest
+# message we accept. ``ErrorMapping`` holds every other method to ``Limits.max_request_bytes``
+# and the JobService a JobSpec to DEFAULT_SPEC_LIMIT (1 MiB), both INVALID_ARGUMENT.
+AGENT_CONNECT_METHOD = "/federation.v1.AgentService/Connect"
+MAX_MESSAGE_BYTES = DEFAULT_LIMITS.max_agent_message_bytes
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,7 @@ class ServeConfig:
     shutdown_grace_seconds: float = 10.0
     control_loop: bool = True
     submit_batching: SubmitBatching = field(default_factory=SubmitBatching)
+    limits: Limits = DEFAULT_LIMITS
     metrics_listen: str | None = None  # HOST:PORT of Prometheus /metrics; None: no metrics kept
     log_format: str = "text"  # text | json (federation.logs)
     audit_retention_seconds: float | None = None  # None: keep the whole audit
@@ -124,7 +128,7 @@ class RunningServer:
     server: grpc.aio.Server
     port: int
     address: str
-    store: Any
+    store: Store
     auth: Authenticator
     rounds: RoundScheduler | None
     hub: AgentHub | None
@@ -198,7 +202,7 @@ def _host_port(listen: str) -> tuple[str, int]:
 
 
 async def build_server(
-    store: Any,
+    store: Store,
     *,
     listen: str = "127.0.0.1:0",
     auth: Authenticator | None = None,
@@ -210,9 +214,9 @@ async def build_server(
     clock: Callable[[], float] = time.time,
     control_loop: bool = True,
     spec_limit_bytes: int = DEFAULT_SPEC_LIMIT,
-    max_message_bytes: int = MAX_MESSAGE_BYTES,
     watch_poll_seconds: float = 0.2,
     submit_batching: SubmitBatching | None = None,
+    limits: Limits = DEFAULT_LIMITS,
     metrics_listen: str | None = None,
     audit_retention_seconds: float | None = None,
     leader_election: LeaseTimings | None = None,
@@ -243,20 +247,23 @@ async def build_server(
                                 limits=plan_limits or PlanLimits(), clock=clock,
                                 max_pending=max_pending_per_round, metrics=metrics)
         hub = AgentHub(store, rounds, auth, grace_seconds=agent_grace_seconds, clock=clock, metrics=metrics,
-                       leading=leadership.leading)
+                       leading=leadership.leading, limits=limits)
     health = HealthReporter(store.ping, leadership.leading, agents=hub is not None,
                             interval=health_interval_seconds)
+    transport_limit = max(limits.max_agent_message_bytes, limits.max_request_bytes)
     server = grpc.aio.server(
-        interceptors=[ErrorMapping()],
-        options=[("grpc.max_receive_message_length", max_message_bytes),
-                 ("grpc.max_send_message_length", max_message_bytes),
+        interceptors=[ErrorMapping(limits.max_request_bytes, {AGENT_CONNECT_METHOD: limits.max_agent_message_bytes})],
+        options=[("grpc.max_receive_message_length", transport_limit),
+                 ("grpc.max_send_message_length", transport_limit),
                  ("grpc.so_reuseport", 0)],
     )
     jobs = JobServicer(store, auth, rounds=rounds, hub=hub, spec_limit_bytes=spec_limit_bytes,
                        watch_poll_seconds=watch_poll_seconds, batching=submit_batching, metrics=metrics,
-                       topology_wait_seconds=(plan_limits or PlanLimits()).topology_wait_seconds)
+                       topology_wait_seconds=(plan_limits or PlanLimits()).topology_wait_seconds, limits=limits)
     jobs_pb2_grpc.add_JobServiceServicer_to_server(jobs, server)
-    queues_pb2_grpc.add_QueueServiceServicer_to_server(QueueServicer(store, auth), server)
+    # The QueueService invalidates the submit path's queue cache, so an owner removed here loses
+    # SubmitJob and WatchJobs access at once in this process (other replicas: within its ttl).
+    queues_pb2_grpc.add_QueueServiceServicer_to_server(QueueServicer(store, auth, jobs.queues), server)
     clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth, rounds), server)
     audit_pb2_grpc.add_AuditServiceServicer_to_server(AuditServicer(store, auth), server)
     objects_pb2_grpc.add_ObjectServiceServicer_to_server(
@@ -300,7 +307,7 @@ class StartupError(Exception):
     """The service cannot start (schema not at head, database unreachable); one line for the user."""
 
 
-def open_store(url: str, *, migrate: bool) -> Any:
+def open_store(url: str, *, migrate: bool) -> Store:
     """Open the store; create an empty SQLite schema unless ``migrate`` is False; refuse a stale schema.
 
     PostgreSQL is never migrated here: production schema changes are a deliberate step
@@ -389,7 +396,7 @@ def serve_main(config: ServeConfig) -> int:
         store.dispose()
 
 
-async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, config: ServeConfig,
+async def _serve(store: Store, auth: Authenticator, tls: ServerTls | None, config: ServeConfig,
                  leader_election: LeaseTimings | None) -> int:
     log.info("%s", auth.describe())
     running = await build_server(
@@ -400,6 +407,7 @@ async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, config:
         max_pending_per_round=config.max_pending_per_round,
         control_loop=config.control_loop,
         submit_batching=config.submit_batching,
+        limits=config.limits,
         metrics_listen=config.metrics_listen,
         audit_retention_seconds=config.audit_retention_seconds,
         leader_election=leader_election,

@@ -38,6 +38,10 @@ def queue_of(row: QueueRow) -> Queue:
         reclaimable=row.reclaimable,
         parent=row.parent,
         owners=tuple(str(o) for o in row.owners),
+        namespaces=tuple(str(n) for n in row.namespaces or ()),
+        default_namespace=row.default_namespace,
+        pod_security=row.pod_security,
+        allow_system_namespaces=row.allow_system_namespaces,
         topology_wait_seconds=row.topology_wait_seconds,
     )
 
@@ -51,6 +55,10 @@ def _apply(row: QueueRow, queue: Queue) -> None:
     row.reclaimable = queue.reclaimable
     row.parent = queue.parent
     row.owners = list(queue.owners)
+    row.namespaces = list(queue.namespaces)
+    row.default_namespace = queue.default_namespace
+    row.pod_security = queue.pod_security
+    row.allow_system_namespaces = queue.allow_system_namespaces
     row.topology_wait_seconds = queue.topology_wait_seconds
 
 

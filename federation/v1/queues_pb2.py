@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x66\x65\x64\x65ration/v1/queues.proto\x12\rfederation.v1\"\x82\x01\n\x0cResourceList\x12?\n\nquantities\x18\x01 \x03(\x0b\x32+.federation.v1.ResourceList.QuantitiesEntry\x1a\x31\n\x0fQuantitiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xb5\x03\n\x05Queue\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\x05\x12\x10\n\x08priority\x18\x03 \x01(\x05\x12/\n\ncapability\x18\x04 \x01(\x0b\x32\x1b.federation.v1.ResourceList\x12\x36\n\tguarantee\x18\x05 \x03(\x0b\x32#.federation.v1.Queue.GuaranteeEntry\x12-\n\x08\x64\x65served\x18\x06 \x01(\x0b\x32\x1b.federation.v1.ResourceList\x12\x18\n\x0breclaimable\x18\x07 \x01(\x08H\x00\x88\x01\x01\x12\x0e\n\x06parent\x18\x08 \x01(\t\x12\x0e\n\x06owners\x18\t \x03(\t\x12*\n\x06status\x18\n \x01(\x0b\x32\x1a.federation.v1.QueueStatus\x12\"\n\x15topology_wait_seconds\x18\x0b \x01(\x01H\x01\x88\x01\x01\x1a\x30\n\x0eGuaranteeEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x0e\n\x0c_reclaimableB\x18\n\x16_topology_wait_seconds\"\xd5\x01\n\x0bQueueStatus\x12\x14\n\x0cpending_jobs\x18\x01 \x01(\x05\x12\x14\n\x0crunning_jobs\x18\x02 \x01(\x05\x12<\n\tallocated\x18\x03 \x03(\x0b\x32).federation.v1.QueueStatus.AllocatedEntry\x12\x16\n\x0e\x64ominant_share\x18\x04 \x01(\x01\x12\x12\n\nfair_share\x18\x05 \x01(\x01\x1a\x30\n\x0e\x41llocatedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"9\n\x12\x43reateQueueRequest\x12#\n\x05queue\x18\x01 \x01(\x0b\x32\x14.federation.v1.Queue\"9\n\x12UpdateQueueRequest\x12#\n\x05queue\x18\x01 \x01(\x0b\x32\x14.federation.v1.Queue\"\x1f\n\x0fGetQueueRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\":\n\x11ListQueuesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"S\n\x12ListQueuesResponse\x12$\n\x06queues\x18\x01 \x03(\x0b\x32\x14.federation.v1.Queue\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\"\n\x12\x44\x65leteQueueRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x15\n\x13\x44\x65leteQueueResponse2\x89\x03\n\x0cQueueService\x12\x46\n\x0b\x43reateQueue\x12!.federation.v1.CreateQueueRequest\x1a\x14.federation.v1.Queue\x12\x46\n\x0bUpdateQueue\x12!.federation.v1.UpdateQueueRequest\x1a\x14.federation.v1.Queue\x12@\n\x08GetQueue\x12\x1e.federation.v1.GetQueueRequest\x1a\x14.federation.v1.Queue\x12Q\n\nListQueues\x12 .federation.v1.ListQueuesRequest\x1a!.federation.v1.ListQueuesResponse\x12T\n\x0b\x44\x65leteQueue\x12!.federation.v1.DeleteQueueRequest\x1a\".federation.v1.DeleteQueueResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x66\x65\x64\x65ration/v1/queues.proto\x12\rfederation.v1\"\x82\x01\n\x0cResourceList\x12?\n\nquantities\x18\x01 \x03(\x0b\x32+.federation.v1.ResourceList.QuantitiesEntry\x1a\x31\n\x0fQuantitiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x9b\x04\n\x05Queue\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06weight\x18\x02 \x01(\x05\x12\x10\n\x08priority\x18\x03 \x01(\x05\x12/\n\ncapability\x18\x04 \x01(\x0b\x32\x1b.federation.v1.ResourceList\x12\x36\n\tguarantee\x18\x05 \x03(\x0b\x32#.federation.v1.Queue.GuaranteeEntry\x12-\n\x08\x64\x65served\x18\x06 \x01(\x0b\x32\x1b.federation.v1.ResourceList\x12\x18\n\x0breclaimable\x18\x07 \x01(\x08H\x00\x88\x01\x01\x12\x0e\n\x06parent\x18\x08 \x01(\t\x12\x0e\n\x06owners\x18\t \x03(\t\x12*\n\x06status\x18\n \x01(\x0b\x32\x1a.federation.v1.QueueStatus\x12\"\n\x15topology_wait_seconds\x18\x0b \x01(\x01H\x01\x88\x01\x01\x12\x12\n\nnamespaces\x18\x14 \x03(\t\x12\x19\n\x11\x64\x65\x66\x61ult_namespace\x18\x15 \x01(\t\x12\x14\n\x0cpod_security\x18\x16 \x01(\t\x12\x1f\n\x17\x61llow_system_namespaces\x18\x17 \x01(\x08\x1a\x30\n\x0eGuaranteeEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x0e\n\x0c_reclaimableB\x18\n\x16_topology_wait_seconds\"\xd5\x01\n\x0bQueueStatus\x12\x14\n\x0cpending_jobs\x18\x01 \x01(\x05\x12\x14\n\x0crunning_jobs\x18\x02 \x01(\x05\x12<\n\tallocated\x18\x03 \x03(\x0b\x32).federation.v1.QueueStatus.AllocatedEntry\x12\x16\n\x0e\x64ominant_share\x18\x04 \x01(\x01\x12\x12\n\nfair_share\x18\x05 \x01(\x01\x1a\x30\n\x0e\x41llocatedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"9\n\x12\x43reateQueueRequest\x12#\n\x05queue\x18\x01 \x01(\x0b\x32\x14.federation.v1.Queue\"9\n\x12UpdateQueueRequest\x12#\n\x05queue\x18\x01 \x01(\x0b\x32\x14.federation.v1.Queue\"\x1f\n\x0fGetQueueRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\":\n\x11ListQueuesRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"S\n\x12ListQueuesResponse\x12$\n\x06queues\x18\x01 \x03(\x0b\x32\x14.federation.v1.Queue\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\"\n\x12\x44\x65leteQueueRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x15\n\x13\x44\x65leteQueueResponse2\x89\x03\n\x0cQueueService\x12\x46\n\x0b\x43reateQueue\x12!.federation.v1.CreateQueueRequest\x1a\x14.federation.v1.Queue\x12\x46\n\x0bUpdateQueue\x12!.federation.v1.UpdateQueueRequest\x1a\x14.federation.v1.Queue\x12@\n\x08GetQueue\x12\x1e.federation.v1.GetQueueRequest\x1a\x14.federation.v1.Queue\x12Q\n\nListQueues\x12 .federation.v1.ListQueuesRequest\x1a!.federation.v1.ListQueuesResponse\x12T\n\x0b\x44\x65leteQueue\x12!.federation.v1.DeleteQueueRequest\x1a\".federation.v1.DeleteQueueResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,27 +42,27 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RESOURCELIST_QUANTITIESENTRY']._serialized_start=127
   _globals['_RESOURCELIST_QUANTITIESENTRY']._serialized_end=176
   _globals['_QUEUE']._serialized_start=179
-  _globals['_QUEUE']._serialized_end=616
-  _globals['_QUEUE_GUARANTEEENTRY']._serialized_start=526
-  _globals['_QUEUE_GUARANTEEENTRY']._serialized_end=574
-  _globals['_QUEUESTATUS']._serialized_start=619
-  _globals['_QUEUESTATUS']._serialized_end=832
-  _globals['_QUEUESTATUS_ALLOCATEDENTRY']._serialized_start=784
-  _globals['_QUEUESTATUS_ALLOCATEDENTRY']._serialized_end=832
-  _globals['_CREATEQUEUEREQUEST']._serialized_start=834
-  _globals['_CREATEQUEUEREQUEST']._serialized_end=891
-  _globals['_UPDATEQUEUEREQUEST']._serialized_start=893
-  _globals['_UPDATEQUEUEREQUEST']._serialized_end=950
-  _globals['_GETQUEUEREQUEST']._serialized_start=952
-  _globals['_GETQUEUEREQUEST']._serialized_end=983
-  _globals['_LISTQUEUESREQUEST']._serialized_start=985
-  _globals['_LISTQUEUESREQUEST']._serialized_end=1043
-  _globals['_LISTQUEUESRESPONSE']._serialized_start=1045
-  _globals['_LISTQUEUESRESPONSE']._serialized_end=1128
-  _globals['_DELETEQUEUEREQUEST']._serialized_start=1130
-  _globals['_DELETEQUEUEREQUEST']._serialized_end=1164
-  _globals['_DELETEQUEUERESPONSE']._serialized_start=1166
-  _globals['_DELETEQUEUERESPONSE']._serialized_end=1187
-  _globals['_QUEUESERVICE']._serialized_start=1190
-  _globals['_QUEUESERVICE']._serialized_end=1583
+  _globals['_QUEUE']._serialized_end=718
+  _globals['_QUEUE_GUARANTEEENTRY']._serialized_start=628
+  _globals['_QUEUE_GUARANTEEENTRY']._serialized_end=676
+  _globals['_QUEUESTATUS']._serialized_start=721
+  _globals['_QUEUESTATUS']._serialized_end=934
+  _globals['_QUEUESTATUS_ALLOCATEDENTRY']._serialized_start=886
+  _globals['_QUEUESTATUS_ALLOCATEDENTRY']._serialized_end=934
+  _globals['_CREATEQUEUEREQUEST']._serialized_start=936
+  _globals['_CREATEQUEUEREQUEST']._serialized_end=993
+  _globals['_UPDATEQUEUEREQUEST']._serialized_start=995
+  _globals['_UPDATEQUEUEREQUEST']._serialized_end=1052
+  _globals['_GETQUEUEREQUEST']._serialized_start=1054
+  _globals['_GETQUEUEREQUEST']._serialized_end=1085
+  _globals['_LISTQUEUESREQUEST']._serialized_start=1087
+  _globals['_LISTQUEUESREQUEST']._serialized_end=1145
+  _globals['_LISTQUEUESRESPONSE']._serialized_start=1147
+  _globals['_LISTQUEUESRESPONSE']._serialized_end=1230
+  _globals['_DELETEQUEUEREQUEST']._serialized_start=1232
+  _globals['_DELETEQUEUEREQUEST']._serialized_end=1266
+  _globals['_DELETEQUEUERESPONSE']._serialized_start=1268
+  _globals['_DELETEQUEUERESPONSE']._serialized_end=1289
+  _globals['_QUEUESERVICE']._serialized_start=1292
+  _globals['_QUEUESERVICE']._serialized_end=1685
 # @@protoc_insertion_point(module_scope)

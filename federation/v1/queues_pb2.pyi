@@ -97,6 +97,10 @@ class Queue(_message.Message):
     OWNERS_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
     TOPOLOGY_WAIT_SECONDS_FIELD_NUMBER: _builtins.int
+    NAMESPACES_FIELD_NUMBER: _builtins.int
+    DEFAULT_NAMESPACE_FIELD_NUMBER: _builtins.int
+    POD_SECURITY_FIELD_NUMBER: _builtins.int
+    ALLOW_SYSTEM_NAMESPACES_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     weight: _builtins.int
     """1..65535; 0 on input = 1."""
@@ -106,6 +110,11 @@ class Queue(_message.Message):
     parent: _builtins.str
     topology_wait_seconds: _builtins.float
     """Default topology wait of its jobs that carry a networkTopology; unset = the service's."""
+    default_namespace: _builtins.str
+    """The namespace of a job that names none; "" = "default"."""
+    pod_security: _builtins.str
+    """Pod Security Standard for the pod templates: "baseline" (""), "restricted" or "privileged"."""
+    allow_system_namespaces: _builtins.bool
     @_builtins.property
     def capability(self) -> Global___ResourceList:
         """Hard cap; unset = none."""
@@ -126,6 +135,12 @@ class Queue(_message.Message):
     def status(self) -> Global___QueueStatus:
         """Read side only."""
 
+    @_builtins.property
+    def namespaces(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Namespaces this queue's jobs may use; empty = only default_namespace. System
+        namespaces (kube-*) only with allow_system_namespaces (docs/design/limits.md).
+        """
+
     def __init__(
         self,
         *,
@@ -140,10 +155,14 @@ class Queue(_message.Message):
         owners: _abc.Iterable[_builtins.str] | None = ...,
         status: Global___QueueStatus | None = ...,
         topology_wait_seconds: _builtins.float | None = ...,
+        namespaces: _abc.Iterable[_builtins.str] | None = ...,
+        default_namespace: _builtins.str = ...,
+        pod_security: _builtins.str = ...,
+        allow_system_namespaces: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_reclaimable", b"_reclaimable", "_topology_wait_seconds", b"_topology_wait_seconds", "capability", b"capability", "deserved", b"deserved", "reclaimable", b"reclaimable", "status", b"status", "topology_wait_seconds", b"topology_wait_seconds"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reclaimable", b"_reclaimable", "_topology_wait_seconds", b"_topology_wait_seconds", "capability", b"capability", "deserved", b"deserved", "guarantee", b"guarantee", "name", b"name", "owners", b"owners", "parent", b"parent", "priority", b"priority", "reclaimable", b"reclaimable", "status", b"status", "topology_wait_seconds", b"topology_wait_seconds", "weight", b"weight"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reclaimable", b"_reclaimable", "_topology_wait_seconds", b"_topology_wait_seconds", "allow_system_namespaces", b"allow_system_namespaces", "capability", b"capability", "default_namespace", b"default_namespace", "deserved", b"deserved", "guarantee", b"guarantee", "name", b"name", "namespaces", b"namespaces", "owners", b"owners", "parent", b"parent", "pod_security", b"pod_security", "priority", b"priority", "reclaimable", b"reclaimable", "status", b"status", "topology_wait_seconds", b"topology_wait_seconds", "weight", b"weight"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__reclaimable: _TypeAlias = _typing.Literal["reclaimable"]  # noqa: Y015
     _WhichOneofArgType__reclaimable: _TypeAlias = _typing.Literal["_reclaimable", b"_reclaimable"]  # noqa: Y015

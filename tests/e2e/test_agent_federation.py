@@ -87,15 +87,20 @@ class Federation:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(5)
 
-    async def fedctl(self, *args: str) -> str:
-        """Run ``fedctl`` as a separate process (without blocking the loop the service runs on)."""
+    async def fedctl_result(self, *args: str) -> tuple[int, str, str]:
+        """Run ``fedctl`` as a separate process (without blocking the loop the service runs on):
+        its exit code, stdout and stderr."""
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "federation.cli.fedctl", "--server", self.address, *args,
             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         out, err = await asyncio.wait_for(proc.communicate(), 60)
-        assert proc.returncode == 0, f"fedctl {' '.join(args)}: {out.decode()}{err.decode()}"
-        return out.decode()
+        return int(proc.returncode or 0), out.decode(), err.decode()
+
+    async def fedctl(self, *args: str) -> str:
+        code, out, err = await self.fedctl_result(*args)
+        assert code == 0, f"fedctl {' '.join(args)}: {out}{err}"
+        return out
 
     async def submit(self, name: str, **kw: Any) -> None:
         path = self.tmp / f"{name}.yaml"

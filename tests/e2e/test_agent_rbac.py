@@ -5,9 +5,11 @@ hook Job and Secrets) passes the apiserver's validation (server-side dry run).""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from fixtures_federation import Tree, WorkDriver, cleanup, eventually, gpu_job, unique, work_for
 
 from agents.core.records import LABEL_JOB
@@ -18,6 +20,8 @@ from agents.leader import LeaderElector
 from tests.fixtures.helm import AGENT, AGENT_VALUES, CENTRAL, CENTRAL_VALUES, render
 
 pytestmark = pytest.mark.e2e
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 SERVICE_ACCOUNT = "system:serviceaccount:federation-system:federation-agent"
 _PATHS = {
@@ -65,6 +69,24 @@ async def _impersonating(control_plane: Any, cluster: str) -> Any:
     return api
 
 
+async def _gang_runs(control_plane: Any, backend: KubernetesBackend, job: Any) -> None:
+    """Start the backend (list + watch nodes, pods, HyperNodes, services, config maps) and run a
+    2-pod gang in a tier-1 HyperNode of west with no 403 on the way; then clean it up."""
+    await backend.start()
+    with Tree(control_plane, "west") as tree:
+        driver = WorkDriver(backend, work_for(job, "west", tree.leaf_a)).start()
+        try:
+            async def running() -> bool:
+                pods = await backend.list_pods({LABEL_JOB: job.name})
+                return len(pods) == 2 and all(p.phase == "Running" for p in pods)
+
+            await eventually("gang Running as the service account", running, 45)
+            assert not [e for e in driver.errors if "403" in e or "forbidden" in e.lower()], driver.errors
+        finally:
+            await driver.stop()
+        await cleanup(backend, job.name)
+
+
 def test_manifests_pass_server_side_validation(control_plane) -> None:
     for doc in _rbac():
         _create(control_plane, "west", doc)
@@ -83,19 +105,7 @@ async def test_agent_service_account_can_do_its_job_and_no_more(control_plane) -
     backend = KubernetesBackend(api, "west")
     job = gpu_job(unique("rbac"), (("worker", 2, 2),), plugins=(("svc", ()),))
     try:
-        await backend.start()  # list + watch nodes, pods, HyperNodes, services, config maps
-        with Tree(control_plane, "west") as tree:
-            driver = WorkDriver(backend, work_for(job, "west", tree.leaf_a)).start()
-            try:
-                async def running() -> bool:
-                    pods = await backend.list_pods({LABEL_JOB: job.name})
-                    return len(pods) == 2 and all(p.phase == "Running" for p in pods)
-
-                await eventually("gang Running as the agent's service account", running, 45)
-                assert not [e for e in driver.errors if "403" in e or "forbidden" in e.lower()], driver.errors
-            finally:
-                await driver.stop()
-            await cleanup(backend, job.name)
+        await _gang_runs(control_plane, backend, job)
 
         elector = LeaderElector(KubernetesLeaseStore(api, "federation-system", unique("agent")), "sa-replica",
                                 lease_duration=3, renew_deadline=2, retry_period=0.5)
@@ -109,6 +119,30 @@ async def test_agent_service_account_can_do_its_job_and_no_more(control_plane) -
         with pytest.raises(ApiError) as denied:
             await call(core.list_secret_for_all_namespaces(_preload_content=False))
         assert denied.value.status == 403
+    finally:
+        await cleanup(backend, job.name)
+        await backend.close()
+
+
+async def test_a_confined_agent_works_in_its_namespaces_and_cannot_create_pods_elsewhere(control_plane) -> None:
+    """deploy/rbac-namespaced.yaml with MANAGED_NAMESPACE = default: the gang runs in default
+    as that service account; a pod in kube-system is forbidden (403) whatever it is sent."""
+    text = (DEPLOY / "rbac-namespaced.yaml").read_text().replace("MANAGED_NAMESPACE", "default")
+    for doc in (d for d in yaml.safe_load_all(text) if d):
+        _create(control_plane, "west", doc)
+    api = await client_from_kubeconfig(str(control_plane.kubeconfig("west")))
+    api.set_default_header("Impersonate-User", "system:serviceaccount:federation-system:federation-agent-confined")
+    backend = KubernetesBackend(api, "west")
+    job = gpu_job(unique("confined"), (("worker", 2, 2),), plugins=(("svc", ()),))
+    try:
+        await _gang_runs(control_plane, backend, job)
+        core = core_api(api)
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": unique("escape")},
+               "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+        for namespace in ("kube-system", "kube-public"):
+            with pytest.raises(ApiError) as denied:
+                await call(core.create_namespaced_pod(namespace, pod, _preload_content=False))
+            assert denied.value.status == 403, namespace
     finally:
         await cleanup(backend, job.name)
         await backend.close()

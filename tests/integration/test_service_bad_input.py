@@ -95,7 +95,7 @@ async def test_a_bad_job_is_invalid_argument_naming_the_field_and_stores_nothing
         assert counts(store) == before
 
 
-async def test_a_request_over_the_transport_limit_is_refused_before_any_handler(store: Store) -> None:
+async def test_a_request_over_the_request_limit_is_refused_before_any_handler(store: Store) -> None:
     async with running(store) as srv, client(srv) as c:
         await c.create_queue(queue("research"))
         before = counts(store)
@@ -103,7 +103,8 @@ async def test_a_request_over_the_transport_limit_is_refused_before_any_handler(
         huge.tasks[0].template_json = '{"pad": "' + "x" * (5 * 1024 * 1024) + '"}'
         with pytest.raises(ServiceError) as err:
             await c.submit_job(huge)
-        assert err.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert "over the 4194304-byte limit of SubmitJob" in err.value.message
         assert counts(store) == before
 
 

@@ -1,0 +1,205 @@
+"""Watch fan-out benchmark (issue 10, "Measure"): ``python -m federation.bench.fanout --db URL``.
+
+Two configurations against the same ``federation serve`` subprocess build, one after the
+other in one run so the ratio is taken under the same machine load:
+
+- **quiet**: one WatchJobs stream (needed to measure delivery), no agent streams;
+- **busy**: ``--watchers`` WatchJobs streams (default 200) plus ``--agents`` idle agent
+  streams (default 50: a hello, then a heartbeat every 5 s, as a real agent does).
+
+Streams run in their own client processes, the submitter in the main one. For each: the
+server's idle CPU (fraction of one core over ``--idle-seconds`` with every
+stream open and nothing submitted), then ``--submits`` SubmitJob calls one at a time
+(p50/p99 latency), and for every submission the delay from its acknowledgement to its
+``submitted`` event arriving at each watcher (p50/p99/max over all watchers and jobs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from federation.bench.submit import _percentile, bench_job, start_server
+from federation.bench.submit_cpu import cpu_seconds
+from federation.client import FederationClient
+from federation.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, queues_pb2
+from federation.wire.convert import job_to_proto
+
+
+@dataclass
+class Figures:
+    watchers: int
+    agents: int
+    submits: int
+    submit_p50_ms: float
+    submit_p99_ms: float
+    delivery_p50_ms: float
+    delivery_p99_ms: float
+    delivery_max_ms: float
+    deliveries: int
+    idle_cpu_core_fraction: float
+
+
+async def _idle_agent(address: str, cluster: str, stop: asyncio.Event) -> None:
+    import grpc.aio
+
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = agent_pb2_grpc.AgentServiceStub(channel)
+        call = stub.Connect()  # type: ignore[call-arg]
+        await call.write(agent_pb2.AgentMessage(hello=agent_pb2.Hello(cluster=cluster, agent_id=cluster, epoch=1)))
+        reader = asyncio.ensure_future(_drain(call))
+        while not stop.is_set():
+            await call.write(agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 5.0)
+        reader.cancel()
+        call.cancel()
+
+
+async def _drain(call: Any) -> None:
+    async for _ in call:
+        pass
+
+
+async def _watch(c: FederationClient, queue: str, arrivals: list[tuple[str, float]], ready: asyncio.Event) -> None:
+    ready.set()
+    async for ev in c.watch_jobs(0, queue):
+        if ev.type == jobs_pb2.JOB_EVENT_TYPE_SUBMITTED:
+            arrivals.append((ev.job.id, time.monotonic()))
+
+
+async def _streams(address: str, queue: str, watchers: int, agents: int, expected: int, seconds: float,
+                   started: Any, submitted: Any) -> list[tuple[str, float]]:
+    """Open the streams, report readiness, collect arrivals until ``expected``, or until
+    ``seconds`` after the submitter says it is done (``submitted``)."""
+    arrivals: list[tuple[str, float]] = []
+    stop = asyncio.Event()
+    channels = [FederationClient(address, timeout=60) for _ in range(max(1, watchers // 50))]
+    tasks: list[asyncio.Task[None]] = []
+    for i in range(watchers):
+        ready = asyncio.Event()
+        tasks.append(asyncio.create_task(_watch(channels[i % len(channels)], queue, arrivals, ready)))
+        await ready.wait()
+    tasks += [asyncio.create_task(_idle_agent(address, f"idle-{queue}-{os.getpid()}-{i}", stop))
+              for i in range(agents)]
+    await asyncio.sleep(1.0)
+    started.set()
+    deadline = None
+    while len(arrivals) < expected and (deadline is None or time.monotonic() < deadline):
+        if deadline is None and submitted.is_set():
+            deadline = time.monotonic() + seconds
+        await asyncio.sleep(0.1)
+    stop.set()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for c in channels:
+        await c.close()
+    return arrivals
+
+
+def _stream_process(args: tuple[str, str, int, int, int, float], started: Any, submitted: Any, out: Any) -> None:
+    out.send(asyncio.run(_streams(*args, started, submitted)))
+    out.close()
+
+
+async def _submit(address: str, queue: str, submits: int) -> tuple[list[float], dict[str, float]]:
+    latencies: list[float] = []
+    acked: dict[str, float] = {}
+    async with FederationClient(address, timeout=60) as c:
+        for i in range(submits):
+            spec = job_to_proto(bench_job(f"{queue}-{i}", queue))
+            t0 = time.monotonic()
+            await c.submit_job(spec)
+            acked[spec.name] = time.monotonic()
+            latencies.append(acked[spec.name] - t0)
+    return latencies, acked
+
+
+def measure(address: str, pid: int, watchers: int, agents: int, submits: int, idle_seconds: float,
+            processes: int = 2) -> Figures:
+    """Streams live in ``processes`` client processes (plus one for the agents), the submitter in
+    this one, so a busy watcher process cannot delay the submissions it is measured against.
+    Delivery delay compares CLOCK_MONOTONIC readings, which every process on the host shares."""
+    queue = f"fan-{uuid.uuid4().hex[:6]}"
+    asyncio.run(_create_queue(address, queue))
+    ctx = mp.get_context("spawn")
+    split = [watchers // processes + (1 if i < watchers % processes else 0) for i in range(processes)]
+    jobs = [(w, 0) for w in split if w] + ([(0, agents)] if agents else [])
+    procs, pipes, flags = [], [], []
+    submitted = ctx.Event()
+    for w, a in jobs:
+        started, (mine, theirs) = ctx.Event(), ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_stream_process,
+                           args=((address, queue, w, a, w * submits, 60.0), started, submitted, theirs))
+        proc.start()
+        procs.append(proc)
+        pipes.append(mine)
+        flags.append(started)
+    for flag in flags:
+        flag.wait(120)
+    before, t0 = cpu_seconds(pid), time.monotonic()
+    time.sleep(idle_seconds)
+    idle = (cpu_seconds(pid) - before) / (time.monotonic() - t0)
+    latencies, acked = asyncio.run(_submit(address, queue, submits))
+    submitted.set()
+    arrivals = [a for pipe in pipes for a in pipe.recv()]
+    for proc in procs:
+        proc.join(60)
+    delays = [max(0.0, at - acked[name]) * 1000 for name, at in arrivals if name in acked]
+    return Figures(watchers=watchers, agents=agents, submits=submits,
+                   submit_p50_ms=_percentile([x * 1000 for x in latencies], 0.5),
+                   submit_p99_ms=_percentile([x * 1000 for x in latencies], 0.99),
+                   delivery_p50_ms=_percentile(delays, 0.5), delivery_p99_ms=_percentile(delays, 0.99),
+                   delivery_max_ms=max(delays, default=0.0), deliveries=len(delays), idle_cpu_core_fraction=idle)
+
+
+async def _create_queue(address: str, queue: str) -> None:
+    async with FederationClient(address, timeout=60) as admin:
+        await admin.create_queue(queues_pb2.Queue(name=queue))
+
+
+def run(db: str, *, watchers: int = 200, agents: int = 50, submits: int = 300, idle_seconds: float = 10.0,
+        serve_args: list[str] | None = None) -> dict[str, Any]:
+    proc, address = start_server(db, True, serve_args or [])
+    try:
+        quiet = measure(address, proc.pid, 1, 0, submits, idle_seconds, processes=1)
+        busy = measure(address, proc.pid, watchers, agents, submits, idle_seconds)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return {"quiet": asdict(quiet), "busy": asdict(busy),
+            "submit_p50_ratio": busy.submit_p50_ms / quiet.submit_p50_ms if quiet.submit_p50_ms else None,
+            "load_average": os.getloadavg()[0], "cores": os.cpu_count()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m federation.bench.fanout", description=__doc__.splitlines()[0])
+    p.add_argument("--db", required=True, help="database URL (migrated), e.g. postgresql+psycopg://...")
+    p.add_argument("--watchers", type=int, default=200)
+    p.add_argument("--agents", type=int, default=50)
+    p.add_argument("--submits", type=int, default=300)
+    p.add_argument("--idle-seconds", type=float, default=10.0)
+    p.add_argument("--json", help="also write the figures here")
+    args = p.parse_args(argv)
+    result = run(args.db, watchers=args.watchers, agents=args.agents, submits=args.submits,
+                 idle_seconds=args.idle_seconds)
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Where a job's pods may go and what they may be: the queue's namespaces and Pod Security level.
+
+Checked at submission, after the caller was found to own the queue and before anything
+is stored, so a refused pod never reaches the planner, the store or any member cluster
+(docs/design/limits.md, "Safe pods"). The rules themselves are pure domain functions
+(``Queue.allowed_namespaces``, ``pod_security.check_pod_security``); this module only
+applies them to one submission with the request's field paths.
+
+Why at the federation and not only in the member cluster: the agent creates pods with
+its own service account, so a cluster's admission can at best refuse them after the job
+was placed, leaving the job stuck; and a member cluster may not enforce Pod Security
+Admission at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from federation.domain.errors import InvalidInput
+from federation.domain.jobs import Job
+from federation.domain.names import is_system_namespace
+from federation.domain.pod_security import check_pod_security, parse_template
+from federation.domain.queues import Queue
+from federation.v1 import types_pb2
+from federation.wire.limits import Limits
+
+# Templates up to this size are checked on the event loop (tens of microseconds); a job
+# with more template text is checked in a worker thread.
+INLINE_TEMPLATE_BYTES = 16 * 1024
+
+
+def template_bytes(spec: types_pb2.JobSpec) -> int:
+    return sum(len(t.template_json) for t in spec.tasks)
+
+
+def admit(job: Job, spec: types_pb2.JobSpec, queue: Queue, limits: Limits, path: str = "spec") -> Job:
+    """The job with its namespace resolved, if ``queue`` lets its pods run; else ``InvalidInput``.
+
+    ``spec`` is the wire message the job came from: it tells whether a namespace was
+    given at all (proto3 ``""`` = unset, which takes the queue's default namespace).
+    """
+    namespace = spec.namespace or queue.default_namespace
+    if namespace not in queue.allowed_namespaces:
+        allowed = ", ".join(queue.allowed_namespaces)
+        why = " (a Kubernetes system namespace)" if is_system_namespace(namespace) else ""
+        raise InvalidInput(f"{path}.namespace", f"{namespace}{why} is not a namespace of queue {queue.name} "
+                                                f"(allowed: {allowed})")
+    for i, task in enumerate(spec.tasks):
+        if not task.template_json:
+            continue
+        tpath = f"{path}.tasks[{i}].template"
+        template = parse_template(task.template_json, tpath, limits.max_template_depth)
+        check_pod_security(template, queue.pod_security, tpath)
+    return job if job.namespace == namespace else dataclasses.replace(job, namespace=namespace)
