@@ -52,6 +52,7 @@ from federation.service.agent_messages import ack, fence, rejection
 from federation.service.agent_status import StatusHandler
 from federation.service.auth import Authenticator, PermissionDenied
 from federation.store import StaleEpoch, Store, StoreError, Unavailable
+from federation.store.leases import NotLeader
 from federation.v1 import agent_pb2, agent_pb2_grpc
 from federation.wire.convert import snapshot_from_proto, timestamp_from_proto, work_to_proto
 from federation.wire.limits import DEFAULT_LIMITS, Limits, check_snapshot
@@ -104,11 +105,15 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         monotonic: Callable[[], float] = time.monotonic,
         limits: Limits = DEFAULT_LIMITS,
         hello_timeout_seconds: float = HELLO_TIMEOUT_SECONDS,
+        leading: Callable[[], bool] = lambda: True,
         metrics: ServiceMetrics = NO_METRICS,
     ) -> None:
-        """``monotonic`` times liveness (when each cluster was last heard from). ``clock``
-        is the wall clock ``build_server`` passes; liveness never uses it, because a wall
-        clock that steps back or forth would age or rejuvenate every cluster at once."""
+        """``leading`` says whether this replica holds the leadership: a standby refuses
+        every stream with UNAVAILABLE, so an agent retries (through the Service, which
+        routes to the ready replica: the leader). ``monotonic`` times liveness (when each
+        cluster was last heard from). ``clock`` is the wall clock ``build_server`` passes;
+        liveness never uses it, because a wall clock that steps back or forth would age or
+        rejuvenate every cluster at once."""
         self._store = store
         self._rounds = rounds
         self._auth = auth
@@ -117,6 +122,7 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         self._grace = grace_seconds
         self._clock = clock
         self._monotonic = monotonic
+        self._leading = leading
         self._metrics = metrics
         self._sessions: dict[str, Session] = {}
         self._last_seen: dict[str, float] = {}
@@ -183,6 +189,8 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         who = self._auth.identity(context)
         if who.tenant is not None and not self._auth.open:
             raise PermissionDenied(f"{who.name} is a submitter token; only cluster agents may connect")
+        if not self._leading():
+            raise NotLeader("this central replica is a standby and takes no agent streams; reconnect to the leader")
         messages = request_iterator.__aiter__()
         try:
             first = await asyncio.wait_for(anext(messages), self._hello_timeout)

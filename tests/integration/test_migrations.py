@@ -12,7 +12,7 @@ from federation.store.engine import make_engine
 from federation.store.models import Base
 
 TABLES = {"queues", "jobs", "job_events", "clusters", "works", "placement_rounds", "placement_decisions",
-          "audit_pruning", "propagation_policies", "policy_claims", "priority_classes"}
+          "audit_pruning", "propagation_policies", "policy_claims", "priority_classes", "leases"}
 
 
 def _tables(engine: Engine) -> set[str]:
