@@ -45,7 +45,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from federation.domain.states import JOB_STATES
+from federation.domain.states import JOB_STATES, WORK_STATES
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -55,7 +55,6 @@ NAMING = {
     "pk": "pk_%(table_name)s",
 }
 
-WORK_STATES = ("pending", "applied", "running", "succeeded", "failed", "withdrawn")
 OUTCOMES = ("placed", "unplaced", "preempted")
 
 # JSON on SQLite, JSONB on PostgreSQL (binary, indexable, no duplicate keys).
@@ -111,7 +110,7 @@ class QueueRow(Base):
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
     version: Mapped[int] = mapped_column(Integer, default=1)
-    # Where the queue's pods may go (migration 0006; docs/design/limits.md).
+    # Where the queue's pods may go (migration 0007; docs/design/limits.md).
     namespaces: Mapped[list[Any]] = mapped_column(Json, server_default=text("'[]'"))
     default_namespace: Mapped[str] = mapped_column(String(63), server_default="default")
     pod_security: Mapped[str] = mapped_column(String(16), server_default="baseline")

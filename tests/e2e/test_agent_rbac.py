@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from fixtures_federation import Tree, WorkDriver, cleanup, eventually, gpu_job, unique, work_for
 
 from agents.core.records import LABEL_JOB
@@ -19,6 +20,8 @@ from agents.leader import LeaderElector
 from tests.fixtures.helm import AGENT, AGENT_VALUES, CENTRAL, CENTRAL_VALUES, render
 
 pytestmark = pytest.mark.e2e
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 SERVICE_ACCOUNT = "system:serviceaccount:federation-system:federation-agent"
 _PATHS = {
@@ -124,10 +127,7 @@ async def test_agent_service_account_can_do_its_job_and_no_more(control_plane) -
 async def test_a_confined_agent_works_in_its_namespaces_and_cannot_create_pods_elsewhere(control_plane) -> None:
     """deploy/rbac-namespaced.yaml with MANAGED_NAMESPACE = default: the gang runs in default
     as that service account; a pod in kube-system is forbidden (403) whatever it is sent."""
-    import yaml
-
-    confined = Path(__file__).resolve().parents[2] / "deploy" / "rbac-namespaced.yaml"
-    text = confined.read_text().replace("MANAGED_NAMESPACE", "default")
+    text = (DEPLOY / "rbac-namespaced.yaml").read_text().replace("MANAGED_NAMESPACE", "default")
     for doc in (d for d in yaml.safe_load_all(text) if d):
         _create(control_plane, "west", doc)
     api = await client_from_kubeconfig(str(control_plane.kubeconfig("west")))
