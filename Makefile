@@ -1,6 +1,7 @@
 # One entry point for people and CI. `make test` works on a fresh machine: it creates the
 # virtualenv, installs PostgreSQL and Prometheus from Debian's packages when missing (as root), builds or
-# reuses the Kubernetes control plane (kube-apiserver, etcd, kwok) from Go modules, then
+# reuses the Kubernetes control plane (kube-apiserver, etcd, kwok) and the Go clients the tests
+# drive the service with (grpc-health-probe, grpcurl, helm) from Go modules, then
 # runs the whole suite: lint, unit, integration (real PostgreSQL + SQLite, real gRPC) and
 # end-to-end (real kube-apiservers).
 PY ?= python3
@@ -9,7 +10,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup test unit lint proto demo bench controlplane postgres-deps prometheus-deps clean
+.PHONY: setup test unit lint proto demo bench controlplane tools image postgres-deps prometheus-deps clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -28,7 +29,18 @@ prometheus-deps:
 controlplane:
 	./hack/build-controlplane.sh
 
-test: setup postgres-deps prometheus-deps controlplane lint
+# The image deploy/chart/ references (image.repository:appVersion): keep IMAGE in step
+# with the charts' values.yaml and Chart.yaml (tests/unit/test_image_reference.py checks).
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+IMAGE ?= federation:$(VERSION)
+image:
+	docker build -t $(IMAGE) .
+
+# grpc-health-probe, grpcurl and helm, from their Go modules (cached like the control plane).
+tools:
+	./hack/build-tools.sh
+
+test: setup postgres-deps prometheus-deps controlplane tools lint
 	$(BIN)/python -m pytest -m "not perf" $(PYTEST_ARGS)
 
 unit: setup

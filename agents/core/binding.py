@@ -50,6 +50,9 @@ def eligible(domain: Domain, nodes: Iterable[Node], tolerations: tuple[Toleratio
     NoSchedule/NoExecute taint it does not tolerate, and (given ``constraints``, its task's)
     matching its nodeSelector and required node affinity (domain/scheduling.py, the check a
     kubelet makes on admission, so the agent never binds a pod the node would reject)."""
+    if constraints is not None:  # the task's own tolerations count, with any given for the job
+        tolerations = tolerations + constraints.tolerations
+        constraints = constraints.with_tolerations(tolerations)
     return sorted(
         (n for n in nodes if n.name in domain.nodes and n.usable and not untolerated(n.taints, tolerations)
          and (constraints is None or constraints.allows(n))),

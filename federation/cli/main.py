@@ -48,6 +48,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="on SIGTERM/SIGINT, let in-flight requests finish for up to this long")
     serve.add_argument("--no-control-loop", action="store_true",
                        help="API only: no planning rounds and no agent service (benchmarks, read replicas)")
+    serve.add_argument("--leader-election", action="store_true",
+                       help="PostgreSQL only: replicas compete for a lease in the database; only the leader plans "
+                            "and takes agent streams, the others stand by (gRPC health NOT_SERVING)")
+    serve.add_argument("--lease-seconds", type=float, default=15.0,
+                       help="with --leader-election: a dead leader is replaced within about this long")
     serve.add_argument("--submit-batch-size", type=int, default=64,
                        help="group commit: at most this many SubmitJob calls per store transaction")
     serve.add_argument("--submit-batch-delay-ms", type=float, default=2.0,
@@ -144,6 +149,7 @@ def _serve_config(args: argparse.Namespace) -> ServeConfig:
                                        max_delay_seconds=args.submit_batch_delay_ms / 1000),
         metrics_listen=args.metrics_listen, log_format=args.log_format,
         audit_retention_seconds=args.audit_retention,
+        leader_election=args.leader_election, lease_seconds=args.lease_seconds,
     )
 
 

@@ -35,14 +35,9 @@ def _seconds(text: str) -> float:
 
 
 def _factor(text: str) -> float | None:
-    """A factor >= 1 (at most 10), or None for 'never'."""
-    if text.strip().lower() == NEVER:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a factor >= 1 or '{NEVER}', got {text!r}") from None
-    if not 1.0 <= value <= 10.0:
+    """A factor between 1 and 10, or None for 'never'."""
+    value = _grace(text)
+    if value is not None and not 1.0 <= value <= 10.0:
         raise argparse.ArgumentTypeError(f"expected a factor between 1 and 10 or '{NEVER}', got {text!r}")
     return value
 

@@ -38,28 +38,18 @@ from federation.domain.plans import FederationSnapshot, PendingJob, PlanLimits, 
 from federation.domain.resources import Resources, total
 from federation.placement.eligibility import allowed_clusters, can_ever_hold
 from federation.placement.ledger import Ledger, band_key
-from federation.placement.packing import pack_vectors, vector
-from federation.placement.reserve import bar, reserve_for_starved, target
+from federation.placement.reserve import holds_when_empty, keep_for_first, reserve_for_starved
 from federation.placement.rounds import Round
 from federation.placement.state import DomainState
-
-MAX_CANDIDATES = 8  # waiting gangs examined per round (each costs a search)
 
 
 def held_nodes(rnd: Round, dom: DomainState, job: Job) -> list[str] | None:
     """The fewest nodes of ``dom``, freest first, that could hold ``job`` once emptied."""
-    pods, _ = rnd.demand(job)
     gi = rnd.state.gpu_index
     frees = rnd.state.node_free.get(dom.cluster.name, {})
-    nodes = rnd.state.nodes[dom.cluster.name]
-    allowed = rnd.allowed_nodes(dom.cluster, job)
-    usable = [n for n in dom.nodes if n in nodes and n in frees and (allowed is None or n in allowed)]
-    usable.sort(key=lambda n: (-frees[n][gi], n))
+    usable = sorted((n for n in dom.nodes if n in frees), key=lambda n: (-frees[n][gi], n))
     for k in range(1, len(usable) + 1):
-        buckets: dict[tuple[int, ...], list[str]] = {}
-        for name in usable[:k]:
-            buckets.setdefault(vector(nodes[name].allocatable, rnd.state.keys), []).append(name)
-        if pack_vectors(pods, buckets) is not None:
+        if holds_when_empty(rnd, dom, job, usable[:k]):
             return usable[:k]
     return None
 
@@ -73,23 +63,11 @@ def hold_for_gangs(rnd: Round, hold_after: float | None) -> str | None:
         (p for p in rnd.snapshot.pending if p.job.gang_size > 1 and now - p.submitted_at >= hold_after),
         key=lambda p: (rnd.scoring.band(p.job), -p.job.gang_size, p.submitted_at, p.job.name),
     )
-    for tried, p in enumerate(waiting):
-        if tried >= MAX_CANDIDATES:
-            break
-        job = p.job
-        if not rnd.admissible(job) or any(rnd.find_home(job, g) is not None for g in rnd.groups(job) if g):
-            continue
-        dom = target(rnd, job)
-        if dom is None:
-            continue
-        nodes = held_nodes(rnd, dom, job)
-        if nodes is None:
-            continue
-        bar(rnd, job, frozenset((dom.cluster.name, n) for n in nodes))
-        rnd.reserved = (job.name, dom.cluster.name, dom.domain.name)
-        rnd.reserved_why = (f"a gang of {job.gang_size} pods waiting over {hold_after:g} s", "capacity")
-        return job.name
-    return None
+    kept = keep_for_first(rnd, waiting, lambda dom, job: held_nodes(rnd, dom, job))
+    if kept is None:
+        return None
+    rnd.reserved_why = (f"a gang of {kept.gang_size} pods waiting over {hold_after:g} s", "capacity")
+    return kept.name
 
 
 def hold_room(rnd: Round, limits: PlanLimits) -> str | None:

@@ -27,7 +27,10 @@ round and drains as its jobs finish:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from federation.domain.jobs import Job
+from federation.domain.plans import PendingJob
 from federation.placement.eligibility import exclusive_mask, node_masks, pod_classes
 from federation.placement.packing import pack_masked, vector
 from federation.placement.rounds import Round
@@ -37,13 +40,14 @@ MAX_CANDIDATES = 8  # starving jobs examined per round (each costs a search)
 EPS = 1e-9
 
 
-def _holds_when_empty(rnd: Round, dom: DomainState, job: Job) -> bool:
+def holds_when_empty(rnd: Round, dom: DomainState, job: Job, only: Sequence[str] | None = None) -> bool:
+    """Could ``dom`` (or just its nodes ``only``) hold the gang once emptied?"""
     pods, _ = rnd.demand(job)
     nodes = rnd.state.nodes[dom.cluster.name]
     allowed = rnd.allowed_nodes(dom.cluster, job)
     masks = node_masks(dom.cluster, job)
     buckets: dict[tuple[tuple[int, ...], int], list[str]] = {}
-    for name in dom.nodes:
+    for name in dom.nodes if only is None else only:
         if name in nodes and name in masks and (allowed is None or name in allowed):
             buckets.setdefault((vector(nodes[name].allocatable, rnd.state.keys), masks[name]), []).append(name)
     return pack_masked(pods, pod_classes(job), buckets, exclusive_mask(job)) is not None
@@ -62,7 +66,7 @@ def target(rnd: Round, job: Job) -> DomainState | None:
             dom = rnd.state.domains[uid]
             if cap is not None and dom.tier > cap:
                 continue
-            if not _holds_when_empty(rnd, dom, job):
+            if not holds_when_empty(rnd, dom, job):
                 continue
             key = (dom.tier, max(0, need[gi] - dom.free[gi]), name, dom.domain.name)
             if best is None or key < best[0]:
@@ -89,16 +93,24 @@ def reserve_for_starved(rnd: Round, reserve_after: float | None) -> str | None:
          if now - p.submitted_at >= reserve_after and led.share(p.job.queue) < led.fair[p.job.queue] - EPS),
         key=lambda p: (rnd.scoring.band(p.job), p.submitted_at, p.job.name),
     )
-    for tried, p in enumerate(starved):
-        if tried >= MAX_CANDIDATES:
-            break
+    kept = keep_for_first(rnd, starved, lambda dom, _job: list(dom.nodes))
+    return kept.name if kept is not None else None
+
+
+def keep_for_first(rnd: Round, candidates: Sequence[PendingJob],
+                   nodes_of: Callable[[DomainState, Job], Sequence[str] | None]) -> Job | None:
+    """Keep room for the first of ``candidates`` (at most ``MAX_CANDIDATES`` tried) that is
+    admissible, cannot be placed now, and has a ``target`` domain; ``nodes_of`` says which of
+    that domain's nodes to keep (None: skip the job). Returns the job kept for."""
+    for p in candidates[:MAX_CANDIDATES]:
         job = p.job
         if not rnd.admissible(job) or any(rnd.find_home(job, g) is not None for g in rnd.groups(job) if g):
             continue
         dom = target(rnd, job)
-        if dom is None:
+        nodes = nodes_of(dom, job) if dom is not None else None
+        if dom is None or nodes is None:
             continue
-        bar(rnd, job, frozenset((dom.cluster.name, n) for n in dom.nodes))
+        bar(rnd, job, frozenset((dom.cluster.name, n) for n in nodes))
         rnd.reserved = (job.name, dom.cluster.name, dom.domain.name)
-        return job.name
+        return job
     return None

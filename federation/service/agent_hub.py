@@ -52,6 +52,7 @@ from federation.service.agent_messages import ack, fence, rejection
 from federation.service.agent_status import StatusHandler
 from federation.service.auth import Authenticator
 from federation.store import StaleEpoch, Store, StoreError, Unavailable
+from federation.store.leases import NotLeader
 from federation.v1 import agent_pb2, agent_pb2_grpc
 from federation.wire.convert import snapshot_from_proto, timestamp_from_proto, work_to_proto
 
@@ -101,17 +102,22 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         grace_seconds: float = 30.0,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        leading: Callable[[], bool] = lambda: True,
         metrics: ServiceMetrics = NO_METRICS,
     ) -> None:
-        """``monotonic`` times liveness (when each cluster was last heard from). ``clock``
-        is the wall clock ``build_server`` passes; liveness never uses it, because a wall
-        clock that steps back or forth would age or rejuvenate every cluster at once."""
+        """``leading`` says whether this replica holds the leadership: a standby refuses
+        every stream with UNAVAILABLE, so an agent retries (through the Service, which
+        routes to the ready replica: the leader). ``monotonic`` times liveness (when each
+        cluster was last heard from). ``clock`` is the wall clock ``build_server`` passes;
+        liveness never uses it, because a wall clock that steps back or forth would age or
+        rejuvenate every cluster at once."""
         self._store = store
         self._rounds = rounds
         self._auth = auth
         self._grace = grace_seconds
         self._clock = clock
         self._monotonic = monotonic
+        self._leading = leading
         self._metrics = metrics
         self._sessions: dict[str, Session] = {}
         self._last_seen: dict[str, float] = {}
@@ -174,6 +180,8 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         request_iterator: AsyncIterator[agent_pb2.AgentMessage],
         context: Any,
     ) -> AsyncIterator[agent_pb2.CentralMessage]:
+        if not self._leading():
+            raise NotLeader("this central replica is a standby and takes no agent streams; reconnect to the leader")
         messages = request_iterator.__aiter__()
         try:
             first = await asyncio.wait_for(anext(messages), HELLO_TIMEOUT_SECONDS)

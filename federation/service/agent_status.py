@@ -7,9 +7,12 @@ meaning itself is the pure ``propagation.status.effect``; this adapter performs 
   re-planned, or its cluster was lost) is answered with a ``Cancel`` again — idempotent,
   and it converges an agent that missed the first one;
 - restart actions the agent took become ``Restarted`` job events (and the restart count);
-- the Work's state is written with the agent's epoch (a deposed agent is refused with
-  ``StaleEpoch`` and fenced by the hub), then the job steps along its state machine; an
-  illegal step is logged and ignored, never forced;
+- the job steps along its state machine first (an illegal step is logged and ignored,
+  never forced), then the Work's state is written with the agent's epoch (a deposed
+  agent is refused with ``StaleEpoch`` and fenced by the hub). Why this order: a central
+  killed between the two leaves the Work active, so the agent is sent it again at its
+  next sync and its next report writes the Work; the other order left a finished Work
+  behind a job stuck in ``dispatched`` for good (found by the standby takeover test);
 - ``Replan`` requeues the job first and withdraws the Work second, so a crash in between
   leaves a pending job whose old Work the next placement supersedes — never a job that
   looks placed with nothing behind it;
@@ -90,10 +93,12 @@ class StatusHandler:
             self._notify(cluster)
             self._trigger("replan")
             return []
+        await self._record_pods(work_id, phase, msg, placement_from_payload(work.job, work.payload).pods, epoch)
+        if change.job_steps:
+            await self._call(self._store.clusters.heartbeat, cluster, epoch)  # refuses a deposed agent
+        await self._steps(record, change.job_steps, msg.message)
         if change.work_state is not None and change.work_state != work.state:
             await self._work_state(work_id, change.work_state, msg.message, epoch)
-        await self._record_pods(work_id, phase, msg, placement_from_payload(work.job, work.payload).pods, epoch)
-        await self._steps(record, change.job_steps, msg.message)
         return []
 
     async def _record_pods(self, work_id: int, phase: str, msg: agent_pb2.WorkStatus,

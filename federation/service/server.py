@@ -18,6 +18,7 @@ nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
@@ -42,9 +43,21 @@ from federation.service.audit import AuditServicer
 from federation.service.auth import Authenticator
 from federation.service.clusters import ClusterServicer
 from federation.service.errors import ErrorMapping
+from federation.service.health import (
+    AGENTS,
+    AUDIT,
+    CLUSTERS,
+    DEFAULT_INTERVAL_SECONDS,
+    JOBS,
+    OBJECTS,
+    QUEUES,
+    HealthReporter,
+)
 from federation.service.jobs import DEFAULT_SPEC_LIMIT, JobServicer, SubmitBatching
+from federation.service.leadership import Elector, Leadership, LeaseTimings
 from federation.service.objects import ObjectServicer
 from federation.service.queues import QueueServicer
+from federation.store.leases import LeaseFence, LeaseRepository
 from federation.v1 import (
     agent_pb2_grpc,
     audit_pb2_grpc,
@@ -100,6 +113,8 @@ class ServeConfig:
     metrics_listen: str | None = None  # HOST:PORT of Prometheus /metrics; None: no metrics kept
     log_format: str = "text"  # text | json (federation.logs)
     audit_retention_seconds: float | None = None  # None: keep the whole audit
+    leader_election: bool = False  # PostgreSQL only: replicas compete for a lease (docs/design/standby.md)
+    lease_seconds: float = 15.0
 
 
 @dataclass
@@ -114,14 +129,25 @@ class RunningServer:
     rounds: RoundScheduler | None
     hub: AgentHub | None
     jobs: JobServicer
+    health: HealthReporter
+    leadership: Leadership
     metrics: MetricsServer | None = None
     retention: AuditRetention | None = None
+    elector: Elector | None = None
+    lost: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when this replica lost the leadership it held (``serve`` then exits 1)."""
+    _campaign: asyncio.Task[None] | None = field(default=None, repr=False)
     _stopped: bool = field(default=False, repr=False)
 
     async def stop(self, grace: float = 10.0) -> None:
         if self._stopped:
             return
         self._stopped = True
+        await self.health.stop()  # NOT_SERVING first: probes and clients move away during the grace
+        if self._campaign is not None:
+            self._campaign.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._campaign
         stopping = asyncio.create_task(self.server.stop(grace))
         try:
             self.jobs.shutdown()
@@ -136,6 +162,29 @@ class RunningServer:
                 await self.retention.stop()
             if self.metrics is not None:
                 await asyncio.to_thread(self.metrics.stop)
+            if self.elector is not None:
+                await self.elector.release()  # after the last round: the next leader starts at once
+
+    async def _elected(self, epoch: int) -> None:
+        """Take the leader's part: rounds (the first one repairs what the last leader left),
+        agents and audit retention."""
+        if self.rounds is not None:
+            await self.rounds.start()
+        if self.hub is not None:
+            await self.hub.start()
+        if self.retention is not None:
+            await self.retention.start()
+        await self.health.publish()
+
+    async def _lost(self, reason: str) -> None:
+        await self.health.publish()
+        if self.hub is not None:
+            await self.hub.stop()
+        if self.rounds is not None:
+            await self.rounds.stop()
+        if self.retention is not None:
+            await self.retention.stop()
+        self.lost.set()
 
     async def wait_for_termination(self) -> None:
         await self.server.wait_for_termination()
@@ -166,6 +215,8 @@ async def build_server(
     submit_batching: SubmitBatching | None = None,
     metrics_listen: str | None = None,
     audit_retention_seconds: float | None = None,
+    leader_election: LeaseTimings | None = None,
+    health_interval_seconds: float = DEFAULT_INTERVAL_SECONDS,
 ) -> RunningServer:
     """Start the service on ``listen`` (port 0 = any free port) and return its handles.
 
@@ -173,8 +224,17 @@ async def build_server(
     tests that must not see jobs placed under them). ``metrics_listen`` serves Prometheus
     metrics on ``HOST:PORT/metrics``; without it no metric is kept at all.
     ``audit_retention_seconds`` prunes the audit in the background (``retention``).
+    ``leader_election`` (PostgreSQL only) starts the replica as a standby: it serves
+    reads, refuses writes and agent streams, and takes the leader's part (rounds, agents,
+    retention) once it holds the lease (docs/design/standby.md).
     """
     auth = auth if auth is not None else Authenticator.open_mode()
+    leadership = Leadership() if leader_election is not None else Leadership.always()
+    if leader_election is not None:
+        if not control_loop:
+            raise ValueError("--leader-election elects the replica that runs the control loop; "
+                             "it cannot go with --no-control-loop")
+        store.db.fence = LeaseFence(leadership.current_epoch)
     metrics: ServiceMetrics = ServiceMetrics() if metrics_listen is not None else NO_METRICS
     rounds: RoundScheduler | None = None
     hub: AgentHub | None = None
@@ -182,7 +242,10 @@ async def build_server(
         rounds = RoundScheduler(store, debounce_seconds=round_debounce_seconds,
                                 limits=plan_limits or PlanLimits(), clock=clock,
                                 max_pending=max_pending_per_round, metrics=metrics)
-        hub = AgentHub(store, rounds, auth, grace_seconds=agent_grace_seconds, clock=clock, metrics=metrics)
+        hub = AgentHub(store, rounds, auth, grace_seconds=agent_grace_seconds, clock=clock, metrics=metrics,
+                       leading=leadership.leading)
+    health = HealthReporter(store.ping, leadership.leading, agents=hub is not None,
+                            interval=health_interval_seconds)
     server = grpc.aio.server(
         interceptors=[ErrorMapping()],
         options=[("grpc.max_receive_message_length", max_message_bytes),
@@ -200,6 +263,7 @@ async def build_server(
         ObjectServicer(store, auth, rounds=rounds, on_classes_changed=jobs.classes.invalidate), server)
     if hub is not None:
         agent_pb2_grpc.add_AgentServiceServicer_to_server(hub, server)
+    health.add_to(server, [JOBS, QUEUES, OBJECTS, CLUSTERS, AUDIT, *([AGENTS] if hub is not None else [])])
     host, port = _host_port(listen)
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     bound = server.add_secure_port(target, tls.credentials()) if tls else server.add_insecure_port(target)
@@ -212,18 +276,21 @@ async def build_server(
             streams=hub.stream_count if hub is not None else None))
         exporter = serve_metrics(metrics_listen, metrics.registry)
     await server.start()
-    if rounds is not None:
-        await rounds.start()
-    if hub is not None:
-        await hub.start()
     retention = None
     if audit_retention_seconds is not None:
         retention = AuditRetention(store, audit_retention_seconds, metrics=metrics)
-        await retention.start()
     address = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
-    return RunningServer(server=server, port=bound, address=address, store=store, auth=auth,
-                         rounds=rounds, hub=hub, jobs=jobs, metrics=exporter,
-                         retention=retention)
+    running = RunningServer(server=server, port=bound, address=address, store=store, auth=auth,
+                            rounds=rounds, hub=hub, jobs=jobs, health=health, leadership=leadership,
+                            metrics=exporter, retention=retention)
+    await health.start()
+    if leader_election is None:
+        await running._elected(0)
+    else:
+        running.elector = Elector(LeaseRepository(store.db), leader_election, leadership,
+                                  on_elected=running._elected, on_lost=running._lost)
+        running._campaign = asyncio.create_task(running.elector.run(), name="leader-election")
+    return running
 
 
 # ---------------------------------------------------------------------- the process
@@ -294,6 +361,21 @@ def serve_main(config: ServeConfig) -> int:
     elif config.tls_client_ca:
         print("error: --tls-client-ca needs --tls-cert and --tls-key", file=sys.stderr)
         return 2
+    leader_election = None
+    if config.leader_election:
+        if not config.db.startswith("postgresql"):
+            print("error: --leader-election needs PostgreSQL (--db postgresql+psycopg://...): SQLite is "
+                  "single-replica, run one replica without --leader-election", file=sys.stderr)
+            return 2
+        if not config.control_loop:
+            print("error: --leader-election cannot go with --no-control-loop (the leader is the replica that "
+                  "runs the control loop)", file=sys.stderr)
+            return 2
+        try:
+            leader_election = LeaseTimings(config.lease_seconds)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     configure(config.log_format)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
@@ -302,12 +384,13 @@ def serve_main(config: ServeConfig) -> int:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     try:
-        return asyncio.run(_serve(store, auth, tls, config))
+        return asyncio.run(_serve(store, auth, tls, config, leader_election))
     finally:
         store.dispose()
 
 
-async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, config: ServeConfig) -> int:
+async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, config: ServeConfig,
+                 leader_election: LeaseTimings | None) -> int:
     log.info("%s", auth.describe())
     running = await build_server(
         store, listen=config.listen, auth=auth, tls=tls,
@@ -319,6 +402,7 @@ async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, config:
         submit_batching=config.submit_batching,
         metrics_listen=config.metrics_listen,
         audit_retention_seconds=config.audit_retention_seconds,
+        leader_election=leader_election,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -328,7 +412,15 @@ async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, config:
     if running.metrics is not None:
         log.info("metrics on http://%s/metrics", running.metrics.address)
     print(f"federation serving on {running.address}", flush=True)
-    await stop.wait()
+    lost = asyncio.create_task(running.lost.wait())
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait({lost, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    lost.cancel()
+    stopped.cancel()
+    if running.lost.is_set():  # docs/design/standby.md: restart as a fresh standby
+        log.error("federation: leadership lost; exiting so this replica restarts as a standby")
+        await running.stop(grace=1.0)
+        return 1
     log.info("federation: shutting down (in-flight requests finish)")
     await running.stop(grace=config.shutdown_grace_seconds)
     log.info("federation: stopped")

@@ -32,7 +32,7 @@ import select
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Connection, Engine, create_engine, event, make_url, text
 from sqlalchemy import exc as sa_exc
@@ -194,8 +194,24 @@ def translated() -> Iterator[None]:
         raise Unavailable(f"database connection pool exhausted: {exc}") from exc
 
 
+class WriteFence(Protocol):
+    """Checked at the start of every write; raises to refuse it (``leases.LeaseFence``).
+
+    ``conn`` is the write's own transaction (None for a single autocommit statement), so
+    a check made through it holds for as long as the transaction does.
+    """
+
+    def check(self, conn: Connection | None) -> None: ...
+
+
 class Database:
-    """An engine plus the two kinds of short transaction the repositories use."""
+    """An engine plus the two kinds of short transaction the repositories use.
+
+    ``fence`` (None by default) guards every write: a replica started with leader
+    election installs one so that only the leader's writes commit.
+    """
+
+    fence: WriteFence | None = None
 
     def __init__(self, engine: Engine, clock: Clock = utc_now, *, settle_seconds: float = 5.0) -> None:
         self.engine = engine
@@ -227,17 +243,23 @@ class Database:
     def write(self) -> Iterator[Session]:
         """A read-write transaction; commits on success, rolls back on any exception."""
         with translated(), self._writers.begin() as session:
+            if self.fence is not None:
+                self.fence.check(session.connection())
             yield session
 
     @contextlib.contextmanager
     def core_write(self) -> Iterator[Connection]:
         """A Core connection in a write transaction: the hot paths skip the ORM session."""
         with translated(), self._writer.begin() as conn:
+            if self.fence is not None:
+                self.fence.check(conn)
             yield conn
 
     @contextlib.contextmanager
     def core_statement(self) -> Iterator[Connection]:
-        """A Core connection in autocommit mode (one statement, one round trip)."""
+        """A Core connection in autocommit mode (one statement, one round trip); a write."""
+        if self.fence is not None:
+            self.fence.check(None)
         with translated(), self._autocommit_engine.connect() as conn:
             yield conn
 

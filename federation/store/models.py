@@ -297,3 +297,20 @@ class PriorityClassRow(Base):
     preemption_policy: Mapped[str] = mapped_column(String(32), default="PreemptLowerPriority")
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+
+
+class LeaseRow(Base):
+    """The central's leader lease (docs/design/standby.md): one row per lease name.
+
+    ``epoch`` grows by one at every acquisition and fences the leader's writes; times are
+    the database's own clock, so replicas never compare their clocks with each other.
+    """
+
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(253), default="")
+    epoch: Mapped[int] = mapped_column(BigInteger)
+    acquired_at: Mapped[datetime]
+    renewed_at: Mapped[datetime]
+    expires_at: Mapped[datetime]

@@ -4,7 +4,7 @@ One etcd is shared by N kube-apiservers, each with its own ``--etcd-prefix``,
 CA, serving certificate, admin client certificate (``O=system:masters``) and
 service-account key, as Kubernetes' own integration tests do.  Each cluster
 gets a kwok controller that simulates fake nodes and pods, plus the HyperNode
-CRD (``deploy/crds/hypernode.yaml``).  No kube-controller-manager and no
+CRD (``deploy/chart/federation-agent/files/hypernode.yaml``).  No kube-controller-manager and no
 scheduler run: bind pods yourself (Binding subresource), and remember that
 Jobs/Deployments create no pods and namespaces never finish terminating.
 
@@ -68,7 +68,7 @@ __all__ = [
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "hack" / "build-controlplane.sh"
-HYPERNODE_CRD = REPO_ROOT / "deploy" / "crds" / "hypernode.yaml"
+HYPERNODE_CRD = REPO_ROOT / "deploy" / "chart" / "federation-agent" / "files" / "hypernode.yaml"
 
 HYPERNODE_GROUP = "topology.volcano.sh"
 HYPERNODE_VERSION = "v1alpha1"

@@ -436,7 +436,10 @@ async def test_a_gpu_model_pinned_gang_lands_only_on_matching_nodes(federation) 
         path.write_text(job_header(name, 2, 1) + "  networkTopology:\n    mode: hard\n    highestTierAllowed: 2\n"
                         + "  tasks:\n" + task)
         await fed.fedctl("submit", "-f", str(path))
-        job = await fed.state(name, "JOB_STATE_RUNNING")
+        try:
+            job = await fed.state(name, "JOB_STATE_RUNNING")
+        except AssertionError as exc:  # say where it is stuck
+            raise AssertionError(f"{exc}\n{await fed.fedctl('explain', name)}") from None
         assert job["cluster"] == "east", job
         await eventually("pods Running", lambda: _running(fed, "east", name, 2), 60)
         assert {p.node for p in await _pods(fed, "east", name)} == pinned

@@ -1,14 +1,13 @@
-"""The deploy/ manifests against a real apiserver: the agent's RBAC (deploy/rbac.yaml) is
-enough for everything the agent does and no more, and the DaemonSet, Deployment,
-Service and Job manifests pass the apiserver's validation (server-side dry run)."""
+"""The Helm charts' manifests against a real apiserver: the agent's RBAC (rendered from
+deploy/chart/federation-agent) is enough for everything the agent does and no more, and
+every rendered document of both charts (DaemonSet, Deployment, Services, the migration
+hook Job and Secrets) passes the apiserver's validation (server-side dry run)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from fixtures_federation import Tree, WorkDriver, cleanup, eventually, gpu_job, unique, work_for
 
 from agents.core.records import LABEL_JOB
@@ -16,10 +15,10 @@ from agents.k8s.api import ApiError, call, client_from_kubeconfig, core_api
 from agents.k8s.backend import KubernetesBackend
 from agents.k8s.lease import KubernetesLeaseStore
 from agents.leader import LeaderElector
+from tests.fixtures.helm import AGENT, AGENT_VALUES, CENTRAL, CENTRAL_VALUES, render
 
 pytestmark = pytest.mark.e2e
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 SERVICE_ACCOUNT = "system:serviceaccount:federation-system:federation-agent"
 _PATHS = {
     "Namespace": "/api/v1/namespaces",
@@ -34,11 +33,18 @@ _PATHS = {
     "DaemonSet": "/apis/apps/v1/namespaces/{ns}/daemonsets",
     "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
     "Job": "/apis/batch/v1/namespaces/{ns}/jobs",
+    "CustomResourceDefinition": "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
 }
+NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "federation-system"}}
 
 
-def _docs(name: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all((DEPLOY / name).read_text()) if d]
+def _agent_docs() -> list[dict[str, Any]]:
+    return render(AGENT, AGENT_VALUES, release="federation-agent")
+
+
+def _rbac() -> list[dict[str, Any]]:
+    return [NAMESPACE, *(d for d in _agent_docs() if d["kind"] in
+                         ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"))]
 
 
 def _create(control_plane: Any, cluster: str, doc: dict[str, Any], *, dry_run: bool = False) -> int:
@@ -60,19 +66,18 @@ async def _impersonating(control_plane: Any, cluster: str) -> Any:
 
 
 def test_manifests_pass_server_side_validation(control_plane) -> None:
-    for doc in _docs("rbac.yaml"):
+    for doc in _rbac():
         _create(control_plane, "west", doc)
     checked = []
-    for name in ("agent-daemonset.yaml", "central.yaml", "migrate-job.yaml"):
-        for doc in _docs(name):
-            status = _create(control_plane, "west", doc, dry_run=True)
-            assert status in (201, 409), (name, doc["kind"])
-            checked.append(doc["kind"])
-    assert {"DaemonSet", "Deployment", "Service", "Job"} <= set(checked)
+    for doc in [*_agent_docs(), *render(CENTRAL, CENTRAL_VALUES, release="federation-central")]:
+        status = _create(control_plane, "west", doc, dry_run=True)
+        assert status in (201, 409), doc["kind"]
+        checked.append(doc["kind"])
+    assert {"DaemonSet", "Deployment", "Service", "Job", "Secret"} <= set(checked)
 
 
 async def test_agent_service_account_can_do_its_job_and_no_more(control_plane) -> None:
-    for doc in _docs("rbac.yaml"):
+    for doc in _rbac():
         _create(control_plane, "west", doc)
     api = await _impersonating(control_plane, "west")
     backend = KubernetesBackend(api, "west")

@@ -12,7 +12,7 @@ from federation.store.engine import make_engine
 from federation.store.models import Base
 
 TABLES = {"queues", "jobs", "job_events", "clusters", "works", "placement_rounds", "placement_decisions",
-          "audit_pruning", "propagation_policies", "policy_claims", "priority_classes"}
+          "audit_pruning", "propagation_policies", "policy_claims", "priority_classes", "leases"}
 
 
 def _tables(engine: Engine) -> set[str]:
@@ -58,7 +58,7 @@ def test_migrations_are_found_through_the_installed_package() -> None:
     directory = migrations.migrations_dir()
     assert (directory / "env.py").is_file()
     assert any(p.name.endswith(".py") for p in (directory / "versions").iterdir())
-    assert migrations.head() == "0004_objects"
+    assert migrations.head() == "0005"
 
 
 def test_upgrade_accepts_an_engine(db_url: str) -> None:

@@ -29,15 +29,10 @@ runtimes. A gang that arrives when the free nodes are scattered still gets them 
 
 from __future__ import annotations
 
+from federation.placement.cpsat.fit import per_domain_cost
 from federation.placement.cpsat.variables import Vars, Window
 
 
 def add(w: Window, v: Vars) -> None:
-    by_uid = {jc.uid: jc for jc in w.classes}
     sc = w.rnd.scoring
-    for (k, uid), x in v.x.items():
-        jc = by_uid[k]
-        dom = w.rnd.state.domains[uid]
-        cost = sc.guard(dom.cluster.name, dom.domain.name)
-        if cost:
-            v.objective.append((-cost * jc.units, x, jc.band))
+    per_domain_cost(w, v, lambda dom: sc.guard(dom.cluster.name, dom.domain.name))

@@ -123,16 +123,22 @@ def test_replacement_node_stays_inside_the_domain_and_skips_the_lost_node() -> N
     assert replacement_node(gpu(8), LEAF, nodes, {"a3": Resources.of(gpu=4)}) is None  # free override
 
 
+KWOK = Taint("kwok.x-k8s.io/node", "fake", "NoSchedule")
+
+
 def _pinned(product: str, replicas: int = 2) -> Job:
     from federation.domain.jobs import Task
     from federation.domain.scheduling import template_for
-    return Job("pinned", "q", (Task("worker", replicas, gpu(8),
-                                    template_json=template_for({"nvidia.com/gpu.product": product})),))
+    template = template_for({"nvidia.com/gpu.product": product},
+                            tolerations=[{"key": KWOK.key, "operator": "Exists", "effect": "NoSchedule"}])
+    return Job("pinned", "q", (Task("worker", replicas, gpu(8), template_json=template),))
 
 
 def _models() -> tuple[Node, ...]:
+    """Tainted like kwok's nodes: the template's own toleration must count."""
     labels = {"a1": "H100", "a2": "A100", "a3": "H100"}
-    return tuple(replace(n(name), labels={"nvidia.com/gpu.product": model}) for name, model in labels.items())
+    return tuple(replace(n(name, taints=(KWOK,)), labels={"nvidia.com/gpu.product": model})
+                 for name, model in labels.items())
 
 
 def test_a_gpu_model_pinned_gang_binds_only_on_matching_nodes_even_against_the_plan() -> None:
