@@ -44,24 +44,19 @@ import grpc.aio
 from agents.backend import ClusterBackend
 from agents.core.apply import apply_ops
 from agents.core.controller import PassReport
-from agents.core.works import Work
 from agents.metrics import NO_AGENT_METRICS, AgentMetrics
 from agents.runtime_jobs import JobBook, JobSlot, orphan_ops, signature
 from agents.runtime_snapshots import snapshot_message
 from agents.telemetry import watch_reconnected
 from federation.domain.topology import HyperNodeTree
+from federation.domain.works import Work
 from federation.logs import fields
 from federation.v1 import agent_pb2, agent_pb2_grpc, types_pb2
-from federation.wire.convert import timestamp_to_proto, work_from_proto
+from federation.wire.convert import timestamp_to_proto, work_from_proto, work_phase_to_proto
 
 log = logging.getLogger(__name__)
 
 EOF: Any = grpc.aio.EOF  # type: ignore[attr-defined]  # missing from grpc-stubs
-PHASES: dict[str, agent_pb2.WorkPhase.ValueType] = {
-    "Pending": agent_pb2.WORK_PHASE_PENDING, "Bound": agent_pb2.WORK_PHASE_BOUND,
-    "Running": agent_pb2.WORK_PHASE_RUNNING, "Succeeded": agent_pb2.WORK_PHASE_SUCCEEDED,
-    "Failed": agent_pb2.WORK_PHASE_FAILED, "Cancelled": agent_pb2.WORK_PHASE_CANCELLED,
-    "Replan": agent_pb2.WORK_PHASE_REPLAN}
 
 
 class Fenced(Exception):
@@ -188,7 +183,7 @@ class AgentRuntime:
         """One stream, until it ends; True when the hello was accepted."""
         metadata = (("authorization", f"Bearer {self.config.token}"),) if self.config.token else None
         async with self._channel() as channel:
-            call: Any = agent_pb2_grpc.AgentServiceStub(channel).Connect(metadata=metadata)  # type: ignore[call-arg]
+            call: Any = agent_pb2_grpc.AgentServiceStub(channel).Connect(metadata=metadata)  # type: ignore[call-arg]  # grpc-stubs omit metadata=
             stop_wait = asyncio.create_task(self._stopping.wait())
             try:
                 await call.write(agent_pb2.AgentMessage(hello=agent_pb2.Hello(
@@ -210,8 +205,9 @@ class AgentRuntime:
                     if reader.done():
                         reader.result()  # re-raise Fenced / stream errors
                     for task in tasks:
-                        if task.done() and not task.cancelled() and task.exception() is not None:
-                            raise task.exception()  # type: ignore[misc]
+                        error = task.exception() if task.done() and not task.cancelled() else None
+                        if error is not None:
+                            raise error
                 finally:
                     for task in (reader, *tasks):
                         task.cancel()
@@ -284,14 +280,14 @@ class AgentRuntime:
 
     def _to_work(self, msg: agent_pb2.Work) -> Work | None:
         try:
-            order = work_from_proto(msg)
+            work = work_from_proto(msg)
         except ValueError as exc:
             log.error("agent %s: invalid work %s: %s", self.config.cluster, msg.work_id, exc)
             return None
-        if order.cluster and order.cluster != self.config.cluster:
-            log.error("agent %s: work %s is for cluster %s; ignored", self.config.cluster, msg.work_id, order.cluster)
+        if work.cluster and work.cluster != self.config.cluster:
+            log.error("agent %s: work %s is for cluster %s; ignored", self.config.cluster, msg.work_id, work.cluster)
             return None
-        return Work(order.work_id, order.job, order.version, order.placement)
+        return work
 
     async def _writer(self, call: Any) -> None:
         out = self._out
@@ -399,7 +395,7 @@ class AgentRuntime:
             return
         status = agent_pb2.WorkStatus(
             work_id=work.work_id, job=work.name, version=work.version,
-            phase=PHASES.get(phase_name, agent_pb2.WORK_PHASE_UNSPECIFIED),
+            phase=work_phase_to_proto(phase_name),
             message=message, time=timestamp_to_proto(self.clock()),
             pods=[agent_pb2.PodStatus(task=p.task, index=p.index, node=p.node or "", phase=p.phase,
                                       restarts=p.restarts, message=p.message or p.reason) for p in report.pods],

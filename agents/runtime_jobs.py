@@ -27,10 +27,10 @@ from dataclasses import dataclass, field, replace
 
 from agents.core.controller import JobController, PassReport
 from agents.core.operations import DeleteConfigMap, DeletePod, DeleteService, Op
-from agents.core.reconcile import W_CANCELLED, W_FAILED, W_REPLAN, W_SUCCEEDED
 from agents.core.records import LABEL_JOB, ConfigMapManifest, PodRecord, ServiceManifest
 from agents.core.recovery import Action
-from agents.core.works import Work
+from federation.domain.states import WorkPhase
+from federation.domain.works import Work
 
 
 def signature(report: PassReport) -> tuple[object, ...]:
@@ -75,18 +75,18 @@ class JobSlot:
         """A new stream: re-report everything; acks of the old stream will never come."""
         self.reported, self.sent, self.acked = None, 0, 0
 
-    def is_final(self, phase: str, message: str) -> bool:
+    def is_final(self, phase: WorkPhase, message: str) -> bool:
         """A report after which the job needs nothing more from this agent."""
         if self.work.cancelled:
-            return phase == W_CANCELLED and message == "withdrawn"
-        return phase in (W_SUCCEEDED, W_FAILED)
+            return phase == WorkPhase.CANCELLED and message == "withdrawn"
+        return phase in (WorkPhase.SUCCEEDED, WorkPhase.FAILED)
 
-    def outcome(self, report: PassReport) -> tuple[str, str]:
+    def outcome(self, report: PassReport) -> tuple[WorkPhase, str]:
         """The phase and message to report for this pass (sticky Replan applied)."""
-        if report.phase == W_REPLAN and not self.work.cancelled:
+        if report.phase == WorkPhase.REPLAN and not self.work.cancelled:
             self.replan = report.message or "the gang cannot be bound inside its HyperNode"
         if self.replan and not self.work.cancelled:
-            return W_REPLAN, self.replan
+            return WorkPhase.REPLAN, self.replan
         return report.phase, report.message
 
 

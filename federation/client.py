@@ -138,7 +138,7 @@ class FederationClient:
 
     async def list_jobs_page(self, queue: str = "", state: int = 0, page_size: int = 0,
                              page_token: str = "") -> jobs_pb2.ListJobsResponse:
-        req = jobs_pb2.ListJobsRequest(queue=queue, state=state,  # type: ignore[arg-type]
+        req = jobs_pb2.ListJobsRequest(queue=queue, state=state,  # type: ignore[arg-type]  # an int for the JobState enum
                                        page_size=page_size, page_token=page_token)
         resp: jobs_pb2.ListJobsResponse = await _call(self.jobs.ListJobs(req, **self._kw()))
         return resp

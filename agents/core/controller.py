@@ -26,7 +26,7 @@ from agents.backend import ClusterBackend
 from agents.core.apply import Applied, apply_ops, observe_job
 from agents.core.events import job_pods, observe, pod_events
 from agents.core.operations import BindPod, CreatePod, DeletePod
-from agents.core.reconcile import W_REPLAN, Observed, ops_for_actions, reconcile
+from agents.core.reconcile import Observed, ops_for_actions, reconcile
 from agents.core.records import LABEL_JOB, PodRecord
 from agents.core.recovery import (
     RESTART_POD,
@@ -42,9 +42,10 @@ from agents.core.recovery import (
     decide,
     record,
 )
-from agents.core.works import Work
 from federation.domain.plans import PodAssignment
+from federation.domain.states import WorkPhase
 from federation.domain.topology import HyperNodeTree
+from federation.domain.works import Work
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class PassReport:
     work_id: str
     job: str
     version: int
-    phase: str  # Pending | Bound | Running | Succeeded | Failed | Cancelled | Replan
+    phase: WorkPhase
     message: str
     # The current version's pods as the pass leaves them: a pass that bound, created or
     # deleted pods re-reads them, so a report names the node each pod is actually bound to
@@ -110,9 +111,9 @@ class JobController:
             # JobEvent is sent once, but central takes a job's reason from the terminal
             # WorkStatus message, so "job Failed" alone would lose e.g. maxRetry exhaustion.
             message = f"job {self.state.phase}: {self.state.reason}"
-        replans = [a for a in executed if a.kind == W_REPLAN]
+        replans = [a for a in executed if a.kind == WorkPhase.REPLAN]
         if replans:
-            phase, message = W_REPLAN, replans[-1].record.message
+            phase, message = WorkPhase.REPLAN, replans[-1].record.message
         return PassReport(work.work_id, work.name, work.version, phase, message, pods, tuple(executed),
                           tuple(a.record for a in executed), wake_at, error)
 
@@ -137,7 +138,7 @@ class JobController:
                 ready.append(action)
                 state = record(job, state, [action], now)
                 covered.update(action.pods)
-                job_wide = job_wide or action.kind not in (RESTART_POD, RESTART_TASK, W_REPLAN)
+                job_wide = job_wide or action.kind not in (RESTART_POD, RESTART_TASK, WorkPhase.REPLAN)
         applied = await apply_ops(backend, ops_for_actions(self.work, observed, ready, now))
         if applied.ok:
             self.state = state

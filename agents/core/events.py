@@ -11,19 +11,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from agents.core.records import FAILED, PENDING, SUCCEEDED, UNKNOWN, PodRecord
+from agents.core.records import PodRecord
 from agents.core.recovery import (
     NODE_LOST,
     POD_EVICTED,
     POD_FAILED,
     POD_PENDING,
     TASK_COMPLETED,
+    UNKNOWN,
     JobRuntimeState,
     PodEvent,
     PodRef,
 )
 from federation.domain.jobs import Job
 from federation.domain.nodes import Node
+from federation.domain.states import PodPhase
 
 EVICTED_REASONS = frozenset({"Evicted", "Preempted", "Preempting", "DeletionByTaintManager"})
 
@@ -54,12 +56,12 @@ def pod_events(job: Job, pods: Sequence[PodRecord], nodes: Sequence[Node], now: 
         if pod.node is not None and not pod.terminal and pod.node not in usable:
             lost.setdefault(pod.node, []).append(pod)
             continue
-        if pod.phase == FAILED:
+        if pod.phase == PodPhase.FAILED:
             kind = POD_EVICTED if pod.reason in EVICTED_REASONS else POD_FAILED
             events.append(PodEvent(kind, pod.task, (_ref(pod),), pod.exit_code, pod.phase_since, pod.node or ""))
-        elif pod.phase == UNKNOWN:
+        elif pod.phase == PodPhase.UNKNOWN:
             events.append(PodEvent(UNKNOWN, pod.task, (_ref(pod),), None, pod.phase_since, pod.node or ""))
-        elif pod.phase == PENDING:
+        elif pod.phase == PodPhase.PENDING:
             events.append(PodEvent(POD_PENDING, pod.task, (_ref(pod),), None, pod.phase_since, pod.node or ""))
     node_events: list[PodEvent] = []
     for node, on_node in sorted(lost.items()):
@@ -77,7 +79,7 @@ def completed_tasks(job: Job, pods: Sequence[PodRecord]) -> frozenset[str]:
     """Tasks whose every replica has a Succeeded pod."""
     done = set()
     for task in job.tasks:
-        succeeded = {p.index for p in pods if p.task == task.name and p.phase == SUCCEEDED and not p.deleting}
+        succeeded = {p.index for p in pods if p.task == task.name and p.phase == PodPhase.SUCCEEDED and not p.deleting}
         if len(succeeded) >= task.replicas:
             done.add(task.name)
     return frozenset(done)
@@ -85,5 +87,5 @@ def completed_tasks(job: Job, pods: Sequence[PodRecord]) -> frozenset[str]:
 
 def observe(state: JobRuntimeState, job: Job, pods: Sequence[PodRecord]) -> JobRuntimeState:
     """Refresh the observed parts of the state (failed pods, completed tasks)."""
-    failed = frozenset(p.name for p in pods if p.phase == FAILED and not p.deleting)
+    failed = frozenset(p.name for p in pods if p.phase == PodPhase.FAILED and not p.deleting)
     return replace(state, failed_pods=failed, completed_tasks=completed_tasks(job, pods))

@@ -38,9 +38,10 @@ from agents.core.records import (
     ConfigMapManifest,
     PodManifest,
     ServiceManifest,
+    pod_name,
 )
-from agents.core.works import Work, pod_name
 from federation.domain.jobs import Job
+from federation.domain.works import Work
 
 HOSTS_MOUNT_PATH = "/etc/volcano"
 PYTORCH_DEFAULT_PORT = 23456

@@ -51,8 +51,6 @@ from agents.core.records import (
     ANNOTATION_SPEC_HASH,
     LABEL_TASK,
     LABEL_TASK_INDEX,
-    RUNNING,
-    SUCCEEDED,
     ConfigMapManifest,
     PodRecord,
     ServiceManifest,
@@ -68,14 +66,11 @@ from agents.core.recovery import (
     Action,
 )
 from agents.core.recovery import RUNNING as JOB_RUNNING
-from agents.core.works import Work
 from federation.domain.nodes import Node
 from federation.domain.plans import PodAssignment
+from federation.domain.states import PodPhase, WorkPhase
 from federation.domain.topology import Domain, HyperNodeTree
-
-# Work phases reported to central (federation.v1.WorkPhase).
-W_PENDING, W_BOUND, W_RUNNING = "Pending", "Bound", "Running"
-W_SUCCEEDED, W_FAILED, W_CANCELLED, W_REPLAN = "Succeeded", "Failed", "Cancelled", "Replan"
+from federation.domain.works import Work
 
 M = TypeVar("M", ServiceManifest, ConfigMapManifest)
 
@@ -96,7 +91,7 @@ class Observed:
 @dataclass(frozen=True)
 class Reconciliation:
     ops: tuple[Op, ...]
-    phase: str
+    phase: WorkPhase
     message: str = ""
 
 
@@ -136,14 +131,15 @@ def reconcile(
     if job_phase in TERMINAL_JOB_PHASES:
         ops += [DeletePod(p.namespace, p.name, f"job {job_phase}")
                 for p in current.values() if not p.terminal and not p.deleting]
-        return Reconciliation(tuple(ops), W_SUCCEEDED if job_phase == COMPLETED else W_FAILED, f"job {job_phase}")
+        phase = WorkPhase.SUCCEEDED if job_phase == COMPLETED else WorkPhase.FAILED
+        return Reconciliation(tuple(ops), phase, f"job {job_phase}")
 
     held = {p.name for p in stale if p.namespace == job.namespace}
     missing = [m for m in desired.pods if m.name not in current and m.name not in held]
     ops += [CreatePod(m) for m in missing]
     waiting = len(stale) + sum(1 for p in current.values() if p.deleting)
     if waiting:
-        return Reconciliation(tuple(ops), W_PENDING, f"waiting for {waiting} pods to terminate before binding")
+        return Reconciliation(tuple(ops), WorkPhase.PENDING, f"waiting for {waiting} pods to terminate before binding")
 
     bound = [PodAssignment(p.task, p.index, p.node) for p in current.values() if p.node is not None]
     unbound = [(p.task, p.index) for p in current.values() if p.node is None and not p.terminal]
@@ -151,7 +147,7 @@ def reconcile(
     if not unbound:
         return Reconciliation(tuple(ops), _settled_phase(work, current), "")
     if observed.tree is None:
-        return Reconciliation(tuple(ops), W_PENDING, "no valid HyperNode tree observed yet")
+        return Reconciliation(tuple(ops), WorkPhase.PENDING, "no valid HyperNode tree observed yet")
     domain = observed.tree.domains.get(work.placement.hypernode)
     planned = _merge(work.placement.pods, hints)
     result = bind_gang(job, domain or Domain(work.placement.hypernode, 0, frozenset()), observed.nodes,
@@ -160,11 +156,11 @@ def reconcile(
         reason = result.reason if domain is not None else f"HyperNode {work.placement.hypernode} not found"
         ops += [DeletePod(job.namespace, p.name, "gang cannot be completed; unbinding")
                 for p in current.values() if p.node is not None and not p.terminal]
-        return Reconciliation(tuple(ops), W_REPLAN, reason)
+        return Reconciliation(tuple(ops), WorkPhase.REPLAN, reason)
     names = {(t, i): n for t, i, n in ((m.labels[LABEL_TASK], int(m.labels[LABEL_TASK_INDEX]), m.name)
                                        for m in desired.pods)}
     ops += [BindPod(job.namespace, names[(a.task, a.index)], a.node) for a in result.assignments]
-    phase = W_RUNNING if _started(current) >= job.gang_size else W_BOUND
+    phase = WorkPhase.RUNNING if _started(current) >= job.gang_size else WorkPhase.BOUND
     return Reconciliation(tuple(ops), phase, "")
 
 
@@ -174,15 +170,15 @@ def _merge(planned: Sequence[PodAssignment], hints: Sequence[PodAssignment]) -> 
 
 
 def _started(current: dict[str, PodRecord]) -> int:
-    return sum(1 for p in current.values() if p.phase in (RUNNING, SUCCEEDED) and not p.deleting)
+    return sum(1 for p in current.values() if p.phase in (PodPhase.RUNNING, PodPhase.SUCCEEDED) and not p.deleting)
 
 
-def _settled_phase(work: Work, current: dict[str, PodRecord]) -> str:
+def _settled_phase(work: Work, current: dict[str, PodRecord]) -> WorkPhase:
     """Phase when nothing is left to bind."""
     if _started(current) >= work.job.gang_size:
-        return W_RUNNING
+        return WorkPhase.RUNNING
     placed = sum(1 for p in current.values() if p.node is not None)
-    return W_BOUND if placed >= work.job.gang_size else W_PENDING
+    return WorkPhase.BOUND if placed >= work.job.gang_size else WorkPhase.PENDING
 
 
 def _sync(
@@ -212,7 +208,7 @@ def _withdraw(work: Work, observed: Observed, mine: Sequence[PodRecord]) -> Reco
     ops += [DeleteService(s.namespace, s.name) for s in observed.services]
     ops += [DeleteConfigMap(c.namespace, c.name) for c in observed.config_maps]
     left = len(mine) + len(observed.services) + len(observed.config_maps)
-    return Reconciliation(tuple(ops), W_CANCELLED, f"withdrawing {left} objects" if left else "withdrawn")
+    return Reconciliation(tuple(ops), WorkPhase.CANCELLED, f"withdrawing {left} objects" if left else "withdrawn")
 
 
 def ops_for_actions(work: Work, observed: Observed, actions: Sequence[Action], now: float) -> tuple[Op, ...]:

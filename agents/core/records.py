@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from federation.domain.nodes import Taint, Toleration
 from federation.domain.resources import Resources
+from federation.domain.states import TERMINAL_POD_PHASES, PodPhase
 
 # Labels and annotations the agent stamps on everything it creates. Selecting on
 # ``LABEL_JOB`` is how the agent finds its objects again after a restart.
@@ -25,9 +26,11 @@ ANNOTATION_WORK_ID = "federation.io/work-id"
 ANNOTATION_SPEC_HASH = "federation.io/spec-hash"
 SCHEDULER_NAME = "federation-scheduler"
 
-# Kubernetes pod phases.
-PENDING, RUNNING, SUCCEEDED, FAILED, UNKNOWN = "Pending", "Running", "Succeeded", "Failed", "Unknown"
-TERMINAL_PHASES = frozenset({SUCCEEDED, FAILED})
+
+def pod_name(job: str, task: str, index: int) -> str:
+    """``<job>-<task>-<index>``: deterministic, so a pod can never be created twice."""
+    return f"{job}-{task}-{index}"
+
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,7 @@ class PodRecord:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     node: str | None = None
-    phase: str = PENDING
+    phase: str = PodPhase.PENDING
     reason: str = ""
     restarts: int = 0
     requests: Resources = field(default_factory=Resources)
@@ -75,7 +78,7 @@ class PodRecord:
 
     @property
     def terminal(self) -> bool:
-        return self.phase in TERMINAL_PHASES
+        return self.phase in TERMINAL_POD_PHASES
 
     @property
     def job(self) -> str:

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from agents.core.binding import replacement_node
-from agents.core.works import pod_name
+from agents.core.records import pod_name
 from federation.domain.jobs import Job, LifecyclePolicy
 from federation.domain.nodes import Node
 from federation.domain.plans import PodAssignment

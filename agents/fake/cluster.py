@@ -18,11 +18,6 @@ from typing import TypeVar
 
 from agents.backend import AlreadyExists, BindingRejected, NotFound
 from agents.core.records import (
-    FAILED,
-    PENDING,
-    RUNNING,
-    SUCCEEDED,
-    UNKNOWN,
     ChangeEvent,
     ConfigMapManifest,
     NodeRecord,
@@ -34,6 +29,7 @@ from agents.core.records import (
 from agents.fake.clock import ManualClock
 from federation.domain.errors import InvalidInput
 from federation.domain.resources import Resources
+from federation.domain.states import PodPhase
 from federation.domain.topology import HyperNodeSpec
 
 Key = tuple[str, str]  # (namespace, name)
@@ -126,7 +122,7 @@ class FakeCluster:
             raise AlreadyExists(f"pod {manifest.namespace}/{manifest.name} already exists")
         record = PodRecord(
             name=manifest.name, namespace=manifest.namespace, labels=dict(manifest.labels),
-            annotations=dict(manifest.annotations), requests=manifest.requests, phase=PENDING,
+            annotations=dict(manifest.annotations), requests=manifest.requests, phase=PodPhase.PENDING,
             phase_since=self.clock(),
         )
         self._pods[key] = _Pod(record, manifest)
@@ -152,7 +148,7 @@ class FakeCluster:
         runtime = self.runtime(pod.manifest) if pod.manifest is not None else None
         pod.finish_at = None if runtime is None else now + runtime
         self.bind_count += 1
-        self._update(pod, node=node, phase=RUNNING, phase_since=now)
+        self._update(pod, node=node, phase=PodPhase.RUNNING, phase_since=now)
 
     async def delete_pod(self, namespace: str, name: str) -> bool:
         self.calls.append(("delete_pod", name))
@@ -218,9 +214,9 @@ class FakeCluster:
         now = self.clock()
         finished = []
         for pod in self._pods.values():
-            if pod.finish_at is not None and pod.finish_at <= now and pod.record.phase == RUNNING:
+            if pod.finish_at is not None and pod.finish_at <= now and pod.record.phase == PodPhase.RUNNING:
                 pod.finish_at = None
-                self._update(pod, phase=SUCCEEDED, phase_since=now, exit_code=0, reason="Completed")
+                self._update(pod, phase=PodPhase.SUCCEEDED, phase_since=now, exit_code=0, reason="Completed")
                 finished.append(pod.record)
         return finished
 
@@ -250,7 +246,7 @@ class FakeCluster:
         for pod in self._pods.values():
             if pod.record.node == name and not pod.record.terminal:
                 pod.finish_at = None
-                self._update(pod, phase=UNKNOWN, reason="NodeLost", phase_since=self.clock())
+                self._update(pod, phase=PodPhase.UNKNOWN, reason="NodeLost", phase_since=self.clock())
 
     def set_hypernodes(self, specs: Iterable[HyperNodeSpec]) -> None:
         self._hypernodes = list(specs)
@@ -265,21 +261,21 @@ class FakeCluster:
     def fail_pod(self, name: str, exit_code: int = 1, reason: str = "Error", namespace: str = "default") -> None:
         pod = self._live(namespace, name)
         pod.finish_at = None
-        self._update(pod, phase=FAILED, exit_code=exit_code, reason=reason, phase_since=self.clock())
+        self._update(pod, phase=PodPhase.FAILED, exit_code=exit_code, reason=reason, phase_since=self.clock())
 
     def evict_pod(self, name: str, namespace: str = "default") -> None:
         pod = self._live(namespace, name)
         pod.finish_at = None
-        self._update(pod, phase=FAILED, reason="Evicted", exit_code=None, phase_since=self.clock())
+        self._update(pod, phase=PodPhase.FAILED, reason="Evicted", exit_code=None, phase_since=self.clock())
 
     def succeed_pod(self, name: str, namespace: str = "default") -> None:
         pod = self._live(namespace, name)
         pod.finish_at = None
-        self._update(pod, phase=SUCCEEDED, exit_code=0, reason="Completed", phase_since=self.clock())
+        self._update(pod, phase=PodPhase.SUCCEEDED, exit_code=0, reason="Completed", phase_since=self.clock())
 
     def occupy(self, name: str, node: str, requests: Resources, namespace: str = "other") -> None:
         """A pod of another scheduler, already bound: takes room without our labels."""
-        record = PodRecord(name=name, namespace=namespace, node=node, phase=RUNNING, requests=requests,
+        record = PodRecord(name=name, namespace=namespace, node=node, phase=PodPhase.RUNNING, requests=requests,
                            phase_since=self.clock())
         self._pods[(namespace, name)] = _Pod(record, None)
         self._emit("Pod", "ADDED", record)
@@ -295,12 +291,12 @@ class FakeCluster:
         return pod
 
     def _set_node(self, name: str, **changes: bool) -> None:
-        node = replace(self._nodes[name], **changes)  # type: ignore[arg-type]
+        node = replace(self._nodes[name], **changes)  # type: ignore[arg-type]  # field names checked by replace
         self._nodes[name] = node
         self._emit("Node", "MODIFIED", node)
 
     def _update(self, pod: _Pod, **changes: object) -> None:
-        pod.record = replace(pod.record, **changes)  # type: ignore[arg-type]
+        pod.record = replace(pod.record, **changes)  # type: ignore[arg-type]  # field names checked by replace
         self._emit("Pod", "MODIFIED", pod.record)
 
     def _create(self, store: dict[Key, _M], obj: _M, kind: str) -> None:

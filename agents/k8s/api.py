@@ -113,7 +113,7 @@ async def client_from_kubeconfig(path: str | None, context: str | None = None) -
     ``path`` is None, the in-cluster service account, as in the DaemonSet)."""
     cfg = k8s_client.Configuration()
     if path is None:
-        k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]  # untyped in kubernetes_asyncio
     else:
         await k8s_config.load_kube_config(
             config_file=path, context=context, client_configuration=cfg, persist_config=False

@@ -18,19 +18,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from agents.core.records import (
-    PENDING,
-    RUNNING,
-    TERMINAL_PHASES,
-    ConfigMapManifest,
-    NodeRecord,
-    PodManifest,
-    PodRecord,
-    ServiceManifest,
-)
+from agents.core.records import ConfigMapManifest, NodeRecord, PodManifest, PodRecord, ServiceManifest
 from federation.domain.errors import InvalidInput
 from federation.domain.nodes import TAINT_EFFECTS, Taint, Toleration
 from federation.domain.resources import Resources, format_quantity
+from federation.domain.states import TERMINAL_POD_PHASES, PodPhase
 from federation.domain.topology import HyperNodeMember, HyperNodeSpec, MemberSelector
 
 JSON = dict[str, Any]
@@ -141,14 +133,14 @@ def _phase_since(obj: Mapping[str, Any], phase: str) -> float:
     there (so a pod read twice gives the same value: recovery keys events on it)."""
     status = obj.get("status") or {}
     statuses = _container_statuses(status)
-    if phase in TERMINAL_PHASES:
+    if phase in TERMINAL_POD_PHASES:
         finished = [timestamp((s.get("state") or {}).get("terminated", {}).get("finishedAt")) for s in statuses]
         if any(finished):
             return max(finished)
         stamps = [timestamp(c.get("lastTransitionTime")) for c in status.get("conditions") or []]
         if any(stamps):
             return max(stamps)
-    elif phase == RUNNING:
+    elif phase == PodPhase.RUNNING:
         started = [timestamp((s.get("state") or {}).get("running", {}).get("startedAt")) for s in statuses]
         if any(started):
             return max(started)
@@ -179,7 +171,7 @@ def _reason(status: Mapping[str, Any]) -> str:
 
 def pod_record(obj: Mapping[str, Any]) -> PodRecord:
     meta, spec, status = _meta(obj), obj.get("spec") or {}, obj.get("status") or {}
-    phase = str(status.get("phase") or PENDING)
+    phase = str(status.get("phase") or PodPhase.PENDING)
     return PodRecord(
         name=str(meta.get("name")),
         namespace=str(meta.get("namespace") or "default"),

@@ -48,7 +48,7 @@ def when(stamp: Timestamp) -> str:
 
 
 def state(value: int) -> str:
-    return jobs_pb2.JobState.Name(value).removeprefix("JOB_STATE_").lower()  # type: ignore[arg-type]
+    return jobs_pb2.JobState.Name(value).removeprefix("JOB_STATE_").lower()  # type: ignore[arg-type]  # Name() is typed for the enum, takes any int
 
 
 def _short(text: str, width: int = 60) -> str:

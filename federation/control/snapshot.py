@@ -40,11 +40,10 @@ from federation.domain.nodes import Node
 from federation.domain.plans import FederationSnapshot, PendingJob, Placement, RunningJob
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
-from federation.domain.states import ACTIVE_STATES, PENDING
+from federation.domain.states import ACTIVE_STATES, ACTIVE_WORK_STATES, JobState
 from federation.propagation.matching import govern
 from federation.propagation.works import placement_from_payload, reflected_in_snapshot
 from federation.store import ClusterRecord, Conflict, JobRecord, Store, WorkRecord
-from federation.store.lifecycle import ACTIVE_WORK_STATES
 
 
 @dataclass(frozen=True)
@@ -95,7 +94,7 @@ def load(store: Store, now: float, max_pending: int | None = None) -> PlanningIn
     records = store.clusters.list()
     snapshots = store.clusters.snapshots(include_lost=True)
     if max_pending is None:
-        pending = store.jobs.in_states([PENDING])
+        pending = store.jobs.in_states([JobState.PENDING])
     else:
         shares = window(store.jobs.pending_counts(), {q.name: q.priority for q in queues}, max_pending)
         pending = sorted((rec for q, n in shares.items() for rec in store.jobs.pending_head(q, n)),
@@ -168,7 +167,7 @@ def build(
             placement = placement_from_payload(rec.name, work.payload)
         else:
             placement = Placement(rec.name, rec.cluster, rec.hypernode or "", rec.tier or 0)
-            if work is None and rec.state == "placed":
+            if work is None and rec.state == JobState.PLACED:
                 without_work.append(rec)
         running.append(RunningJob(rec.job, placement, started_at=rec.updated_at.timestamp()))
         cluster = by_name.get(rec.cluster)

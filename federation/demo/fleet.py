@@ -31,10 +31,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from agents.core.records import ANNOTATION_WORK_ID, LABEL_JOB, RUNNING, NodeRecord, PodRecord
+from agents.core.records import ANNOTATION_WORK_ID, LABEL_JOB, NodeRecord, PodRecord
 from agents.fake.clock import ManualClock
 from agents.fake.cluster import FakeCluster
 from agents.runtime import AgentRuntime, Fenced, RuntimeConfig
+from federation.domain.states import PodPhase
 from federation.domain.topology import HyperNodeTree
 from federation.sim.clusters import ClusterSpec
 from federation.sim.scenario import Scenario
@@ -121,7 +122,7 @@ class SimFleet:
         gangs: dict[tuple[str, str], list[PodRecord]] = {}
         for pod in cluster.pods():
             job = pod.labels.get(LABEL_JOB)
-            if job and pod.node is not None and pod.phase == RUNNING and not pod.deleting:
+            if job and pod.node is not None and pod.phase == PodPhase.RUNNING and not pod.deleting:
                 gangs.setdefault((job, pod.annotations.get(ANNOTATION_WORK_ID, "")), []).append(pod)
         for (job, work_id), pods in gangs.items():
             spec = self.jobs.get(job)
@@ -229,7 +230,7 @@ class SimFleet:
             if name in self.down:
                 continue
             pods = [p for p in cluster.pods({LABEL_JOB: job})
-                    if p.node is not None and p.phase == RUNNING and not p.deleting]
+                    if p.node is not None and p.phase == PodPhase.RUNNING and not p.deleting]
             if pods:
                 pod = pods[-1]
                 cluster.fail_pod(pod.name, exit_code=1, reason="Error", namespace=pod.namespace)

@@ -33,7 +33,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from federation.domain.plans import FederationSnapshot, Plan
-from federation.domain.states import JOB_STATES, PENDING
+from federation.domain.states import JOB_STATES, JobState
 from federation.placement.ledger import Ledger
 from federation.store.stats import ClusterGauge
 
@@ -125,7 +125,7 @@ class FederationCollector(Collector):
             yield from self._clusters(clusters)
         observed = self._observed()
         if counts or observed is not None:
-            pending = {q: n for (q, s), n in counts.items() if s == PENDING}
+            pending = {q: n for (q, s), n in counts.items() if s == JobState.PENDING}
             reasons = GaugeMetricFamily(
                 "federation_pending_jobs",
                 "Pending jobs by queue and the constraint that blocked them in the last round "

@@ -85,7 +85,7 @@ class _PerCluster:
         slot = (id(cluster), key)
         entry = self._entries.get(slot)
         if entry is not None and entry[0] is cluster:
-            return entry[1]  # type: ignore[return-value]
+            return entry[1]  # type: ignore[return-value]  # the cache holds every key's own T
         value = compute()
         if len(self._entries) >= self._limit:
             self._entries.clear()

@@ -22,9 +22,10 @@ from __future__ import annotations
 import heapq
 import time
 from collections import deque
+from collections.abc import Callable
 
 from federation.domain.plans import FederationSnapshot, PendingJob, Plan, PlanLimits, Unplaced
-from federation.placement.admission import hold_room
+from federation.placement.opening import open_round
 from federation.placement.preempt import preempt_for
 from federation.placement.reasons import Diagnoses
 from federation.placement.rounds import Round
@@ -65,6 +66,7 @@ def run_bands(rnd: Round, pending: tuple[PendingJob, ...], preempt: bool = True)
 
 
 def finish(rnd: Round, left: list[PendingJob], status: str, started: float, timed_out: bool = False) -> Plan:
+    """``started``: the round's start on ``rnd.clock``."""
     """Turn a round's decisions into a Plan with reasons and score terms."""
     diagnose = Diagnoses(rnd)
     unplaced: list[Unplaced] = []
@@ -87,7 +89,7 @@ def finish(rnd: Round, left: list[PendingJob], status: str, started: float, time
         status=status,
         objective=objective,
         bound=objective,
-        solve_seconds=time.monotonic() - started,
+        solve_seconds=rnd.clock() - started,
         score_terms=terms,
     )
 
@@ -95,11 +97,10 @@ def finish(rnd: Round, left: list[PendingJob], status: str, started: float, time
 DEFAULT_LIMITS = PlanLimits()
 
 
-def greedy_plan(snapshot: FederationSnapshot, limits: PlanLimits = DEFAULT_LIMITS) -> Plan:
+def greedy_plan(snapshot: FederationSnapshot, limits: PlanLimits = DEFAULT_LIMITS,
+                clock: Callable[[], float] = time.monotonic) -> Plan:
     """Plan a round greedily (bands, DRF order, lowest tier + best fit, then preemption)."""
-    started = time.monotonic()
-    rnd = Round(snapshot, deadline=started + max(5.0, limits.time_limit_seconds * 10),
-                grace=limits.preemption_grace_seconds, topology_wait=limits.topology_wait_seconds)
-    hold_room(rnd, limits)
+    started = clock()
+    rnd = open_round(snapshot, limits, deadline=started + max(5.0, limits.time_limit_seconds * 10), clock=clock)
     left = run_bands(rnd, snapshot.pending)
     return finish(rnd, left, "GREEDY", started, timed_out=rnd.expired())

@@ -22,6 +22,10 @@ from federation.domain.resources import Resources, total
 from federation.placement.fairshare import dominant_share, fair_shares
 from federation.placement.hierarchy import ancestors, is_hierarchical
 
+# Tolerance of every share comparison (below / above a fair share): shares are sums of
+# float fractions, and a queue exactly at its share must count as neither.
+EPS = 1e-9
+
 
 def _sums(queues: Iterable[str], items: Iterable[tuple[str, Resources]]) -> dict[str, Resources]:
     """Per-queue sums of resource vectors (plain int accumulation, one Resources per queue)."""
@@ -148,6 +152,14 @@ class Ledger:
 
     def start_share(self, queue: str) -> float:
         return dominant_share(self.start_usage[queue], self.capacity)
+
+    def under(self, queue: str) -> bool:
+        """The queue's dominant share is below its fair share (it may reclaim)."""
+        return self.share(queue) < self.fair[queue] - EPS
+
+    def over(self, queue: str) -> bool:
+        """The queue's dominant share is above its fair share (it may be reclaimed from)."""
+        return self.share(queue) > self.fair[queue] + EPS
 
     def size(self, job: Job) -> float:
         found = self._size.get(job.name)

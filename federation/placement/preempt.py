@@ -1,7 +1,8 @@
 """Preemption (within a queue) and reclaim (across queues), whole gangs only.
 
-Who may be evicted for a pending gang P of queue Q (Volcano ``preempt`` / ``reclaim``
-actions, gang-aware as in Volcano's 2026 gang-aware eviction design):
+Who may be evicted for a pending gang P of queue Q (the one rule, ``eviction.may_evict``;
+Volcano ``preempt`` / ``reclaim`` actions, gang-aware as in Volcano's 2026 gang-aware
+eviction design):
 
 * **preempt** — running gangs of Q itself with a lower job priority;
 * **reclaim** — running gangs of another queue that is ``reclaimable``, has a queue
@@ -21,24 +22,21 @@ from __future__ import annotations
 
 from federation.domain.jobs import Job
 from federation.domain.plans import Placement, RunningJob
+from federation.placement.eviction import may_evict
+from federation.placement.ledger import EPS
 from federation.placement.rounds import Round
 from federation.placement.state import DomainState
 
 MAX_DOMAINS = 8
-EPS = 1e-9
 
 
 def _eligible(rnd: Round, job: Job, victim: RunningJob, under: bool) -> bool:
     if victim.job.name in rnd.preempted or not victim.placement.pods:
         return False
-    if victim.job.queue == job.queue:
-        return victim.job.priority < job.priority
-    if not under or rnd.scoring.band(victim.job) < rnd.scoring.band(job):
-        return False  # reclaim never stops a gang of a higher priority band
-    vq = rnd.ledger.queues[victim.job.queue]
-    mine = rnd.ledger.queues[job.queue]
-    over = rnd.ledger.share(vq.name) > rnd.ledger.fair[vq.name] + EPS
-    return vq.reclaimable and vq.priority <= mine.priority and over
+    led, sc = rnd.ledger, rnd.scoring
+    vq = victim.job.queue
+    return may_evict(led.queues[job.queue], sc.band(job), under,
+                     led.queues[vq], sc.band(victim.job), vq != job.queue and led.over(vq)) is not None
 
 
 def _cost(rnd: Round, victim: RunningJob) -> tuple[int, int, int]:
@@ -64,7 +62,7 @@ def _try_domain(rnd: Round, job: Job, dom: DomainState, victims: list[RunningJob
         vq = victim.job.queue
         if vq != job.queue:
             after = rnd.ledger.share(vq) - removed.get(vq, 0.0) - rnd.ledger.size(victim.job)
-            if after < rnd.ledger.fair[vq] - EPS:
+            if after < rnd.ledger.fair[vq] - EPS:  # a reclaim never takes a queue below its fair share
                 continue
             removed[vq] = removed.get(vq, 0.0) + rnd.ledger.size(victim.job)
         st.give(cluster, st.running_pods(victim))
@@ -89,7 +87,7 @@ def preempt_for(rnd: Round, job: Job) -> Placement | None:
     if not rnd.running or job.name not in rnd.may_evict or not rnd.admissible(job):
         return None
     led = rnd.ledger
-    under = led.share(job.queue) < led.fair[job.queue] - EPS
+    under = led.under(job.queue)
     for names in rnd.groups(job):
         best: tuple[tuple[int, int], DomainState, list[RunningJob]] | None = None
         for cname in names:

@@ -28,16 +28,18 @@ round and drains as its jobs finish:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from federation.domain.jobs import Job
 from federation.domain.plans import PendingJob
 from federation.placement.eligibility import exclusive_mask, node_masks, pod_classes
 from federation.placement.packing import pack_masked, vector
-from federation.placement.rounds import Round
 from federation.placement.state import DomainState
 
+if TYPE_CHECKING:  # only for annotations
+    from federation.placement.rounds import Round
+
 MAX_CANDIDATES = 8  # starving jobs examined per round (each costs a search)
-EPS = 1e-9
 
 
 def holds_when_empty(rnd: Round, dom: DomainState, job: Job, only: Sequence[str] | None = None) -> bool:
@@ -90,7 +92,7 @@ def reserve_for_starved(rnd: Round, reserve_after: float | None) -> str | None:
     led = rnd.ledger
     starved = sorted(
         (p for p in rnd.snapshot.pending
-         if now - p.submitted_at >= reserve_after and led.share(p.job.queue) < led.fair[p.job.queue] - EPS),
+         if now - p.submitted_at >= reserve_after and led.under(p.job.queue)),
         key=lambda p: (rnd.scoring.band(p.job), p.submitted_at, p.job.name),
     )
     kept = keep_for_first(rnd, starved, lambda dom, _job: list(dom.nodes))

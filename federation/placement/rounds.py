@@ -9,7 +9,7 @@ the fullest domain that still packs (best fit keeps empty domains whole for big 
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from federation.domain.clusters import ClusterSnapshot
@@ -41,14 +41,17 @@ MAX_TIED = 8  # equally tight domains compared on ``Scoring.guard`` before packi
 class Round:
     """State, ledger and decisions of one round.
 
-    ``grace`` and ``topology_wait`` are the policy of ``PlanLimits`` (the planners pass
-    it); the defaults here are the rules alone — evict at once, never hold a gang back.
+    ``grace`` and ``topology_wait`` are the policy of ``PlanLimits`` (planners open a round
+    with ``open_round``, which passes it); the defaults here are the rules alone — evict at
+    once, never hold a gang back. ``clock`` (monotonic seconds) is what ``deadline`` and
+    every time budget of the round are measured on.
     """
 
     def __init__(self, snapshot: FederationSnapshot, deadline: float | None = None, grace: float | None = 0.0,
-                 topology_wait: float = 0.0) -> None:
+                 topology_wait: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.snapshot = snapshot
         self.deadline = deadline
+        self.clock = clock
         self.queues = {q.name: q for q in snapshot.queues}
         # Pending gangs that have waited out the preemption grace and so may evict others.
         self.may_evict = frozenset(
@@ -139,7 +142,7 @@ class Round:
         return found
 
     def expired(self) -> bool:
-        return self.deadline is not None and time.monotonic() > self.deadline
+        return self.deadline is not None and self.clock() > self.deadline
 
     # -- eligibility -------------------------------------------------------------------
     def groups(self, job: Job) -> tuple[tuple[str, ...], ...]:
@@ -355,3 +358,4 @@ class Checkpoint:
     free_total: Resources
     placements: dict[str, Placement]
     preempted: dict[str, Preemption]
+

@@ -23,8 +23,9 @@ from federation.placement.eligibility import (
     pod_classes,
     tier_limit,
 )
+from federation.placement.eviction import may_evict
 from federation.placement.hierarchy import ancestors
-from federation.placement.ledger import queue_of
+from federation.placement.ledger import band_key, bands_of, queue_of
 from federation.placement.packing import pack_masked, resource_keys, vector
 
 
@@ -187,6 +188,36 @@ def _queues(snapshot: FederationSnapshot, plan: Plan) -> Iterator[str]:
             yield f"queue {name} exceeds its capability by {over}"
 
 
+def _evictions(snapshot: FederationSnapshot, plan: Plan) -> Iterator[str]:
+    """Every victim may be evicted (``eviction.may_evict``) by its recorded preemptor, or,
+    when none is recorded, by some gang the plan places. The share conditions (taker below,
+    victim's queue above its fair share) depend on when in the round the planner looked
+    and are taken as met; queues, bands and priorities are checked."""
+    if not plan.preemptions:
+        return
+    rank = {key: i for i, key in enumerate(bands_of(snapshot).order)}
+    running = {r.job.name: r.job for r in snapshot.running}
+    pending = {p.job.name: p.job for p in snapshot.pending}
+    placed = [pending[p.job] for p in plan.placements if p.job in pending]
+
+    def may(taker: Job, victim: Job) -> bool:
+        return may_evict(queue_of(snapshot, taker.queue), rank[band_key(snapshot, taker)], True,
+                         queue_of(snapshot, victim.queue), rank[band_key(snapshot, victim)], True) is not None
+
+    for v in plan.preemptions:
+        victim = running.get(v.job)
+        if victim is None:
+            continue  # reported by _bookkeeping
+        if v.preemptor is not None:
+            taker = pending.get(v.preemptor)
+            if taker is None:
+                yield f"preemption of {v.job} for {v.preemptor}, which is not a pending job"
+            elif not may(taker, victim):
+                yield f"job {v.preemptor} may not evict {v.job} (queue, priority band or reclaimable)"
+        elif not any(may(taker, victim) for taker in placed):
+            yield f"job {v.job} is evicted but no job the plan places may evict it"
+
+
 def _fallback(snapshot: FederationSnapshot, plan: Plan) -> Iterator[str]:
     """A job placed in a later affinity group must not fit in any cluster of an earlier group.
 
@@ -246,5 +277,6 @@ def validate(snapshot: FederationSnapshot, plan: Plan) -> list[str]:
         problems.extend(_placement(snapshot, p, jobs, nodes))
     problems.extend(_capacity(snapshot, plan))
     problems.extend(_queues(snapshot, plan))
+    problems.extend(_evictions(snapshot, plan))
     problems.extend(_fallback(snapshot, plan))
     return problems

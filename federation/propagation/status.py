@@ -1,6 +1,6 @@
 """What an agent's WorkStatus means for the Work and the job (pure).
 
-The agent reports phases of one Work (federation.v1.WorkPhase); the store holds a work
+The agent reports phases of one Work (``WorkPhase``; federation.v1.WorkPhase on the wire); the store holds a work
 state and a job state machine that allows only single steps (placed → dispatched →
 running → succeeded). Reports are level-triggered and may skip phases (a gang that binds
 and starts between two reports goes straight from nothing to Running), so the job
@@ -19,59 +19,56 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from federation.domain.plans import PodAssignment
-from federation.domain.states import DISPATCHED, FAILED, PENDING, PLACED, RUNNING, SUCCEEDED, TERMINAL_STATES
+from federation.domain.states import HOLDING_POD_PHASES, TERMINAL_STATES, JobState, WorkPhase, WorkState
 
-# Phase names as in federation.v1.WorkPhase without the prefix.
-PHASES = ("PENDING", "BOUND", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "REPLAN")
-
-_WORK_STATE = {
-    "PENDING": "applied",
-    "BOUND": "running",  # "running" marks a bound gang: its pods now hold room on nodes
-    "RUNNING": "running",
-    "SUCCEEDED": "succeeded",
-    "FAILED": "failed",
+_WORK_STATE: dict[WorkPhase, WorkState] = {
+    WorkPhase.PENDING: WorkState.APPLIED,
+    WorkPhase.BOUND: WorkState.BOUND,
+    WorkPhase.RUNNING: WorkState.BOUND,  # still bound: the work state says where pods hold room, not progress
+    WorkPhase.SUCCEEDED: WorkState.SUCCEEDED,
+    WorkPhase.FAILED: WorkState.FAILED,
 }
-_JOB_TARGET = {"PENDING": DISPATCHED, "BOUND": DISPATCHED, "RUNNING": RUNNING, "SUCCEEDED": SUCCEEDED,
-               "FAILED": FAILED, "REPLAN": PENDING}
-_FORWARD = (PLACED, DISPATCHED, RUNNING, SUCCEEDED)
+_JOB_TARGET: dict[WorkPhase, JobState] = {
+    WorkPhase.PENDING: JobState.DISPATCHED, WorkPhase.BOUND: JobState.DISPATCHED,
+    WorkPhase.RUNNING: JobState.RUNNING, WorkPhase.SUCCEEDED: JobState.SUCCEEDED,
+    WorkPhase.FAILED: JobState.FAILED, WorkPhase.REPLAN: JobState.PENDING,
+}
+_FORWARD = (JobState.PLACED, JobState.DISPATCHED, JobState.RUNNING, JobState.SUCCEEDED)
 
 
 @dataclass(frozen=True)
 class StatusEffect:
     """The work state to record (None: leave it) and the job states to step through."""
 
-    work_state: str | None
-    job_steps: tuple[str, ...]
+    work_state: WorkState | None
+    job_steps: tuple[JobState, ...]
     replan: bool = False
 
 
-def job_steps(current: str, target: str) -> tuple[str, ...]:
+def job_steps(current: str, target: JobState) -> tuple[JobState, ...]:
     """The legal single steps from ``current`` to ``target`` (empty when none apply)."""
     if current == target or current in TERMINAL_STATES:
         return ()
-    if target == PENDING:
-        return (PENDING,) if current in (PLACED, DISPATCHED, RUNNING) else ()
-    if target == FAILED:
-        if current == PLACED:
-            return (DISPATCHED, FAILED)
-        return (FAILED,) if current in (DISPATCHED, RUNNING) else ()
+    if target == JobState.PENDING:
+        return (JobState.PENDING,) if current in (JobState.PLACED, JobState.DISPATCHED, JobState.RUNNING) else ()
+    if target == JobState.FAILED:
+        if current == JobState.PLACED:
+            return (JobState.DISPATCHED, JobState.FAILED)
+        return (JobState.FAILED,) if current in (JobState.DISPATCHED, JobState.RUNNING) else ()
     if current not in _FORWARD or target not in _FORWARD:
         return ()
     start, end = _FORWARD.index(current), _FORWARD.index(target)
     return _FORWARD[start + 1:end + 1] if end > start else ()
 
 
-def effect(phase: str, job_state: str) -> StatusEffect:
-    """What a report of ``phase`` does to a job now in ``job_state``."""
-    if phase == "REPLAN":
-        return StatusEffect("withdrawn", job_steps(job_state, PENDING), replan=True)
-    if phase not in _JOB_TARGET:  # CANCELLED (the agent confirms a withdrawal) or unknown
+def effect(phase: WorkPhase | None, job_state: str) -> StatusEffect:
+    """What a report of ``phase`` (None: a phase this version does not know) does to a job
+    now in ``job_state``."""
+    if phase is WorkPhase.REPLAN:
+        return StatusEffect(WorkState.WITHDRAWN, job_steps(job_state, JobState.PENDING), replan=True)
+    if phase is None or phase not in _JOB_TARGET:  # CANCELLED (the agent confirms a withdrawal) or unknown
         return StatusEffect(None, ())
     return StatusEffect(_WORK_STATE.get(phase), job_steps(job_state, _JOB_TARGET[phase]))
-
-
-# Pod phases in which a bound pod holds room on its node (Kubernetes pod phases).
-_HOLDING = frozenset({"Pending", "Running"})
 
 
 @dataclass(frozen=True)
@@ -84,7 +81,7 @@ class ReportedPod:
     phase: str  # Kubernetes pod phase
 
 
-def actual_pods(phase: str, reported: Iterable[ReportedPod],
+def actual_pods(phase: WorkPhase | None, reported: Iterable[ReportedPod],
                 recorded: Iterable[PodAssignment]) -> tuple[PodAssignment, ...] | None:
     """The pod → node assignment to record for the Work, or None to keep ``recorded``.
 
@@ -96,9 +93,9 @@ def actual_pods(phase: str, reported: Iterable[ReportedPod],
     no longer holding room (Succeeded, Failed, Unknown on a lost node), are left out: the
     record says where the job's pods hold room now.
     """
-    if phase not in ("BOUND", "RUNNING"):
+    if phase not in (WorkPhase.BOUND, WorkPhase.RUNNING):
         return None
-    holding = {(p.task, p.index): p.node for p in reported if p.node and p.phase in _HOLDING}
+    holding = {(p.task, p.index): p.node for p in reported if p.node and p.phase in HOLDING_POD_PHASES}
     if not holding:
         return None
     actual = tuple(PodAssignment(t, i, n) for (t, i), n in sorted(holding.items()))

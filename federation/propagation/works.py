@@ -20,10 +20,9 @@ from typing import Any
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobs import Job
 from federation.domain.plans import Placement, Plan, PodAssignment
+from federation.domain.states import BOUND_WORK_STATES
+from federation.domain.works import Work
 from federation.placement.eligibility import affinity_terms, cluster_block
-
-# Work states in which the agent has bound the gang (its pods hold room on nodes).
-BOUND_WORK_STATES = frozenset({"running", "succeeded", "failed"})
 
 
 def work_payload(placement: Placement) -> dict[str, Any]:
@@ -41,6 +40,11 @@ def placement_from_payload(job: str, payload: Mapping[str, Any]) -> Placement:
     pods = tuple(PodAssignment(str(t), int(i), str(n)) for t, i, n in payload.get("pods", ()))
     return Placement(job=job, cluster=str(payload.get("cluster", "")), hypernode=str(payload.get("hypernode", "")),
                      tier=int(payload.get("tier", 0)), pods=pods)
+
+
+def work_from_payload(work_id: int, job: Job, version: int, payload: Mapping[str, Any]) -> Work:
+    """The domain ``Work`` of a stored work: its id, the job spec and the placement it carries."""
+    return Work(str(work_id), job, version, placement_from_payload(job.name, payload))
 
 
 def admissible(job: Job, cluster: ClusterSnapshot) -> str | None:
@@ -72,7 +76,7 @@ def reflected_in_snapshot(work_state: str | None, work_updated: datetime | None,
     A snapshot's free resources count only *bound* pods. Between a placement and the first
     snapshot taken after the agent bound the gang, the planner must treat the room as taken
     or it would place a second gang on it. The agent reports the binding (work state
-    ``running``) before it sends the snapshot built after binding, on the same ordered
+    ``bound``) before it sends the snapshot built after binding, on the same ordered
     stream, so "the work was seen bound before the snapshot was received" means the
     snapshot reflects it. Anything else is treated as not yet reflected (conservative).
     """

@@ -46,7 +46,7 @@ from federation.domain.errors import InvalidInput
 from federation.logs import fields, set_fields
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
 from federation.propagation.failover import loss_reason, lost_clusters
-from federation.propagation.works import placement_from_payload
+from federation.propagation.works import work_from_payload
 from federation.service.agent_inbox import Inbox
 from federation.service.agent_messages import ack, fence, rejection
 from federation.service.agent_status import StatusHandler
@@ -243,8 +243,8 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         out: list[agent_pb2.CentralMessage] = []
         for work in works:
             record = await self._call(self._store.jobs.get, work.job)
-            placement = placement_from_payload(work.job, work.payload)
-            out.append(agent_pb2.CentralMessage(work=work_to_proto(str(work.id), work.version, record.job, placement)))
+            out.append(agent_pb2.CentralMessage(work=work_to_proto(
+                work_from_payload(work.id, record.job, work.version, work.payload))))
             session.sent[work.job] = (work.id, work.version)
         return out
 
@@ -274,9 +274,8 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
             if session.sent.get(job) == (work.id, work.version):
                 continue
             record = await self._call(self._store.jobs.get, job)
-            placement = placement_from_payload(job, work.payload)
-            session.send(agent_pb2.CentralMessage(work=work_to_proto(str(work.id), work.version, record.job,
-                                                                     placement)))
+            session.send(agent_pb2.CentralMessage(work=work_to_proto(
+                work_from_payload(work.id, record.job, work.version, work.payload))))
             if job not in session.sent:  # a new Work, not a new version of one already sent
                 self._metrics.work_dispatched(self._clock() - work.created_at.timestamp())
             session.sent[job] = (work.id, work.version)

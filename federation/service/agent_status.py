@@ -30,24 +30,18 @@ from typing import Any
 
 from federation.domain.errors import InvalidInput
 from federation.domain.plans import PodAssignment
+from federation.domain.states import WorkPhase, WorkState
 from federation.logs import fields
 from federation.propagation.status import ReportedPod, actual_pods, effect
 from federation.propagation.works import placement_from_payload
 from federation.store import Conflict, IllegalTransition, JobRecord, NotFound, Store
 from federation.v1 import agent_pb2
+from federation.wire.convert import work_phase_from_proto
 
 log = logging.getLogger(__name__)
 
 RESTART_ACTIONS = frozenset({"RestartPod", "RestartTask", "RestartJob"})
 Call = Callable[..., Awaitable[Any]]
-
-
-def phase_name(phase: int) -> str:
-    """``WORK_PHASE_RUNNING`` -> ``RUNNING`` ("UNSPECIFIED" for unknown numbers)."""
-    try:
-        return agent_pb2.WorkPhase.Name(phase).removeprefix("WORK_PHASE_")  # type: ignore[arg-type]
-    except ValueError:
-        return "UNSPECIFIED"
 
 
 def event_message(event: agent_pb2.WorkEvent) -> str:
@@ -77,9 +71,9 @@ class StatusHandler:
             return []
         if work.cluster != cluster:
             raise InvalidInput("status.work_id", f"work {work_id} belongs to cluster {work.cluster}, not {cluster}")
-        phase = phase_name(msg.phase)
+        phase = work_phase_from_proto(msg.phase)
         if not work.active:
-            if work.state == "withdrawn" and phase != "CANCELLED":
+            if work.state == WorkState.WITHDRAWN and phase is not WorkPhase.CANCELLED:
                 return [agent_pb2.CentralMessage(cancel=agent_pb2.Cancel(
                     work_id=str(work.id), job=work.job, version=work.version, reason=work.message or "withdrawn"))]
             return []
@@ -89,7 +83,7 @@ class StatusHandler:
         if change.replan:
             await self._call(self._store.clusters.heartbeat, cluster, epoch)  # refuses a deposed agent
             await self._steps(record, change.job_steps, msg.message or "the cluster cannot honour the placement")
-            await self._work_state(work_id, "withdrawn", f"replan: {msg.message}", epoch)
+            await self._work_state(work_id, WorkState.WITHDRAWN, f"replan: {msg.message}", epoch)
             self._notify(cluster)
             self._trigger("replan")
             return []
@@ -101,7 +95,7 @@ class StatusHandler:
             await self._work_state(work_id, change.work_state, msg.message, epoch)
         return []
 
-    async def _record_pods(self, work_id: int, phase: str, msg: agent_pb2.WorkStatus,
+    async def _record_pods(self, work_id: int, phase: WorkPhase | None, msg: agent_pb2.WorkStatus,
                            recorded: tuple[PodAssignment, ...], epoch: int) -> None:
         reported = (ReportedPod(p.task, p.index, p.node, p.phase) for p in msg.pods)
         pods = actual_pods(phase, reported, recorded)

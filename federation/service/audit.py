@@ -10,23 +10,49 @@ NOT_FOUND, since the queue that decided visibility may be gone too.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol
 
 import grpc.aio
 
 from federation.domain.errors import InvalidInput
+from federation.domain.queues import Queue
 from federation.service.auth import Authenticator, check_queue
 from federation.service.views import decision_to_view, round_to_view, timestamp
 from federation.store.audit_retention import Pruning
 from federation.store.errors import NotFound
-from federation.store.records import DecisionRecord, JobRecord
+from federation.store.records import DecisionRecord, JobRecord, Page, Round
 from federation.v1 import audit_pb2, audit_pb2_grpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
+class _Jobs(Protocol):
+    def get(self, name: str) -> JobRecord: ...
+
+
+class _Queues(Protocol):
+    def get(self, name: str) -> Queue: ...
+
+
+class _Audit(Protocol):
+    def job_audit(self, job: str, *, limit: int = 200) -> list[DecisionRecord]: ...
+    def list_rounds(self, *, page_size: int | None = None, page_token: str = "") -> Page[Round]: ...
+    def pruning(self) -> Pruning | None: ...
+
+
+class AuditStore(Protocol):
+    """What ``AuditServicer`` needs from the store."""
+
+    @property
+    def jobs(self) -> _Jobs: ...
+    @property
+    def queues(self) -> _Queues: ...
+    @property
+    def audit(self) -> _Audit: ...
+
+
 class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
-    def __init__(self, store: Any, auth: Authenticator) -> None:
+    def __init__(self, store: AuditStore, auth: Authenticator) -> None:
         self._store = store
         self._auth = auth
 
@@ -35,11 +61,11 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
         if not request.job:
             raise InvalidInput("job", "must not be empty")
         try:
-            record: JobRecord = await asyncio.to_thread(self._store.jobs.get, request.job)
+            record: JobRecord | None = await asyncio.to_thread(self._store.jobs.get, request.job)
         except NotFound:
             if not who.admin:
                 raise
-            record = None  # type: ignore[assignment]
+            record = None
         if record is not None and not who.admin:
             queue = await asyncio.to_thread(self._store.queues.get, record.queue)
             check_queue(who, queue.name, queue.owners)

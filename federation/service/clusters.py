@@ -7,6 +7,7 @@ authenticated tenant may list clusters (they need it to understand placements).
 from __future__ import annotations
 
 import asyncio
+import builtins
 from typing import Any, Protocol
 
 import grpc.aio
@@ -46,8 +47,21 @@ def taints_after(current: tuple[Taint, ...], request: clusters_pb2.TaintClusterR
     return tuple(out)
 
 
+class _Clusters(Protocol):
+    def list(self) -> builtins.list[ClusterRecord]: ...
+    def get(self, name: str) -> ClusterRecord: ...
+    def set_admin_taints(self, name: str, taints: tuple[Taint, ...]) -> ClusterRecord: ...
+
+
+class ClusterStore(Protocol):
+    """What ``ClusterServicer`` needs from the store."""
+
+    @property
+    def clusters(self) -> _Clusters: ...
+
+
 class ClusterServicer(clusters_pb2_grpc.ClusterServiceServicer):
-    def __init__(self, store: Any, auth: Authenticator, rounds: Trigger | None = None) -> None:
+    def __init__(self, store: ClusterStore, auth: Authenticator, rounds: Trigger | None = None) -> None:
         self._store = store
         self._auth = auth
         self._rounds = rounds

@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -43,8 +43,8 @@ from federation.service.errors import status_for
 from federation.service.objects import PriorityClassCache
 from federation.service.views import event_to_view, explain, job_to_view
 from federation.store.errors import NotFound
-from federation.store.jobs_submit import Outcome
-from federation.store.records import JobRecord, Submitted
+from federation.store.jobs_submit import Item, Outcome
+from federation.store.records import DecisionRecord, EventPage, JobRecord, Page, Submitted, WorkRecord
 from federation.v1 import jobs_pb2, jobs_pb2_grpc
 from federation.wire.convert import job_from_proto, job_state_name
 
@@ -72,6 +72,54 @@ class Canceller(Protocol):
     async def cancel_job(self, job: str) -> None: ...
 
 
+class _QueueReader(Protocol):
+    def get(self, name: str) -> Queue: ...
+    def all(self) -> list[Queue]: ...
+
+
+class QueueSource(Protocol):
+    """What ``QueueCache`` needs from the store."""
+
+    @property
+    def queues(self) -> _QueueReader: ...
+
+
+class _Jobs(Protocol):
+    def submit_many(self, items: Sequence[Item]) -> list[Outcome]: ...
+    def get(self, name: str) -> JobRecord: ...
+    def cancel(self, name: str, reason: str = "cancelled") -> JobRecord: ...
+    def list(self, *, queue: str | None = None, states: Collection[str] | None = None, tenant: str | None = None,
+             visible_to: str | None = None, page_size: int | None = None,
+             page_token: str = "") -> Page[JobRecord]: ...
+    def events_since(self, after_id: int, *, limit: int = 500, job: str | None = None,
+                     queues: Collection[str] | None = None) -> EventPage: ...
+
+
+class _Decisions(Protocol):
+    def latest_decision(self, job: str) -> DecisionRecord | None: ...
+
+
+class _Works(Protocol):
+    def latest(self, job: str) -> WorkRecord | None: ...
+
+
+class _Policies(Protocol):
+    def claims(self, jobs: list[str] | None = None) -> dict[str, str]: ...
+
+
+class JobStore(QueueSource, Protocol):
+    """What ``JobServicer`` needs from the store."""
+
+    @property
+    def jobs(self) -> _Jobs: ...
+    @property
+    def audit(self) -> _Decisions: ...
+    @property
+    def works(self) -> _Works: ...
+    @property
+    def policies(self) -> _Policies: ...
+
+
 class QueueCache:
     """Queues by name for at most ``ttl`` seconds: the submit hot path's owner check.
 
@@ -82,7 +130,8 @@ class QueueCache:
     new queue) always reads the store, so a new queue is usable at once.
     """
 
-    def __init__(self, store: Any, ttl: float = QUEUE_CACHE_SECONDS, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, store: QueueSource, ttl: float = QUEUE_CACHE_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._store, self._ttl, self._clock = store, ttl, clock
         self._entries: dict[str, tuple[float, Queue]] = {}
         self._loading: dict[str, asyncio.Future[Queue]] = {}
@@ -124,7 +173,7 @@ def refusal_outcome(exc: BaseException) -> str:
 
 
 class JobServicer(jobs_pb2_grpc.JobServiceServicer):
-    def __init__(self, store: Any, auth: Authenticator, *, rounds: Trigger | None = None,
+    def __init__(self, store: JobStore, auth: Authenticator, *, rounds: Trigger | None = None,
                  hub: Canceller | None = None, queues: QueueCache | None = None,
                  spec_limit_bytes: int = DEFAULT_SPEC_LIMIT, watch_poll_seconds: float = 0.2,
                  batching: SubmitBatching | None = None, topology_wait_seconds: float = 0.0,

@@ -8,8 +8,9 @@ a derived view beats keeping counters that every state change would have to upda
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any, TypeVar
+import builtins
+from collections.abc import Callable, Collection
+from typing import Any, Protocol, TypeVar
 
 import grpc.aio
 
@@ -20,6 +21,7 @@ from federation.domain.states import ACTIVE_STATES
 from federation.service.auth import Authenticator
 from federation.service.jobs import QueueCache
 from federation.service.views import queue_to_view
+from federation.store.records import ClusterRecord, JobRecord, Page, QueueUsage
 from federation.v1 import queues_pb2, queues_pb2_grpc
 from federation.wire.convert import queue_from_proto
 
@@ -27,8 +29,36 @@ T = TypeVar("T")
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
+class _Queues(Protocol):
+    def create(self, queue: Queue) -> Queue: ...
+    def update(self, queue: Queue) -> Queue: ...
+    def get(self, name: str) -> Queue: ...
+    def list(self, *, page_size: int | None = None, page_token: str = "") -> Page[Queue]: ...
+    def delete(self, name: str) -> None: ...
+
+
+class _Jobs(Protocol):
+    def usage(self) -> list[QueueUsage]: ...
+    def in_states(self, states: Collection[str], *, limit: int | None = None) -> list[JobRecord]: ...
+
+
+class _Clusters(Protocol):
+    def list(self) -> builtins.list[ClusterRecord]: ...
+
+
+class QueueStore(Protocol):
+    """What ``QueueServicer`` needs from the store."""
+
+    @property
+    def queues(self) -> _Queues: ...
+    @property
+    def jobs(self) -> _Jobs: ...
+    @property
+    def clusters(self) -> _Clusters: ...
+
+
 class QueueServicer(queues_pb2_grpc.QueueServiceServicer):
-    def __init__(self, store: Any, auth: Authenticator, cache: QueueCache | None = None) -> None:
+    def __init__(self, store: QueueStore, auth: Authenticator, cache: QueueCache | None = None) -> None:
         self._store = store
         self._auth = auth
         self._cache = cache

@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import grpc
 import grpc.aio
@@ -57,6 +56,7 @@ from federation.service.jobs import DEFAULT_SPEC_LIMIT, JobServicer, SubmitBatch
 from federation.service.leadership import Elector, Leadership, LeaseTimings
 from federation.service.objects import ObjectServicer
 from federation.service.queues import QueueServicer
+from federation.store import Store
 from federation.store.leases import LeaseFence, LeaseRepository
 from federation.v1 import (
     agent_pb2_grpc,
@@ -124,7 +124,7 @@ class RunningServer:
     server: grpc.aio.Server
     port: int
     address: str
-    store: Any
+    store: Store
     auth: Authenticator
     rounds: RoundScheduler | None
     hub: AgentHub | None
@@ -198,7 +198,7 @@ def _host_port(listen: str) -> tuple[str, int]:
 
 
 async def build_server(
-    store: Any,
+    store: Store,
     *,
     listen: str = "127.0.0.1:0",
     auth: Authenticator | None = None,
@@ -300,7 +300,7 @@ class StartupError(Exception):
     """The service cannot start (schema not at head, database unreachable); one line for the user."""
 
 
-def open_store(url: str, *, migrate: bool) -> Any:
+def open_store(url: str, *, migrate: bool) -> Store:
     """Open the store; create an empty SQLite schema unless ``migrate`` is False; refuse a stale schema.
 
     PostgreSQL is never migrated here: production schema changes are a deliberate step
@@ -389,7 +389,7 @@ def serve_main(config: ServeConfig) -> int:
         store.dispose()
 
 
-async def _serve(store: Any, auth: Authenticator, tls: ServerTls | None, config: ServeConfig,
+async def _serve(store: Store, auth: Authenticator, tls: ServerTls | None, config: ServeConfig,
                  leader_election: LeaseTimings | None) -> int:
     log.info("%s", auth.describe())
     running = await build_server(

@@ -15,7 +15,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from federation.domain.plans import PodAssignment
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
-from federation.domain.states import ACTIVE_STATES, PENDING
+from federation.domain.states import ACTIVE_STATES, TERMINAL_STATES, JobState
+from federation.propagation.works import placement_from_payload
 from federation.store.records import ClusterRecord, DecisionRecord, JobEvent, JobRecord, Round, WorkRecord
 from federation.v1 import audit_pb2, clusters_pb2, jobs_pb2, queues_pb2, types_pb2
 from federation.wire.convert import job_state_from_name, job_to_proto, queue_to_proto, resources_to_proto
@@ -68,7 +69,7 @@ def event_to_view(ev: JobEvent, record: JobRecord | None) -> jobs_pb2.JobEvent:
 def queue_to_view(queue: Queue, counts: Mapping[str, int], allocated: Resources | None = None,
                   capacity: Resources | None = None) -> queues_pb2.Queue:
     msg = queue_to_proto(queue)
-    msg.status.pending_jobs = counts.get(PENDING, 0)
+    msg.status.pending_jobs = counts.get(JobState.PENDING, 0)
     msg.status.running_jobs = sum(counts.get(s, 0) for s in ACTIVE_STATES)
     if allocated is not None:
         msg.status.allocated.update(resources_to_proto(allocated))
@@ -130,7 +131,7 @@ def explain(record: JobRecord, latest: DecisionRecord | None,
     """
     resp = jobs_pb2.ExplainJobResponse(name=record.name, state=job_state_from_name(record.state))
     decision = latest.decision if latest is not None else None
-    if record.state == PENDING:
+    if record.state == JobState.PENDING:
         pending = resp.pending
         pending.unschedulable = record.unschedulable
         pending.reason = record.reason
@@ -154,8 +155,8 @@ def explain(record: JobRecord, latest: DecisionRecord | None,
             resp.round_id = latest.round.id
             pods = decision.pods
         if work is not None and work.cluster == record.cluster and "pods" in work.payload:
-            pods = tuple(PodAssignment(str(t), int(i), str(n)) for t, i, n in work.payload["pods"])
+            pods = placement_from_payload(work.job, work.payload).pods
         placement.pods.extend(types_pb2.PodAssignment(task=p.task, index=p.index, node=p.node) for p in pods)
-    if record.state in ("cancelled", "failed", "succeeded"):
+    if record.state in TERMINAL_STATES:
         resp.message = f"{record.state}: {record.reason or record.message}".rstrip(": ")
     return resp

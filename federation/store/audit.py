@@ -28,7 +28,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from federation.domain.plans import PodAssignment
-from federation.domain.states import PENDING, pending_event
+from federation.domain.states import JobState, pending_event
 from federation.store import paging
 from federation.store.audit_retention import PruneBatch, Pruning, prune_batch, pruning
 from federation.store.engine import Database
@@ -135,7 +135,7 @@ class AuditRepository:
                 else:
                     move(session, row, update.state, now, reason=update.reason, cluster=update.cluster,
                          hypernode=update.hypernode, tier=update.tier, event=update.event)
-                    if update.state == PENDING:
+                    if update.state == JobState.PENDING:
                         requeued.append(update.job)
                 applied.append(update.job)
             withdrawn = withdraw_works(session, now, jobs=requeued, message="preempted") if requeued else []

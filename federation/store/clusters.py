@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.nodes import Taint
 from federation.domain.resources import GPU, Resources
-from federation.domain.states import ACTIVE_STATES, PENDING
+from federation.domain.states import ACTIVE_STATES, JobState
 from federation.store.codec import from_json, snapshot_from_json, snapshot_to_json, to_json
 from federation.store.engine import Database
 from federation.store.errors import Conflict, NotFound, StaleEpoch
@@ -231,7 +231,7 @@ class ClusterRepository:
             requeued: list[str] = []
             for job_name, job in sorted(lock_jobs(session, names).items()):
                 if job.cluster == name and job.state in ACTIVE_STATES:
-                    move(session, job, PENDING, now, reason=why)
+                    move(session, job, JobState.PENDING, now, reason=why)
                     requeued.append(job_name)
             withdrawn = withdraw_works(session, now, cluster=name, message=why)
             return ClusterLoss(cluster_record(row), tuple(requeued), tuple(withdrawn))

@@ -71,15 +71,7 @@ def _encode(tp: Any, value: Any) -> Any:
     if origin in (Mapping, dict, typing.Mapping):
         _, vt = typing.get_args(tp)
         return {str(k): _encode(vt, v) for k, v in value.items()}
-    if tp is float:
-        return float(value)
-    if tp is bool:
-        return bool(value)
-    if tp is int:
-        return int(value)
-    if tp is str:
-        return str(value)
-    raise TypeError(f"cannot encode {tp!r}")
+    return _scalar(tp, value, "encode")
 
 
 def _encode_dataclass(obj: Any) -> dict[str, Any]:
@@ -114,21 +106,13 @@ def _decode(tp: Any, value: Any) -> Any:
     if origin in (Mapping, dict, typing.Mapping):
         _, vt = typing.get_args(tp)
         return {str(k): _decode(vt, v) for k, v in value.items()}
-    if tp is float:
-        return float(value)
-    if tp is bool:
-        return bool(value)
-    if tp is int:
-        return int(value)
-    if tp is str:
-        return str(value)
-    raise TypeError(f"cannot decode {tp!r}")
+    return _scalar(tp, value, "decode")
 
 
 def _decode_dataclass(cls: type[T], data: Mapping[str, Any]) -> T:
     hints = _hints(cls)
     kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]  # T is bound to dataclasses only by convention
         if f.init and f.name in data:
             kwargs[f.name] = _decode(hints[f.name], data[f.name])
     return cls(**kwargs)
@@ -191,3 +175,11 @@ def resources_to_json(resources: Resources | None) -> dict[str, int] | None:
 
 def resources_from_json(data: Mapping[str, Any] | None) -> Resources | None:
     return None if data is None else Resources({str(k): int(v) for k, v in data.items()})
+
+
+def _scalar(tp: Any, value: Any, verb: str) -> Any:
+    """The JSON scalars, the same both ways (bool before int: a bool is an int)."""
+    for kind in (float, bool, int, str):
+        if tp is kind:
+            return kind(value)
+    raise TypeError(f"cannot {verb} {tp!r}")

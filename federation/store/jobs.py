@@ -19,7 +19,7 @@ from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from federation.domain.jobs import Job
-from federation.domain.states import CANCELLED, PENDING
+from federation.domain.states import JobState
 from federation.store import paging
 from federation.store.engine import Database
 from federation.store.errors import Conflict, NotFound
@@ -124,7 +124,7 @@ class JobRepository:
     def pending_counts(self) -> dict[str, int]:
         """Pending jobs per queue (one GROUP BY over the (queue, state) index): how a
         bounded round splits its window between queues without loading the backlog."""
-        stmt = select(JobRow.queue, func.count()).where(JobRow.state == PENDING).group_by(JobRow.queue)
+        stmt = select(JobRow.queue, func.count()).where(JobRow.state == JobState.PENDING).group_by(JobRow.queue)
         with self._db.read() as session:
             return {str(q): int(n) for q, n in session.execute(stmt)}
 
@@ -135,7 +135,7 @@ class JobRepository:
         if limit <= 0:
             return []
         priority = func.coalesce(JobRow.spec["priority"].as_integer(), 0)
-        stmt = (select(JobRow).where(JobRow.queue == queue, JobRow.state == PENDING)
+        stmt = (select(JobRow).where(JobRow.queue == queue, JobRow.state == JobState.PENDING)
                 .order_by(priority.desc(), JobRow.created_at, JobRow.name).limit(limit))
         with self._db.read() as session:
             return [job_record(r) for r in session.scalars(stmt)]
@@ -160,9 +160,9 @@ class JobRepository:
         now = self._db.now()
         with self._db.write() as session:
             row = lock_job(session, name)
-            if row.state == CANCELLED:
+            if row.state == JobState.CANCELLED:
                 return job_record(row)
-            move(session, row, CANCELLED, now, reason=reason)
+            move(session, row, JobState.CANCELLED, now, reason=reason)
             withdraw_works(session, now, jobs=[name], message=reason)
             return job_record(row)
 

@@ -45,7 +45,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 
 from federation.domain.jobs import Job
-from federation.domain.states import PENDING
+from federation.domain.states import JobState
 from federation.store.codec import canonical_json, digest_of, job_to_json
 from federation.store.engine import Database
 from federation.store.errors import AlreadyExists, Conflict, NotFound
@@ -63,7 +63,7 @@ _QUEUES = Base.metadata.tables["queues"]
 _JOB_COLUMNS = [c.name for c in _JOBS.columns]
 # Columns every new job starts with; the rest come from the item or the clock.
 _INITIAL: dict[str, Any] = {
-    "state": PENDING, "unschedulable": False, "reason": "", "message": "", "cluster": None,
+    "state": JobState.PENDING, "unschedulable": False, "reason": "", "message": "", "cluster": None,
     "hypernode": None, "tier": None, "restarts": 0, "version": 1,
 }
 _FROM_ITEM = ("name", "queue", "tenant", "spec", "spec_digest")
@@ -245,7 +245,7 @@ def _pg_submit_one() -> Executable:
     return (
         insert(_EVENTS)
         .from_select(["job", "queue", "type", "state", "message", "time"],
-                     select(new_job.c.name, new_job.c.queue, literal(SUBMITTED), literal(PENDING), literal(""),
+                     select(new_job.c.name, new_job.c.queue, literal(SUBMITTED), literal(JobState.PENDING), literal(""),
                             new_job.c.created_at))
         .returning(_EVENTS.c.id)
         .add_cte(new_job)
@@ -278,7 +278,7 @@ new_job AS (
 ),
 new_event AS (
     INSERT INTO job_events (job, queue, type, state, message, time)
-    SELECT name, queue, {_sql_literal(SUBMITTED)}, {_sql_literal(PENDING)}, '', created_at
+    SELECT name, queue, {_sql_literal(SUBMITTED)}, {_sql_literal(JobState.PENDING)}, '', created_at
     FROM new_job ORDER BY name
 )
 SELECT 'job' AS kind, name FROM new_job
@@ -317,6 +317,6 @@ def _sqlite_submit() -> Executable:
 @functools.cache
 def _submitted_event() -> Executable:
     return insert(_EVENTS).values(
-        job=bindparam("job"), queue=bindparam("queue"), type=SUBMITTED, state=PENDING, message="",
+        job=bindparam("job"), queue=bindparam("queue"), type=SUBMITTED, state=JobState.PENDING, message="",
         time=bindparam("time"),
     )

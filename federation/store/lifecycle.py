@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from federation.domain.jobs import Job
-from federation.domain.states import EVENT_FOR_STATE, PENDING, PLACED, allowed
+from federation.domain.states import ACTIVE_WORK_STATES, EVENT_FOR_STATE, JobState, WorkState, allowed
 from federation.store.codec import job_from_json
 from federation.store.errors import IllegalTransition, NotFound
 from federation.store.models import JobEventRow, JobRow, WorkRow
@@ -30,7 +30,6 @@ def check_transition(from_state: str, to_state: str, job: str = "") -> None:
     if not allowed(from_state, to_state):
         raise IllegalTransition(from_state, to_state, job)
 
-ACTIVE_WORK_STATES = ("pending", "applied", "running")
 _CHUNK = 500
 
 
@@ -126,10 +125,10 @@ def move(
     old placement so the planner sees a clean pending job.
     """
     check_transition(row.state, to_state, row.name)
-    if to_state == PLACED and not cluster:
+    if to_state == JobState.PLACED and not cluster:
         raise ValueError(f"job {row.name!r}: placing a job requires its cluster")
     row.state = to_state
-    if to_state == PENDING:
+    if to_state == JobState.PENDING:
         row.cluster = row.hypernode = None
         row.tier = None
     else:
@@ -158,7 +157,7 @@ def withdraw_works(session: Session, now: datetime, *, jobs: Sequence[str] = (),
         stmt = stmt.where(WorkRow.cluster == cluster)
     ids: list[int] = []
     for work in session.scalars(stmt.order_by(WorkRow.id)):
-        work.state = "withdrawn"
+        work.state = WorkState.WITHDRAWN
         work.message = message
         work.updated_at = now
         ids.append(work.id)

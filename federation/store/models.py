@@ -43,7 +43,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from federation.domain.states import JOB_STATES
+from federation.domain.states import JOB_STATES, WORK_STATES
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -53,7 +53,6 @@ NAMING = {
     "pk": "pk_%(table_name)s",
 }
 
-WORK_STATES = ("pending", "applied", "running", "succeeded", "failed", "withdrawn")
 OUTCOMES = ("placed", "unplaced", "preempted")
 
 # JSON on SQLite, JSONB on PostgreSQL (binary, indexable, no duplicate keys).

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from federation.domain.plans import Plan
-from federation.domain.states import PENDING, PLACED, pending_event
+from federation.domain.states import JobState, pending_event
 from federation.store.records import Decision, JobUpdate, Round
 
 
@@ -35,10 +35,10 @@ def updates_from_plan(plan: Plan, versions: Mapping[str, int] | None = None) -> 
     seen = versions or {}
     out: list[JobUpdate] = []
     for v in plan.preemptions:
-        out.append(JobUpdate(job=v.job, state=PENDING, reason=v.reason, event="Preempted",
+        out.append(JobUpdate(job=v.job, state=JobState.PENDING, reason=v.reason, event="Preempted",
                              expected_version=seen.get(v.job)))
     for p in plan.placements:
-        out.append(JobUpdate(job=p.job, state=PLACED, cluster=p.cluster, hypernode=p.hypernode, tier=p.tier,
+        out.append(JobUpdate(job=p.job, state=JobState.PLACED, cluster=p.cluster, hypernode=p.hypernode, tier=p.tier,
                              expected_version=seen.get(p.job)))
     for u in plan.unplaced:
         out.append(JobUpdate(job=u.job, reason=u.reason, unschedulable=u.unschedulable,

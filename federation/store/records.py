@@ -16,7 +16,7 @@ from federation.domain.jobs import Job
 from federation.domain.nodes import Taint
 from federation.domain.plans import PodAssignment
 from federation.domain.resources import Resources
-from federation.domain.states import ACTIVE_STATES, TERMINAL_STATES
+from federation.domain.states import ACTIVE_STATES, ACTIVE_WORK_STATES, TERMINAL_STATES
 
 T = TypeVar("T")
 
@@ -174,7 +174,7 @@ class WorkRecord:
 
     @property
     def active(self) -> bool:
-        return self.state in ("pending", "applied", "running")
+        return self.state in ACTIVE_WORK_STATES
 
 
 @dataclass(frozen=True)

@@ -70,4 +70,4 @@ class Store:
 
 def create_store(url: str = DEFAULT_URL, **kwargs: object) -> Store:
     """Open a store (see ``Store`` for the keyword arguments)."""
-    return Store(url, **kwargs)  # type: ignore[arg-type]
+    return Store(url, **kwargs)  # type: ignore[arg-type]  # Store checks its own keywords

@@ -18,22 +18,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from federation.domain.plans import PodAssignment
+from federation.domain.states import ACTIVE_WORK_STATES, WORK_TRANSITIONS, WorkState
 from federation.store.clusters import check_epoch
 from federation.store.engine import Database
 from federation.store.errors import Conflict, NotFound
-from federation.store.lifecycle import ACTIVE_WORK_STATES, lock_job, withdraw_works
+from federation.store.lifecycle import lock_job, withdraw_works
 from federation.store.models import ClusterRow, WorkRow
 from federation.store.records import WorkRecord
-
-# pending (created) → applied (agent acked) → running → succeeded | failed; any active → withdrawn.
-WORK_TRANSITIONS: Mapping[str, frozenset[str]] = {
-    "pending": frozenset({"applied", "running", "succeeded", "failed", "withdrawn"}),
-    "applied": frozenset({"running", "succeeded", "failed", "withdrawn"}),
-    "running": frozenset({"succeeded", "failed", "withdrawn"}),
-    "succeeded": frozenset(),
-    "failed": frozenset(),
-    "withdrawn": frozenset(),
-}
 
 
 def work_record(row: WorkRow) -> WorkRecord:
@@ -73,7 +64,7 @@ class WorkRepository:
             if supersede:
                 withdraw_works(session, now, jobs=[job], message="superseded")
             latest = session.scalar(select(func.max(WorkRow.version)).where(WorkRow.job == job)) or 0
-            row = WorkRow(job=job, cluster=cluster, version=int(latest) + 1, state="pending", message="",
+            row = WorkRow(job=job, cluster=cluster, version=int(latest) + 1, state=WorkState.PENDING, message="",
                           payload=dict(payload), created_at=now, updated_at=now)
             session.add(row)
             try:

@@ -9,12 +9,11 @@ live in ``wire.jobs`` and ``wire.clusters`` to keep modules small.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from federation.domain.errors import InvalidInput
-from federation.domain.jobs import Job
 from federation.domain.plans import Placement, PodAssignment
 from federation.domain.queues import Queue
+from federation.domain.states import JobState, WorkPhase
+from federation.domain.works import Work
 from federation.v1 import agent_pb2, jobs_pb2, queues_pb2, types_pb2
 from federation.wire.base import (
     build,
@@ -48,7 +47,6 @@ from federation.wire.jobs import (
 )
 
 __all__ = [
-    "WorkOrder",
     "build",
     "hypernode_from_proto",
     "hypernode_to_proto",
@@ -80,6 +78,8 @@ __all__ = [
     "toleration_from_proto",
     "toleration_to_proto",
     "work_from_proto",
+    "work_phase_from_proto",
+    "work_phase_to_proto",
     "work_to_proto",
 ]
 
@@ -154,42 +154,56 @@ def placement_from_proto(msg: types_pb2.Placement, path: str = "placement") -> P
 # ---------------------------------------------------------------- work
 
 
-@dataclass(frozen=True)
-class WorkOrder:
-    """A Work as the agent acts on it: the validated job and the placement to honour."""
-
-    work_id: str
-    version: int
-    cluster: str
-    job: Job
-    placement: Placement
-
-
-def work_to_proto(work_id: str, version: int, job: Job, placement: Placement) -> agent_pb2.Work:
+def work_to_proto(work: Work) -> agent_pb2.Work:
     return agent_pb2.Work(
-        work_id=work_id, job=job.name, version=version, cluster=placement.cluster,
-        spec=job_to_proto(job), placement=placement_to_proto(placement),
+        work_id=work.work_id, job=work.name, version=work.version, cluster=work.cluster,
+        spec=job_to_proto(work.job), placement=placement_to_proto(work.placement),
     )
 
 
-def work_from_proto(msg: agent_pb2.Work, path: str = "work") -> WorkOrder:
+def work_from_proto(msg: agent_pb2.Work, path: str = "work") -> Work:
     job = job_from_proto(msg.spec, f"{path}.spec")
     placement = placement_from_proto(msg.placement, f"{path}.placement")
     if msg.job != job.name:
         raise InvalidInput(f"{path}.job", f"names {msg.job!r} but the spec is job {job.name!r}")
-    return WorkOrder(work_id=msg.work_id, version=msg.version, cluster=msg.cluster, job=job, placement=placement)
+    if msg.cluster and msg.cluster != placement.cluster:
+        raise InvalidInput(f"{path}.cluster", f"is {msg.cluster!r} but the placement is in {placement.cluster!r}")
+    return Work(work_id=msg.work_id, job=job, version=msg.version, placement=placement)
+
+
+# ---------------------------------------------------------------- work phases
+
+_PHASES: dict[WorkPhase, agent_pb2.WorkPhase.ValueType] = {
+    WorkPhase.PENDING: agent_pb2.WORK_PHASE_PENDING,
+    WorkPhase.BOUND: agent_pb2.WORK_PHASE_BOUND,
+    WorkPhase.RUNNING: agent_pb2.WORK_PHASE_RUNNING,
+    WorkPhase.SUCCEEDED: agent_pb2.WORK_PHASE_SUCCEEDED,
+    WorkPhase.FAILED: agent_pb2.WORK_PHASE_FAILED,
+    WorkPhase.CANCELLED: agent_pb2.WORK_PHASE_CANCELLED,
+    WorkPhase.REPLAN: agent_pb2.WORK_PHASE_REPLAN,
+}
+_PHASE_OF = {value: phase for phase, value in _PHASES.items()}
+
+
+def work_phase_to_proto(phase: WorkPhase) -> agent_pb2.WorkPhase.ValueType:
+    return _PHASES[phase]
+
+
+def work_phase_from_proto(value: agent_pb2.WorkPhase.ValueType) -> WorkPhase | None:
+    """The domain phase, or None for UNSPECIFIED and numbers this version does not know."""
+    return _PHASE_OF.get(value)
 
 
 # ---------------------------------------------------------------- job states
 
-_STATES = {
-    "pending": jobs_pb2.JOB_STATE_PENDING,
-    "placed": jobs_pb2.JOB_STATE_PLACED,
-    "dispatched": jobs_pb2.JOB_STATE_DISPATCHED,
-    "running": jobs_pb2.JOB_STATE_RUNNING,
-    "succeeded": jobs_pb2.JOB_STATE_SUCCEEDED,
-    "failed": jobs_pb2.JOB_STATE_FAILED,
-    "cancelled": jobs_pb2.JOB_STATE_CANCELLED,
+_STATES: dict[str, jobs_pb2.JobState.ValueType] = {
+    JobState.PENDING: jobs_pb2.JOB_STATE_PENDING,
+    JobState.PLACED: jobs_pb2.JOB_STATE_PLACED,
+    JobState.DISPATCHED: jobs_pb2.JOB_STATE_DISPATCHED,
+    JobState.RUNNING: jobs_pb2.JOB_STATE_RUNNING,
+    JobState.SUCCEEDED: jobs_pb2.JOB_STATE_SUCCEEDED,
+    JobState.FAILED: jobs_pb2.JOB_STATE_FAILED,
+    JobState.CANCELLED: jobs_pb2.JOB_STATE_CANCELLED,
 }
 _STATE_NAMES = {value: name for name, value in _STATES.items()}
 

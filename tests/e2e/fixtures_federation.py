@@ -25,12 +25,12 @@ from typing import Any, TypeVar
 
 from agents.core.controller import JobController, PassReport
 from agents.core.records import LABEL_JOB, PodRecord
-from agents.core.works import Work
 from agents.k8s.backend import KubernetesBackend
 from federation.domain.jobs import Job, LifecyclePolicy, Task
 from federation.domain.nodes import Toleration
 from federation.domain.plans import Placement, PodAssignment
 from federation.domain.resources import Resources
+from federation.domain.works import Work
 
 T = TypeVar("T")
 

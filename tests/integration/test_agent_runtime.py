@@ -15,13 +15,13 @@ from fleetkit import eventually, fleet, has_snapshot, job_spec, tree
 
 from agents.core.controller import JobController
 from agents.core.records import LABEL_JOB, PodManifest
-from agents.core.works import Work
 from agents.runtime import AgentRuntime, backoff_delay
 from agents.runtime_jobs import JobSlot
 from federation.domain.jobs import Job, Task
 from federation.domain.plans import Placement
 from federation.domain.resources import Resources
 from federation.domain.topology import HyperNodeMember, HyperNodeSpec, MemberSelector
+from federation.domain.works import Work
 from federation.v1 import jobs_pb2
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 
 from federation.store import migrate as migrations
 from federation.store.engine import make_engine
@@ -58,7 +60,7 @@ def test_migrations_are_found_through_the_installed_package() -> None:
     directory = migrations.migrations_dir()
     assert (directory / "env.py").is_file()
     assert any(p.name.endswith(".py") for p in (directory / "versions").iterdir())
-    assert migrations.head() == "0005"
+    assert migrations.head() == "0006"
 
 
 def test_upgrade_accepts_an_engine(db_url: str) -> None:
@@ -66,5 +68,54 @@ def test_upgrade_accepts_an_engine(db_url: str) -> None:
     try:
         migrations.upgrade(engine)
         assert migrations.is_at_head(engine)
+    finally:
+        engine.dispose()
+
+
+def test_work_state_running_becomes_bound_and_rows_are_carried_both_ways(db_url: str) -> None:
+    """0006 renames the work state ``running`` to ``bound`` on existing rows (and back on
+    downgrade); every other row and column is carried unchanged, and SQLite keeps its
+    AUTOINCREMENT so a work id is never reused after the table is rebuilt."""
+    migrations.upgrade(db_url, "0005")
+    engine = make_engine(db_url)
+    t = "'2026-01-01 00:00:00+00:00'"
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO queues (name, weight, priority, guarantee, reclaimable, owners, created_at, "
+                              f"updated_at, version) VALUES ('q', 1, 0, '{{}}', true, '[]', {t}, {t}, 1)"))
+            conn.execute(text("INSERT INTO clusters (name, epoch, agent_id, labels, taints, healthy, lost, "
+                              "registered_at, last_heartbeat, nodes, ready_nodes, hypernodes, max_tier, allocatable, "
+                              f"free, gpus_allocatable, gpus_free) VALUES ('east', 1, 'a', '{{}}', '[]', true, false, "
+                              f"{t}, {t}, 0, 0, 0, 0, '{{}}', '{{}}', 0, 0)"))
+            for job in ("bound-job", "applied-job", "gone-job"):
+                conn.execute(text("INSERT INTO jobs (name, queue, tenant, spec, spec_digest, state, unschedulable, "
+                                  "reason, message, cluster, restarts, created_at, updated_at, version) VALUES "
+                                  f"('{job}', 'q', 't', '{{}}', 'd', 'running', false, '', '', 'east', 0, {t}, {t}, "
+                                  "1)"))
+            ids = [conn.execute(text("INSERT INTO works (job, cluster, version, state, message, payload, created_at, "
+                                     f"updated_at) VALUES ('{job}', 'east', 1, '{state}', '{job}', '{{}}', {t}, {t}) "
+                                     "RETURNING id")).scalar_one()
+                   for job, state in [("bound-job", "running"), ("applied-job", "applied"), ("gone-job", "withdrawn")]]
+            conn.execute(text(f"DELETE FROM works WHERE id = {ids[2]}"))  # the highest id is gone; it stays used
+
+        def works() -> list[tuple[object, ...]]:
+            with engine.connect() as conn:
+                return [tuple(r) for r in conn.execute(text("SELECT id, job, state, message FROM works ORDER BY id"))]
+
+        migrations.upgrade(db_url, "0006")
+        assert works() == [(ids[0], "bound-job", "bound", "bound-job"),
+                           (ids[1], "applied-job", "applied", "applied-job")]
+        with engine.begin() as conn:
+            with pytest.raises(IntegrityError), conn.begin_nested():  # the old spelling is refused from now on
+                conn.execute(text(f"UPDATE works SET state = 'running' WHERE id = {ids[1]}"))
+            new_id = conn.execute(text("INSERT INTO works (job, cluster, version, state, message, payload, created_at, "
+                                       f"updated_at) VALUES ('gone-job', 'east', 2, 'pending', '', '{{}}', {t}, {t}) "
+                                       "RETURNING id")).scalar_one()
+        assert new_id > ids[2]
+        assert _diff(engine) == []
+
+        migrations.downgrade(db_url, "0005")
+        assert works()[:2] == [(ids[0], "bound-job", "running", "bound-job"),
+                               (ids[1], "applied-job", "applied", "applied-job")]
     finally:
         engine.dispose()

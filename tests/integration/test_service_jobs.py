@@ -11,7 +11,7 @@ from servicekit import client, counts, queue, running, spec
 
 from federation.client import FederationClient, ServiceError
 from federation.domain.plans import PlanLimits, PodAssignment
-from federation.domain.states import PLACED
+from federation.domain.states import JobState
 from federation.store import Store
 from federation.store.records import Decision, JobUpdate, Round
 from federation.v1 import jobs_pb2
@@ -149,7 +149,7 @@ async def test_explain_pending_then_placed_from_the_recorded_rounds(store: Store
                   pending_count=1, placed_count=1),
             [Decision(job="big", outcome="placed", cluster="east", hypernode="leaf-2", tier=1, pods=pods,
                       score_terms={"tier": -1.0})],
-            [JobUpdate(job="big", state=PLACED, cluster="east", hypernode="leaf-2", tier=1)])
+            [JobUpdate(job="big", state=JobState.PLACED, cluster="east", hypernode="leaf-2", tier=1)])
         where = await c.explain_job("big")
         assert where.state == jobs_pb2.JOB_STATE_PLACED and where.round_id == placed.round_id
         assert (where.placement.cluster, where.placement.hypernode, where.placement.tier) == ("east", "leaf-2", 1)

@@ -20,6 +20,7 @@ from federation.domain import (
     Task,
 )
 from federation.domain.plans import PodAssignment
+from federation.domain.states import WorkState
 from federation.store import Conflict, NotFound, StaleEpoch, Store
 
 
@@ -112,7 +113,7 @@ def test_silent_clusters_are_found_and_lost_ones_requeue_their_jobs(store: Store
     store.jobs.transition("running-job", "running")
     store.jobs.transition("west-job", "placed", cluster="west")
     work = store.works.create("running-job", "east", {"pods": 2})
-    store.works.update_status(work.id, "running", epoch=1)
+    store.works.update_status(work.id, WorkState.BOUND, epoch=1)
     assert store.clusters.get("east").active_jobs == 2
 
     clock.advance(60)
@@ -183,13 +184,13 @@ def test_work_status_follows_its_table_and_is_fenced_by_epoch(store: Store) -> N
     assert store.works.update_status(work.id, "applied", epoch=1).state == "applied"  # repeated ack
     store.clusters.register("east", 2)
     with pytest.raises(StaleEpoch):
-        store.works.update_status(work.id, "running", epoch=1)
+        store.works.update_status(work.id, WorkState.BOUND, epoch=1)
     store.works.update_status(work.id, "succeeded", epoch=2, message="done")
-    with pytest.raises(Conflict, match="succeeded; cannot become running"):
-        store.works.update_status(work.id, "running")
+    with pytest.raises(Conflict, match="succeeded; cannot become bound"):
+        store.works.update_status(work.id, WorkState.BOUND)
     assert [w.state for w in store.works.list(job="llm")] == ["succeeded"]
     with pytest.raises(NotFound):
-        store.works.update_status(999, "running")
+        store.works.update_status(999, WorkState.BOUND)
 
 
 def test_actual_pods_replace_the_planned_ones_in_one_fenced_write_without_a_new_version(store: Store) -> None:

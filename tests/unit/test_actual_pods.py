@@ -11,6 +11,7 @@ import pytest
 from federation.domain.jobs import Job, Task
 from federation.domain.plans import PodAssignment
 from federation.domain.resources import Resources
+from federation.domain.states import WorkPhase
 from federation.propagation.status import ReportedPod, actual_pods
 from federation.service.views import explain
 from federation.store import Decision, DecisionRecord, JobRecord, Round, WorkRecord
@@ -24,22 +25,22 @@ def _pod(index: int, node: str, phase: str = "Running") -> ReportedPod:
 
 
 @pytest.mark.parametrize(("phase", "reported", "expected"), [
-    pytest.param("RUNNING", [_pod(0, "n0"), _pod(1, "n1")], None, id="as-planned-nothing-to-write"),
-    pytest.param("RUNNING", [_pod(1, "n1"), _pod(0, "n0")], None, id="order-does-not-matter"),
-    pytest.param("RUNNING", [_pod(0, "n0"), _pod(1, "n3")], (PodAssignment("w", 0, "n0"), PodAssignment("w", 1, "n3")),
-                 id="replaced-pod-on-another-node"),
-    pytest.param("BOUND", [_pod(0, "n2", "Pending"), _pod(1, "n3", "Pending")],
+    pytest.param(WorkPhase.RUNNING, [_pod(0, "n0"), _pod(1, "n1")], None, id="as-planned-nothing-to-write"),
+    pytest.param(WorkPhase.RUNNING, [_pod(1, "n1"), _pod(0, "n0")], None, id="order-does-not-matter"),
+    pytest.param(WorkPhase.RUNNING, [_pod(0, "n0"), _pod(1, "n3")],
+                 (PodAssignment("w", 0, "n0"), PodAssignment("w", 1, "n3")), id="replaced-pod-on-another-node"),
+    pytest.param(WorkPhase.BOUND, [_pod(0, "n2", "Pending"), _pod(1, "n3", "Pending")],
                  (PodAssignment("w", 0, "n2"), PodAssignment("w", 1, "n3")), id="re-packed-at-binding"),
-    pytest.param("RUNNING", [_pod(0, "n0"), _pod(1, "")], (PodAssignment("w", 0, "n0"),),
+    pytest.param(WorkPhase.RUNNING, [_pod(0, "n0"), _pod(1, "")], (PodAssignment("w", 0, "n0"),),
                  id="unbound-replacement-holds-no-node"),
-    pytest.param("RUNNING", [_pod(0, "n0"), _pod(1, "n1", "Unknown")], (PodAssignment("w", 0, "n0"),),
+    pytest.param(WorkPhase.RUNNING, [_pod(0, "n0"), _pod(1, "n1", "Unknown")], (PodAssignment("w", 0, "n0"),),
                  id="pod-on-a-lost-node-is-dropped"),
-    pytest.param("PENDING", [_pod(0, "n2"), _pod(1, "")], None, id="before-binding-the-plan-is-the-promise"),
-    pytest.param("BOUND", [_pod(0, ""), _pod(1, "")], None, id="nothing-bound-nothing-known"),
-    pytest.param("SUCCEEDED", [_pod(0, "n5", "Succeeded")], None, id="finished-job-keeps-its-record"),
-    pytest.param("REPLAN", [_pod(0, "n5")], None, id="replan-is-not-a-placement"),
+    pytest.param(WorkPhase.PENDING, [_pod(0, "n2"), _pod(1, "")], None, id="before-binding-the-plan-is-the-promise"),
+    pytest.param(WorkPhase.BOUND, [_pod(0, ""), _pod(1, "")], None, id="nothing-bound-nothing-known"),
+    pytest.param(WorkPhase.SUCCEEDED, [_pod(0, "n5", "Succeeded")], None, id="finished-job-keeps-its-record"),
+    pytest.param(WorkPhase.REPLAN, [_pod(0, "n5")], None, id="replan-is-not-a-placement"),
 ])
-def test_actual_pods(phase: str, reported: list[ReportedPod], expected: tuple[PodAssignment, ...] | None) -> None:
+def test_actual_pods(phase: WorkPhase, reported: list[ReportedPod], expected: tuple[PodAssignment, ...] | None) -> None:
     assert actual_pods(phase, reported, PLANNED) == expected
 
 
@@ -56,7 +57,7 @@ def _decision() -> DecisionRecord:
 
 def _work(cluster: str, pods: list[list[object]]) -> WorkRecord:
     payload = {"cluster": cluster, "hypernode": "leaf0", "tier": 1, "pods": pods}
-    return WorkRecord(id=3, job="j", cluster=cluster, version=1, state="running", message="", payload=payload,
+    return WorkRecord(id=3, job="j", cluster=cluster, version=1, state="bound", message="", payload=payload,
                       created_at=T0, updated_at=T0)
 
 

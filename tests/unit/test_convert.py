@@ -27,6 +27,7 @@ from federation.domain import (
     Task,
 )
 from federation.domain.manifests import PRIORITY_CLASSES, load_manifests
+from federation.domain.works import Work
 from federation.v1 import agent_pb2, jobs_pb2, queues_pb2, types_pb2
 from federation.wire import convert
 
@@ -350,15 +351,25 @@ def test_placement_round_trips() -> None:
 
 
 def test_work_carries_the_full_spec_and_placement() -> None:
-    msg = agent_pb2.Work.FromString(convert.work_to_proto("w-1", 3, pretrain(), placement()).SerializeToString())
+    work = Work("w-1", pretrain(), 3, placement())
+    msg = agent_pb2.Work.FromString(convert.work_to_proto(work).SerializeToString())
     assert (msg.job, msg.cluster, msg.version) == ("llama-pretrain", "gpu-eu-1", 3)
-    order = convert.work_from_proto(msg)
-    assert (order.work_id, order.version, order.cluster) == ("w-1", 3, "gpu-eu-1")
-    assert order.job == pretrain() and order.placement == placement()
+    back = convert.work_from_proto(msg)
+    assert (back.work_id, back.version, back.cluster) == ("w-1", 3, "gpu-eu-1")
+    assert back.job == pretrain() and back.placement == placement()
+    assert back == work
+
+
+def test_work_whose_cluster_disagrees_with_its_placement_is_refused() -> None:
+    msg = convert.work_to_proto(Work("w-1", pretrain(), 1, placement()))
+    msg.cluster = "gpu-us-2"
+    with pytest.raises(InvalidInput) as info:
+        convert.work_from_proto(msg)
+    assert info.value.path == "work.cluster"
 
 
 def test_work_whose_name_disagrees_with_its_spec_is_refused() -> None:
-    msg = convert.work_to_proto("w-1", 1, pretrain(), placement())
+    msg = convert.work_to_proto(Work("w-1", pretrain(), 1, placement()))
     msg.job = "someone-else"
     with pytest.raises(InvalidInput) as info:
         convert.work_from_proto(msg)
@@ -366,7 +377,7 @@ def test_work_whose_name_disagrees_with_its_spec_is_refused() -> None:
 
 
 def test_work_spec_errors_are_rooted_at_the_work() -> None:
-    msg = convert.work_to_proto("w-1", 1, pretrain(), placement())
+    msg = convert.work_to_proto(Work("w-1", pretrain(), 1, placement()))
     msg.spec.tasks[1].resources["memory"] = "8Gx"
     with pytest.raises(InvalidInput) as info:
         convert.work_from_proto(msg)

@@ -16,6 +16,7 @@ from federation.domain.plans import Placement, Plan, PodAssignment
 from federation.domain.propagation import ClusterAffinity, PropagationPolicy
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
+from federation.domain.states import WorkPhase
 from federation.propagation import (
     admissible,
     lost_clusters,
@@ -47,11 +48,11 @@ def test_job_steps(current: str, target: str, steps: tuple[str, ...]) -> None:
 
 
 @pytest.mark.parametrize(("phase", "work_state", "replan"), [
-    ("PENDING", "applied", False), ("BOUND", "running", False), ("RUNNING", "running", False),
-    ("SUCCEEDED", "succeeded", False), ("FAILED", "failed", False), ("REPLAN", "withdrawn", True),
-    ("CANCELLED", None, False), ("UNSPECIFIED", None, False),
+    (WorkPhase.PENDING, "applied", False), (WorkPhase.BOUND, "bound", False), (WorkPhase.RUNNING, "bound", False),
+    (WorkPhase.SUCCEEDED, "succeeded", False), (WorkPhase.FAILED, "failed", False),
+    (WorkPhase.REPLAN, "withdrawn", True), (WorkPhase.CANCELLED, None, False), (None, None, False),
 ])
-def test_effect_of_each_phase(phase: str, work_state: str | None, replan: bool) -> None:
+def test_effect_of_each_phase(phase: WorkPhase | None, work_state: str | None, replan: bool) -> None:
     change = effect(phase, "placed")
     assert (change.work_state, change.replan) == (work_state, replan)
 
@@ -61,10 +62,10 @@ def test_lost_clusters_are_those_silent_past_the_grace_period() -> None:
 
 
 @pytest.mark.parametrize(("state", "updated", "received", "reflected"), [
-    pytest.param("running", T0, T0 + timedelta(seconds=1), True, id="bound-then-snapshot"),
-    pytest.param("running", T0 + timedelta(seconds=1), T0, False, id="snapshot-older-than-binding"),
+    pytest.param("bound", T0, T0 + timedelta(seconds=1), True, id="bound-then-snapshot"),
+    pytest.param("bound", T0 + timedelta(seconds=1), T0, False, id="snapshot-older-than-binding"),
     pytest.param("applied", T0, T0 + timedelta(seconds=1), False, id="not-bound-yet"),
-    pytest.param("running", T0, None, False, id="no-snapshot"),
+    pytest.param("bound", T0, None, False, id="no-snapshot"),
     pytest.param(None, None, T0, False, id="no-work"),
 ])
 def test_reflected_in_snapshot(state: str | None, updated: datetime | None, received: datetime | None,
@@ -119,7 +120,7 @@ def _work(job: str, state: str, updated: datetime) -> WorkRecord:
 
 @pytest.mark.parametrize(("work_state", "reserved"), [
     pytest.param("applied", True, id="placed-not-bound-room-is-reserved"),
-    pytest.param("running", False, id="bound-and-reflected-not-counted-twice"),
+    pytest.param("bound", False, id="bound-and-reflected-not-counted-twice"),
 ])
 def test_snapshot_reserves_room_promised_but_not_yet_visible(work_state: str, reserved: bool) -> None:
     data = build([_cluster("east")], [_cluster_record("east", T0 + timedelta(seconds=5))], [Queue("q")],

@@ -343,3 +343,26 @@ class Failures:
     def add(self, job: Job, why: Unplaced, where: str = "") -> Unplaced:
         self._seen[(shape(job), where)] = why
         return why
+
+
+def try_job(job: Job, ledger: Ledger, failures: Failures, choose: Callable[[], ClusterSnapshot | None],
+            no_cluster: str, bind: Callable[[ClusterSnapshot], Attempt]) -> Placement | Unplaced:
+    """Choose a cluster, then bind one job in it: the two-step shape of the Volcano and
+    Karmada baselines. Failures are remembered per gang shape (and cluster), because free
+    capacity only shrinks within a round, so an identical gang fails again."""
+    known = failures.get(job)
+    if known is not None:
+        return known
+    if not ledger.within_capability(job, ledger.gang_request(job)):
+        why = Attempt(None, "queue-capability", f"queue {job.queue} capability would be exceeded")
+        return failures.add(job, unplaced(job, ledger, why))
+    cluster = choose()
+    if cluster is None:
+        return failures.add(job, unplaced(job, ledger, Attempt(None, "capacity", no_cluster)))
+    known = failures.get(job, cluster.name)
+    if known is not None:
+        return known
+    attempt = bind(cluster)
+    if attempt.placement is not None and ledger.within_capability(job, placed_request(job, attempt.placement)):
+        return attempt.placement
+    return failures.add(job, unplaced(job, ledger, attempt), cluster.name)

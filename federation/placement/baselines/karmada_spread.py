@@ -33,9 +33,8 @@ from federation.placement.baselines.common import (
     Ledger,
     assign_pods,
     by_submission,
-    placed_request,
     placement_for,
-    unplaced,
+    try_job,
 )
 from federation.placement.eligibility import allowed_clusters, candidate_domains, tier_limit, usable_nodes
 
@@ -90,25 +89,10 @@ def _choose(job: Job, snapshot: FederationSnapshot, ledger: Ledger) -> ClusterSn
 
 
 def _try(job: Job, snapshot: FederationSnapshot, ledger: Ledger, failures: Failures) -> Placement | Unplaced:
-    """Choose then bind one job; failures are remembered per gang shape (and cluster)
-    because estimates and free capacity only shrink within a round."""
-    known = failures.get(job)
-    if known is not None:
-        return known
-    if not ledger.within_capability(job, ledger.gang_request(job)):
-        why = Attempt(None, "queue-capability", f"queue {job.queue} capability would be exceeded")
-        return failures.add(job, unplaced(job, ledger, why))
-    cluster = _choose(job, snapshot, ledger)
-    if cluster is None:
-        why = Attempt(None, "capacity", "no allowed cluster estimates enough available replicas")
-        return failures.add(job, unplaced(job, ledger, why))
-    known = failures.get(job, cluster.name)
-    if known is not None:
-        return known
-    attempt = _bind(job, cluster, ledger)
-    if attempt.placement is not None and ledger.within_capability(job, placed_request(job, attempt.placement)):
-        return attempt.placement
-    return failures.add(job, unplaced(job, ledger, attempt), cluster.name)
+    """Choose then bind one job (``common.try_job``)."""
+    return try_job(job, ledger, failures, lambda: _choose(job, snapshot, ledger),
+                   "no allowed cluster estimates enough available replicas",
+                   lambda cluster: _bind(job, cluster, ledger))
 
 
 def plan(snapshot: FederationSnapshot, limits: PlanLimits | None = None, previous: Plan | None = None) -> Plan:

@@ -28,4 +28,4 @@ def add(w: Window, v: Vars) -> None:
     by_uid = {jc.uid: jc for jc in w.classes}
     for (k, uid), x in v.x.items():
         for task, replicas, _ in by_uid[k].tasks:
-            m.add(sum(pods.get((k, uid, task), [])) == replicas * x)  # type: ignore[arg-type]
+            m.add(sum(pods.get((k, uid, task), [])) == replicas * x)  # type: ignore[arg-type]  # ortools: sum of IntVars

@@ -27,6 +27,7 @@ from federation.placement.cpsat.preemption import kind
 from federation.placement.cpsat.preemption import under as under_share
 from federation.placement.cpsat.variables import Vars, Window
 from federation.placement.eligibility import nodes_allowed
+from federation.placement.eviction import may_evict
 
 
 def _exact_nodes(w: Window, v: Vars, solver: Any, jc: JobClass, uid: int, count: int) -> list[list[str]]:
@@ -115,13 +116,13 @@ def apply(w: Window, v: Vars, solver: Any) -> list[Job]:
 
 
 def _may_take(w: Window, job: Job, victim: RunningJob, how: str | None, under: dict[str, bool]) -> bool:
-    """May ``job`` use room freed by evicting ``victim`` (the rules of ``preemption.kind``)?"""
-    sc = w.rnd.scoring
-    if victim.job.queue == job.queue:
-        return how == "preempt" and sc.band(job) < sc.band(victim.job)
-    queues = w.rnd.ledger.queues
-    return (how == "reclaim" and under.get(job.queue, False) and sc.band(job) <= sc.band(victim.job)
-            and queues[job.queue].priority >= queues[victim.job.queue].priority)
+    """May ``job`` use room freed by evicting ``victim`` as ``how`` (``eviction.may_evict``
+    on the window's starting shares: ``how`` is "reclaim" only if the victim's queue was over)?"""
+    if how is None:
+        return False
+    sc, queues = w.rnd.scoring, w.rnd.ledger.queues
+    return may_evict(queues[job.queue], sc.band(job), under.get(job.queue, False),
+                     queues[victim.job.queue], sc.band(victim.job), how == "reclaim") == how
 
 
 def _unlicensed(w: Window, victim: RunningJob, how: str | None, under: dict[str, bool]) -> list[Job]:

@@ -1,6 +1,7 @@
 """Preemption and reclaim in the model: which running gangs may be evicted, and their cost.
 
-Potential victims (``e[v]``), the same rules as the greedy ``placement.preempt``:
+Potential victims (``e[v]``), the one rule ``placement.eviction.may_evict`` (as for the
+greedy ``placement.preempt``):
 
 * **preempt** — a running gang of queue Q when the window has a class of Q in a strictly
   higher band (same queue, so a higher job priority);
@@ -27,32 +28,27 @@ from ortools.sat.python import cp_model
 from federation.domain.plans import RunningJob
 from federation.placement.cpsat.classes import JobClass
 from federation.placement.cpsat.variables import Vars, Window
+from federation.placement.eviction import Eviction, may_evict
 from federation.placement.packing import Vector
 from federation.placement.rounds import Round
 
-EPS = 1e-9
-
 
 def under(rnd: Round, queue: str) -> bool:
-    return rnd.ledger.share(queue) < rnd.ledger.fair[queue] - EPS
+    return rnd.ledger.under(queue)
 
 
-def kind(rnd: Round, classes: list[JobClass], victim: RunningJob) -> str | None:
-    """"preempt", "reclaim" or None: how ``victim`` may be evicted for this window."""
+def kind(rnd: Round, classes: list[JobClass], victim: RunningJob) -> Eviction | None:
+    """How ``victim`` may be evicted for this window (``eviction.may_evict`` for some class
+    that has waited out the preemption grace), preempt before reclaim; or None."""
     if victim.job.name in rnd.preempted or not victim.placement.pods:
         return None
+    led = rnd.ledger
     band = rnd.scoring.band(victim.job)
-    vq = rnd.ledger.queues[victim.job.queue]
-    classes = [jc for jc in classes if jc.may_evict]
-    if any(jc.queue == vq.name and jc.band < band for jc in classes):
-        return "preempt"
-    if not vq.reclaimable or rnd.ledger.share(vq.name) <= rnd.ledger.fair[vq.name] + EPS:
-        return None
-    for jc in classes:
-        mine = rnd.ledger.queues[jc.queue]
-        if jc.queue != vq.name and jc.band <= band and mine.priority >= vq.priority and under(rnd, jc.queue):
-            return "reclaim"
-    return None
+    vq = led.queues[victim.job.queue]
+    over = led.over(vq.name)
+    kinds = {may_evict(led.queues[jc.queue], jc.band, led.under(jc.queue), vq, band, over)
+             for jc in classes if jc.may_evict}
+    return "preempt" if "preempt" in kinds else "reclaim" if "reclaim" in kinds else None
 
 
 def candidates(rnd: Round, classes: list[JobClass]) -> list[RunningJob]:

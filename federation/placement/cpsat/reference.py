@@ -11,38 +11,32 @@ configuration is measured against.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from federation.domain.plans import FederationSnapshot, Plan, PlanLimits
-from federation.placement.admission import hold_room
 from federation.placement.cpsat import decode, solve, windows
 from federation.placement.greedy import finish, run_bands
-from federation.placement.rounds import Round
+from federation.placement.opening import open_round
 
 
 def reference_plan(snapshot: FederationSnapshot, seconds: float = 30.0, workers: int = 2,
-                   policy: PlanLimits | None = None) -> Plan:
+                   policy: PlanLimits | None = None, clock: Callable[[], float] = time.monotonic) -> Plan:
     """The proven-optimal plan (status OPTIMAL) or the best found within ``seconds``.
 
     ``policy`` supplies the preemption grace and topology wait (default: the shipped ones),
     so the yardstick solves the same problem as the ``plan()`` it is compared with.
     """
-    started = time.monotonic()
-    policy = policy or PlanLimits()
-    rnd = Round(snapshot, grace=policy.preemption_grace_seconds, topology_wait=policy.topology_wait_seconds)
-    hold_room(rnd, policy)
+    started = clock()
+    rnd = open_round(snapshot, policy or PlanLimits(), clock=clock)
     fresh = rnd.checkpoint()
     greedy = finish(rnd, run_bands(rnd, snapshot.pending), "GREEDY", started)
     rnd.restore(fresh)
     keep = {p.job: p for p in greedy.placements}
-    saved = windows.EXACT_MAX_VARS
-    windows.EXACT_MAX_VARS = 10**9
-    try:
-        w = windows.build(rnd, [p.job for p in snapshot.pending], {}, keep, small=True, before_band=0)
-    finally:
-        windows.EXACT_MAX_VARS = saved
+    w = windows.build(rnd, [p.job for p in snapshot.pending], {}, keep, small=True, before_band=0,
+                      exact_max_vars=None)
     v = solve.model(w, keep, {p.job for p in greedy.preemptions})
     out = solve.Outcome()
-    solver = solve.lexicographic(v, seconds - (time.monotonic() - started), PlanLimits(seconds, workers), out)
+    solver = solve.lexicographic(v, seconds - (clock() - started), PlanLimits(seconds, workers), out, clock=clock)
     if solver is not None:
         decode.apply(w, v, solver)
     left = run_bands(rnd, tuple(p for p in snapshot.pending if p.job.name not in rnd.placements))

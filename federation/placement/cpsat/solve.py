@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -84,19 +84,21 @@ def weighted(w: Window, v: Vars, seconds: float, limits: PlanLimits, out: Outcom
     return solver if out.record(solver.solve(v.model), solver) else None
 
 
-def lexicographic(v: Vars, seconds: float, limits: PlanLimits, out: Outcome) -> cp_model.CpSolver | None:
-    deadline = time.monotonic() + seconds
+def lexicographic(v: Vars, seconds: float, limits: PlanLimits, out: Outcome,
+                  clock: Callable[[], float] = time.monotonic) -> cp_model.CpSolver | None:
+    """Bands one after another (the reference optimum): maximise a band, fix it, go on."""
+    deadline = clock() + seconds
     bands = sorted({b for _, _, b in v.objective})
     solver: cp_model.CpSolver | None = None
     for index, band in enumerate(bands):
         expr = objective.band_expression(v, band)
         v.model.maximize(expr)
-        stage = _solver((deadline - time.monotonic()) / (len(bands) - index), limits)
+        stage = _solver((deadline - clock()) / (len(bands) - index), limits)
         if not out.record(stage.solve(v.model), stage):
             break
         solver = stage
         v.model.add(expr >= int(stage.value(expr)))
-        v.model.clear_hints()  # type: ignore[no-untyped-call]
+        v.model.clear_hints()  # type: ignore[no-untyped-call]  # untyped in ortools
         for var in [*v.x.values(), *v.p.values(), *v.e.values(), *v.r.values()]:
             v.model.add_hint(var, int(stage.value(var)))
     return solver

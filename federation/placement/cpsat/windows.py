@@ -20,16 +20,16 @@ Two shapes, chosen per round:
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from federation.domain.jobs import Job
 from federation.domain.plans import FederationSnapshot, PendingJob, Placement, Plan, PlanLimits
-from federation.placement.admission import hold_room
 from federation.placement.cpsat import decode, neighbourhood, preemption, solve
 from federation.placement.cpsat.classes import attach_candidates, group_jobs, hint_domains, victim_room
 from federation.placement.cpsat.solve import Outcome
 from federation.placement.cpsat.variables import Window
 from federation.placement.greedy import finish, run_bands
+from federation.placement.opening import open_round
 from federation.placement.rounds import Round
 from federation.placement.score import FAIR_BONUS, VALUE
 
@@ -59,7 +59,9 @@ def fair_left(rnd: Round, before_band: int) -> dict[str, int]:
 
 
 def build(rnd: Round, jobs: Sequence[Job], weights: dict[int, int], keep: Mapping[str, Placement],
-          small: bool, before_band: int) -> Window:
+          small: bool, before_band: int, exact_max_vars: int | None = EXACT_MAX_VARS) -> Window:
+    """The model window over ``jobs``; per-node (exact) capacity when the round is small and
+    its pod variables number at most ``exact_max_vars`` (None: no limit, the reference)."""
     classes = group_jobs(rnd, jobs)
     victims = preemption.candidates(rnd, classes)
     room = victim_room(rnd, victims)
@@ -67,7 +69,7 @@ def build(rnd: Round, jobs: Sequence[Job], weights: dict[int, int], keep: Mappin
         attach_candidates(rnd, jc, room, hint_domains(rnd, jc, keep), prune=not small)
     classes = [jc for jc in classes if jc.candidates]
     pod_vars = sum(len(rnd.state.domains[u].nodes) * len(jc.tasks) for jc in classes for u in jc.candidates)
-    exact = small and pod_vars <= EXACT_MAX_VARS
+    exact = small and (exact_max_vars is None or pod_vars <= exact_max_vars)
     if len(weights) == 1:  # one band: its terms outweigh every lower-band victim's cost
         (band,) = weights
         weights = {band: 1 + sum(rnd.scoring.victim_cost(r) for r in victims if rnd.scoring.band(r.job) != band)}
@@ -118,7 +120,7 @@ def per_band(
         # Higher bands matter lexicographically more: each band gets at least half of what
         # is left (the last one all of it), more when it holds most of the remaining jobs.
         share = len(members) / max(1, sum(len(bands[b]) for b in order[index:]))
-        seconds = (deadline - time.monotonic()) * (1.0 if index == len(order) - 1 else max(0.5, share))
+        seconds = (deadline - rnd.clock()) * (1.0 if index == len(order) - 1 else max(0.5, share))
         perfect = not greedy_left and not any(rnd.scoring.tier_steps(jobs[n], p.tier) for n, p in g_placed.items())
         if perfect or seconds < floor:
             if perfect or small:
@@ -130,10 +132,10 @@ def per_band(
         g_value = _band_value(rnd, band)
         after_greedy = rnd.checkpoint()
         rnd.restore(before)
-        started = time.monotonic()
+        started = rnd.clock()
         w = build(rnd, [p.job for p in members], {band: 1}, {**prev, **g_placed}, small=small, before_band=band)
         size = sum(len(jc.candidates) for jc in w.classes)
-        solve_seconds = seconds - (time.monotonic() - started) - size * DECODE_SECONDS_PER_VAR
+        solve_seconds = seconds - (rnd.clock() - started) - size * DECODE_SECONDS_PER_VAR
         if solve_seconds < MIN_WINDOW_SECONDS:  # the model would not get to improve on its hint
             rnd.restore(after_greedy)
             if small:
@@ -154,33 +156,31 @@ def per_band(
     return left, out
 
 
-def joint(rnd: Round, weights: dict[int, int] | None, limits: PlanLimits, deadline: float,
+def joint(rnd: Round, weights: dict[int, int], limits: PlanLimits, deadline: float,
           previous: Plan | None, greedy: Plan) -> tuple[list[PendingJob], Outcome]:
-    """One model over the whole round: weighted when the weights fit, else band stages."""
+    """One model over the whole round, bands weighted lexicographically (``joint_weights``;
+    ``plan_cpsat`` goes per band when they would not fit)."""
     out = Outcome()
     hinted = {p.job: p for p in greedy.placements}
     keep = {**({p.job: p for p in previous.placements} if previous is not None else {}), **hinted}
-    w = build(rnd, [p.job for p in rnd.snapshot.pending], weights or {}, keep, small=True, before_band=0)
+    w = build(rnd, [p.job for p in rnd.snapshot.pending], weights, keep, small=True, before_band=0)
     v = solve.model(w, hinted, {p.job for p in greedy.preemptions})
-    seconds = deadline - time.monotonic()
-    if weights is not None:
-        solver = solve.weighted(w, v, seconds, limits, out)
-    else:
-        solver = solve.lexicographic(v, seconds, limits, out)
+    solver = solve.weighted(w, v, deadline - rnd.clock(), limits, out)
     if solver is not None:
         decode.apply(w, v, solver)
     return run_bands(rnd, tuple(p for p in rnd.snapshot.pending if p.job.name not in rnd.placements)), out
 
 
-def plan_cpsat(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan | None = None) -> Plan:
-    """The CP-SAT plan of a round; never worse than the greedy plan by ``score_vector``."""
-    started = time.monotonic()
+def plan_cpsat(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan | None = None,
+               clock: Callable[[], float] = time.monotonic) -> Plan:
+    """The CP-SAT plan of a round; never worse than the greedy plan by ``score_vector``.
+
+    ``clock`` (monotonic seconds) measures the budget ``limits.time_limit_seconds``."""
+    started = clock()
     budget = max(0.05, limits.time_limit_seconds)
     reserve = max(budget * RESERVE, FINISH_SECONDS_PER_JOB * len(snapshot.pending))
     deadline = started + budget - reserve
-    rnd = Round(snapshot, grace=limits.preemption_grace_seconds, topology_wait=limits.topology_wait_seconds)
-    rnd.bar_returning_victims(previous)
-    hold_room(rnd, limits)
+    rnd = open_round(snapshot, limits, previous, clock=clock)
     weights = joint_weights(rnd) if len(snapshot.pending) <= JOINT_MAX_JOBS else None
     if weights is not None:
         fresh = rnd.checkpoint()
@@ -199,4 +199,4 @@ def plan_cpsat(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan 
     result = finish(rnd, left, status, started)
     bound = result.objective + out.gap * abs(result.objective)
     return Plan(result.placements, result.unplaced, result.preemptions, result.status, result.objective, bound,
-                time.monotonic() - started, result.score_terms)
+                clock() - started, result.score_terms)

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from agents.core.apply import apply_ops, observe_job
 from agents.core.reconcile import Observed, Reconciliation, reconcile
 from agents.core.records import NodeRecord
-from agents.core.works import Work
 from agents.fake.clock import ManualClock
 from agents.fake.cluster import FakeCluster
 from federation.domain.jobs import Job, LifecyclePolicy, Task
 from federation.domain.plans import Placement, PodAssignment
 from federation.domain.resources import Resources
+from federation.domain.works import Work
 
 SPINE, LEAF = "topology/spine", "topology/leaf"
 LABEL_KEYS = (SPINE, LEAF)

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 from agentkit import job, work
 
-from agents.core.works import Work
 from agents.runtime_jobs import JobBook, JobSlot
+from federation.domain.works import Work
 
 
 def _work(name: str, version: int = 1, *, cancelled: bool = False) -> Work:

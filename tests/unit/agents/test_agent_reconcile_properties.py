@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from agents.core.apply import apply_ops
 from agents.core.reconcile import reconcile
 from agents.core.snapshot import discover_hypernodes, to_nodes
-from agents.core.works import Work
 from agents.fake.cluster import FakeCluster
 from federation.domain.topology import build_tree
+from federation.domain.works import Work
 
 NODES = [f"n{i:02d}" for i in range(8)]
 DOMAINS = ("t1-l0", "t1-l3", "t2-s0", "t2-s1")

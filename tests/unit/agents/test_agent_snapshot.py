@@ -5,23 +5,26 @@ from __future__ import annotations
 import pytest
 from agentkit import LABEL_KEYS, LEAF, SPINE, fabric, gpu, node
 
-from agents.core.records import FAILED, PENDING, RUNNING, SUCCEEDED, PodRecord
+from agents.core.records import PodRecord
 from agents.core.snapshot import HOSTNAME_LABEL, build_snapshot, discover_hypernodes, to_nodes
 from federation.domain.errors import InvalidInput
 from federation.domain.resources import Resources
+from federation.domain.states import PodPhase
 from federation.domain.topology import HyperNodeMember, HyperNodeSpec, MemberSelector
 
 
-def pod(name: str, node_name: str | None, phase: str = RUNNING, gpus: int = 2, ns: str = "default") -> PodRecord:
+def pod(name: str, node_name: str | None, phase: str = PodPhase.RUNNING, gpus: int = 2,
+        ns: str = "default") -> PodRecord:
     return PodRecord(name, ns, node=node_name, phase=phase, requests=gpu(gpus, cpu=1000))
 
 
 FREE_CASES = [
     pytest.param([], 8, id="empty-node-is-all-free"),
     pytest.param([pod("a", "n00")], 6, id="running-pod-holds-its-requests"),
-    pytest.param([pod("a", "n00", PENDING)], 6, id="bound-but-not-started-pod-holds-room"),
-    pytest.param([pod("a", "n00", SUCCEEDED), pod("b", "n00", FAILED)], 8, id="terminal-pods-free-their-room"),
-    pytest.param([pod("a", None, PENDING)], 8, id="unbound-pod-holds-nothing"),
+    pytest.param([pod("a", "n00", PodPhase.PENDING)], 6, id="bound-but-not-started-pod-holds-room"),
+    pytest.param([pod("a", "n00", PodPhase.SUCCEEDED), pod("b", "n00", PodPhase.FAILED)], 8,
+                 id="terminal-pods-free-their-room"),
+    pytest.param([pod("a", None, PodPhase.PENDING)], 8, id="unbound-pod-holds-nothing"),
     pytest.param([pod("a", "n00", ns="other")], 6, id="other-schedulers-pods-count-too"),
     pytest.param([pod("a", "n00", gpus=6), pod("b", "n00", gpus=6)], 0, id="over-committed-node-is-full-not-negative"),
     pytest.param([pod("a", "n01")], 8, id="pods-on-other-nodes-do-not-count"),

@@ -23,12 +23,8 @@ from federation.placement.rounds import Round
 def solved(s: FederationSnapshot, exact: bool) -> tuple[int, set[int], set[str], Plan]:
     """(gangs placed by the model, tiers used, victims, decoded plan)."""
     rnd = Round(s)
-    saved = windows.EXACT_MAX_VARS
-    windows.EXACT_MAX_VARS = 10**6 if exact else -1
-    try:
-        w = windows.build(rnd, [p.job for p in s.pending], {}, {}, small=True, before_band=0)
-    finally:
-        windows.EXACT_MAX_VARS = saved
+    w = windows.build(rnd, [p.job for p in s.pending], {}, {}, small=True, before_band=0,
+                      exact_max_vars=10**6 if exact else -1)
     assert w.exact is exact
     v = solve.model(w, {}, set())
     placed, tiers, victims = 0, set(), set()

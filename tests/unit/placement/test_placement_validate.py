@@ -63,7 +63,28 @@ BROKEN: list[tuple[str, Callable[[], tuple[FederationSnapshot, Plan]], str]] = [
     ("preempting-a-pending-job", lambda: (base(), replace(ok_plan(), preemptions=(Preemption("h", "x"),))),
      "not a running job"),
     ("moving-a-running-job", lambda: _moved(), "never re-placed"),
+    ("preempting-an-equal-priority-gang", lambda: _evicted(victim_priority=9), "may not evict"),
+    ("reclaiming-from-a-non-reclaimable-queue", lambda: _evicted(victim_queue=Queue("v", reclaimable=False)),
+     "may not evict"),
+    ("reclaiming-from-a-higher-priority-queue", lambda: _evicted(victim_queue=Queue("v", priority=5)),
+     "may not evict"),
+    ("eviction-nobody-placed-may-cause", lambda: _evicted(victim_priority=9, preemptor=None), "no job the plan"),
 ]
+
+
+def _evicted(victim_priority: int = 0, victim_queue: Queue | None = None,
+             preemptor: str | None = "g") -> tuple[FederationSnapshot, Plan]:
+    """Pending ``g`` (queue q, priority 9) placed on the room of running ``r``, evicted for it."""
+    c = flat("a", [8])
+    vq = victim_queue or Queue("q")
+    r = running(job("r", queue=vq.name, priority=victim_priority), c, ["a-n0"])
+    s = snap([c], [job("g", priority=9)], [Queue("q"), *([vq] if vq.name != "q" else [])], runs=[r])
+    return s, Plan((_pl("g", "a", "<cluster-root>", 1, ["a-n0"]),), (), (Preemption("r", "x", preemptor),))
+
+
+def test_a_reclaim_by_the_rule_is_valid() -> None:
+    s, p = _evicted(victim_queue=Queue("v"))
+    assert validate(s, p) == []
 
 
 def _moved() -> tuple[FederationSnapshot, Plan]:

@@ -1,8 +1,9 @@
-"""The agent's view of one Work: the job spec, its version and the placement to honour.
+"""One Work: what to run where — the job spec, its version and the placement to honour.
 
-Mirrors ``federation.v1.Work`` (proto/federation/v1/agent.proto) after conversion to
-domain types; the protocol (versions strictly increase per job, a cancel bumps the
-version) is docs/design/work-protocol.md.
+The one type from the planner's output to the agent: central builds it from a placed
+job and its works row (``propagation.works.work_from_payload``), ``wire`` carries it as
+``federation.v1.Work``, and the agent acts on the same type. The protocol (versions
+strictly increase per job, a cancel bumps the version) is docs/design/work-protocol.md.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from federation.domain.plans import Placement
 
 @dataclass(frozen=True)
 class Work:
+    """``cancelled``: the agent was told to withdraw it (a Cancel for this version)."""
+
     work_id: str
     job: Job
     version: int
@@ -32,8 +35,3 @@ class Work:
     @property
     def cluster(self) -> str:
         return self.placement.cluster
-
-
-def pod_name(job: str, task: str, index: int) -> str:
-    """``<job>-<task>-<index>``: deterministic, so a pod can never be created twice."""
-    return f"{job}-{task}-{index}"
