@@ -32,6 +32,7 @@ import grpc.aio
 from federation.domain.errors import InvalidInput
 from federation.service.auth import PermissionDenied, Unauthenticated
 from federation.store.errors import AlreadyExists, Conflict, IllegalTransition, NotFound, StaleEpoch, Unavailable
+from federation.store.leases import NotLeader
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,8 @@ def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
     if isinstance(exc, Conflict):
         # A lost optimistic race may succeed on retry (ABORTED); a refusal by state will not.
         return (grpc.StatusCode.ABORTED if exc.race else grpc.StatusCode.FAILED_PRECONDITION), str(exc)
+    if isinstance(exc, NotLeader):  # our own words (no driver text): say "standby", clients retry
+        return grpc.StatusCode.UNAVAILABLE, str(exc)
     if isinstance(exc, Unavailable):
         return grpc.StatusCode.UNAVAILABLE, UNAVAILABLE_MESSAGE
     for cls, code in _CODES:

@@ -172,7 +172,7 @@ class Elector:
                     timeout=max(0.1, self._leadership.deadline - started))
             except (StoreError, TimeoutError) as exc:
                 if self._monotonic() >= self._leadership.deadline:
-                    return f"could not renew the lease before it expired ({exc or 'timed out'})"
+                    return f"could not renew the lease before it expired ({str(exc) or 'timed out'})"
                 log.warning("lease renewal failed (%s); retrying until the term ends", exc)
                 continue
             if not renewed:

@@ -110,7 +110,7 @@ class QueueRow(Base):
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
     version: Mapped[int] = mapped_column(Integer, default=1)
-    # Where the queue's pods may go (migration 0005; docs/design/limits.md).
+    # Where the queue's pods may go (migration 0007; docs/design/limits.md).
     namespaces: Mapped[list[Any]] = mapped_column(Json, server_default=text("'[]'"))
     default_namespace: Mapped[str] = mapped_column(String(63), server_default="default")
     pod_security: Mapped[str] = mapped_column(String(16), server_default="baseline")
