@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
+
 from federation.domain import (
     ClusterAffinity,
     ClusterAffinityTerm,
@@ -26,6 +28,7 @@ from federation.domain import (
     Task,
     Toleration,
 )
+from federation.domain.workloads import Workload
 from federation.store import Store
 from federation.store.codec import (
     job_from_json,
@@ -68,28 +71,42 @@ EVERYTHING = Job(
     labels=(("team", "nlp"), ("cost-center", "42")),
     tolerations=(Toleration("nvidia.com/gpu", "Exists"),),
     topology_wait_seconds=7200.0,
+    after=("tokenize", "dedupe"),
+)
+# A workload job carries the fields a Volcano Job cannot (one task, no plugins or policies).
+DEPLOYMENT = Job(
+    name="serve-7b",
+    queue="research",
+    tasks=(Task("default0", 4, Resources.of(gpu=2), min_available=2),),
+    workload=Workload("Deployment", json.dumps({"apiVersion": "apps/v1", "kind": "Deployment",
+                                                "metadata": {"labels": {"app": "serve"}},
+                                                "spec": {"replicas": 4}})),
 )
 
 
-def test_the_fixture_sets_every_job_field() -> None:
-    """Guards the round-trip test: a new Job field must be given a non-default value here."""
-    defaults = Job(name="x", queue="q", tasks=EVERYTHING.tasks)
+def test_the_fixtures_set_every_job_field() -> None:
+    """Guards the round-trip tests: a new Job field must be given a non-default value in
+    EVERYTHING, or in DEPLOYMENT where a Volcano Job cannot carry it."""
     for f in dataclasses.fields(Job):
         if f.name not in ("name", "queue", "tasks"):
-            assert getattr(EVERYTHING, f.name) != getattr(defaults, f.name), f"set Job.{f.name} in EVERYTHING"
+            set_somewhere = any(getattr(job, f.name) != getattr(Job(name="x", queue="q", tasks=job.tasks), f.name)
+                                for job in (EVERYTHING, DEPLOYMENT))
+            assert set_somewhere, f"set Job.{f.name} in EVERYTHING or DEPLOYMENT"
 
 
-def test_job_round_trips_through_json_text() -> None:
-    text = json.dumps(job_to_json(EVERYTHING))
-    assert job_from_json(json.loads(text)) == EVERYTHING
+@pytest.mark.parametrize("job", [EVERYTHING, DEPLOYMENT], ids=["volcano-job", "deployment"])
+def test_job_round_trips_through_json_text(job: Job) -> None:
+    text = json.dumps(job_to_json(job))
+    assert job_from_json(json.loads(text)) == job
 
 
-def test_job_round_trips_through_the_database(store: Store) -> None:
+@pytest.mark.parametrize("job", [EVERYTHING, DEPLOYMENT], ids=["volcano-job", "deployment"])
+def test_job_round_trips_through_the_database(store: Store, job: Job) -> None:
     store.queues.create(Queue("research"))
-    store.jobs.submit(EVERYTHING)
-    stored = store.jobs.get("llm-70b")
-    assert stored.job == EVERYTHING
-    assert stored.spec_digest == spec_digest(EVERYTHING)
+    store.jobs.submit(job)
+    stored = store.jobs.get(job.name)
+    assert stored.job == job
+    assert stored.spec_digest == spec_digest(job)
 
 
 def test_defaults_are_omitted_so_the_digest_survives_additive_fields() -> None:
