@@ -32,6 +32,7 @@ from federation.domain.policies import NAMESPACED, PolicyObject, ResourceSelecto
 
 MISMATCH, MATCH_ALL, MATCH_LABELS, MATCH_NAME = 0, 1, 2, 3
 VOLCANO_JOB = ("batch.volcano.sh/v1alpha1", "Job")
+APPS_V1 = "apps/v1"  # the group/version of the Deployments and StatefulSets placed as gangs
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,9 @@ class ResourceRef:
 
 
 def resource_of(job: Job) -> ResourceRef:
-    """The object a job was submitted as (a Volcano Job unless its kind says otherwise)."""
-    return ResourceRef(*VOLCANO_JOB, job.namespace, job.name, dict(job.labels))
+    """The object a job was submitted as: its Deployment or StatefulSet, else a Volcano Job."""
+    api_version, kind = VOLCANO_JOB if job.workload is None else (APPS_V1, job.workload.kind)
+    return ResourceRef(api_version, kind, job.namespace, job.name, dict(job.labels))
 
 
 def selector_priority(workload: ResourceRef, selector: ResourceSelector) -> int:

@@ -3,6 +3,7 @@ matching precedence, claims, and PriorityClass resolution."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from federation.domain.manifests_karmada import parse_policy_object
 from federation.domain.manifests_volcano import resolve_priority_class
 from federation.domain.policies import PolicyObject, PriorityClass
 from federation.domain.resources import Resources
+from federation.domain.workloads import Workload
 from federation.propagation.matching import best_policy, govern, governing_policy, resource_of
 
 JOB = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job"}
@@ -241,3 +243,20 @@ def test_static_weights_restrict_and_rank_clusters_heaviest_first() -> None:
             {"targetCluster": {"clusterNames": ["big", "bigger"]}, "weight": 3}]}}}
     groups = parse_policy_object(doc, "documents[0]").placement.affinity_groups()
     assert [g.cluster_names if g is not None else None for g in groups] == [("big", "bigger"), ("small",)]
+
+
+def _deployment(name: str = "serve") -> Job:
+    body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"labels": {"app": name}}, "spec": {}}
+    return Job(name=name, queue="q", labels=(("app", name),), workload=Workload("Deployment", json.dumps(body)),
+               tasks=(Task("default0", 2, Resources.parse({"cpu": "1"}, "r")),))
+
+
+def test_a_deployment_job_is_selected_by_deployment_selectors_and_not_by_volcano_job_ones() -> None:
+    by_job_kind = _policy("volcano-jobs")
+    by_deploy_name = _policy("serve-deploy",
+                             selectors=[{"apiVersion": "apps/v1", "kind": "Deployment", "name": "serve"}])
+    by_sts_kind = _policy("stateful", selectors=[{"apiVersion": "apps/v1", "kind": "StatefulSet"}])
+    assert resource_of(_deployment()).kind == "Deployment"
+    best = best_policy(resource_of(_deployment()), [by_job_kind, by_deploy_name, by_sts_kind])
+    assert best is not None and best.name == "serve-deploy"
+    assert best_policy(resource_of(_deployment()), [by_job_kind, by_sts_kind]) is None
