@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,11 +16,11 @@ from fixtures_federation import work_for as work_on
 from agents.core.records import LABEL_JOB, PodRecord
 from agents.k8s.backend import KubernetesBackend
 from federation.domain.manifests import load_jobs
+from tests.fixtures.corpus import CORPUS, corpus
 
 pytestmark = pytest.mark.e2e
 
-CORPUS = Path("/work/shared/real-manifests/volcano-jobs")
-MPI_GUIDE = CORPUS / "volcano__docs__user-guide__how_to_use_mpi_plugin.md__L34-75.yaml"
+MPI_GUIDE = CORPUS / "volcano-jobs" / "volcano__docs__user-guide__how_to_use_mpi_plugin.md__L34-75.yaml"
 
 
 def _get(control_plane: Any, cluster: str, path: str) -> Any:
@@ -43,6 +42,7 @@ def _env(pod: dict[str, Any]) -> dict[str, str]:
 
 
 async def test_volcano_mpi_example_gets_its_secret_mounts_and_environment(control_plane) -> None:
+    corpus()
     [published] = load_jobs(MPI_GUIDE.read_text())
     job = replace(published, name=unique("mpi"), tolerations=(KWOK_TOLERATION,))
     backend = await backend_for(control_plane, "east")

@@ -173,7 +173,9 @@ def test_apply_policies_and_priority_classes_then_get_list_delete(db_url: str, t
 def test_published_manifests_apply_as_their_users_write_them(db_url: str, tmp_path: Path) -> None:
     """volcano-global's example (Queue + Job, then its PropagationPolicy) and Volcano's
     PriorityClass guide (two classes + a Job), read in place from the shared corpus."""
-    from tests.fixtures.corpus import CORPUS as corpus
+    from tests.fixtures.corpus import corpus as find_corpus
+
+    corpus = find_corpus()
 
     _migrate(db_url)
     default = tmp_path / "default-queue.yaml"

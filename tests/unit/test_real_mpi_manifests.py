@@ -6,8 +6,6 @@ plugin; the master created after the workers for task dependsOn)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from agents.core.manifests import render
@@ -15,8 +13,10 @@ from agents.core.records import SshMount
 from federation.domain.manifests import load_jobs
 from federation.domain.plans import Placement
 from federation.domain.works import Work
+from tests.fixtures.corpus import CORPUS as CORPUS_ROOT
+from tests.fixtures.corpus import corpus
 
-CORPUS = Path("/work/shared/real-manifests/volcano-jobs")
+CORPUS = CORPUS_ROOT / "volcano-jobs"
 EXAMPLES = (
     "volcano-website__docs__Ecosystem__MPIOnVolcano.md__L33-84.yaml",
     "volcano__docs__user-guide__how_to_use_mpi_plugin.md__L34-75.yaml",
@@ -31,6 +31,7 @@ EXAMPLES = (
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_mpi_example_is_honoured(name: str) -> None:
+    corpus()
     [job] = load_jobs((CORPUS / name).read_text())
     rendered = render(Work("w", job, 1, Placement(job.name, "c", "h", 1, ())))
     secret = rendered.secret
@@ -51,5 +52,6 @@ def test_mpi_example_is_honoured(name: str) -> None:
 
 def test_the_examples_are_eight_and_one_orders_its_tasks() -> None:
     assert len(EXAMPLES) == 8
+    corpus()
     [job] = load_jobs((CORPUS / EXAMPLES[-1]).read_text())
     assert job.task("mpimaster").depends_on == ("mpiworker",)
