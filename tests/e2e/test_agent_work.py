@@ -54,7 +54,12 @@ async def test_gang_is_bound_inside_the_hypernode_and_runs(control_plane) -> Non
         try:
             pods = await eventually("gang Running", lambda: running(backend, job.name, 3))
             assert {p.node for p in pods} <= tree.members[tree.leaf_a]
-            assert driver.last is not None and driver.last.phase == "Running"
+
+            async def reported_running() -> bool:
+                # The agent's pass that sees the pods Running may trail the apiserver's watch.
+                return driver.last is not None and driver.last.phase == "Running"
+
+            await eventually("the agent reports Running", reported_running)
             assert [s.name for s in await backend.list_services({LABEL_JOB: job.name})] == [job.name]
             [hosts] = await backend.list_config_maps({LABEL_JOB: job.name})
             assert hosts.data["worker.host"].splitlines() == [f"{job.name}-worker-{i}.{job.name}" for i in range(2)]

@@ -62,9 +62,14 @@ async def test_second_step_runs_only_after_the_first_succeeded(migrated_url: str
                 return await _state(c, "pipe-prepare") == jobs_pb2.JOB_STATE_RUNNING
 
             await eventually(first_running, what="the first step running")
-            waiting = await c.get_job("pipe-train")
-            assert waiting.state == jobs_pb2.JOB_STATE_PENDING
-            assert "waiting for pipe-prepare" in waiting.message
+
+            async def second_says_it_waits() -> bool:
+                # The reason is written by the next planning round, which may trail the first step's start.
+                waiting = await c.get_job("pipe-train")
+                assert waiting.state == jobs_pb2.JOB_STATE_PENDING, waiting
+                return "waiting for pipe-prepare" in waiting.message
+
+            await eventually(second_says_it_waits, what="the second step pending with its reason")
 
             async def second_done() -> bool:
                 return await _state(c, "pipe-train") == jobs_pb2.JOB_STATE_SUCCEEDED
