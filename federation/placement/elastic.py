@@ -22,11 +22,13 @@ from federation.placement.eligibility import node_masks
 from federation.placement.packing import Vector, vector
 
 if TYPE_CHECKING:
-    from federation.placement.rounds import Round
+    from federation.placement.rounds import PlanningRound
     from federation.placement.state import DomainState
 
 
-def extra_pods(rnd: Round, job: Job, dom: DomainState, placed: tuple[PodAssignment, ...]) -> list[PodAssignment]:
+def extra_pods(
+    rnd: PlanningRound, job: Job, dom: DomainState, placed: tuple[PodAssignment, ...]
+) -> list[PodAssignment]:
     """Replicas beyond the gang that fit in ``dom`` now (room is taken for each)."""
     st = rnd.state
     cluster = dom.cluster.name
