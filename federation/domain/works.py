@@ -8,10 +8,12 @@ strictly increase per job, a cancel bumps the version) is docs/design/work-proto
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from federation.domain.jobs import Job
-from federation.domain.plans import Placement
+from federation.domain.plans import Placement, PodAssignment
 
 
 @dataclass(frozen=True)
@@ -35,3 +37,20 @@ class Work:
     @property
     def cluster(self) -> str:
         return self.placement.cluster
+
+
+def work_payload(placement: Placement) -> dict[str, Any]:
+    """What the store keeps with a Work: the placement, JSON-friendly."""
+    return {
+        "cluster": placement.cluster,
+        "hypernode": placement.hypernode,
+        "tier": placement.tier,
+        "pods": [[p.task, p.index, p.node] for p in placement.pods],
+    }
+
+
+def placement_from_payload(job: str, payload: Mapping[str, Any]) -> Placement:
+    """The placement a Work carries (inverse of ``work_payload``)."""
+    pods = tuple(PodAssignment(str(t), int(i), str(n)) for t, i, n in payload.get("pods", ()))
+    return Placement(job=job, cluster=str(payload.get("cluster", "")), hypernode=str(payload.get("hypernode", "")),
+                     tier=int(payload.get("tier", 0)), pods=pods)

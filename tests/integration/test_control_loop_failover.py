@@ -179,17 +179,48 @@ async def test_failed_round_writes_nothing_and_the_next_round_succeeds(migrated_
         assert f.store.audit.list_rounds().items == () and f.store.jobs.get("patient").state == "pending"
         assert f.store.works.list(job="patient") == []
 
-        # A crash between the audit transaction and the Work: the job is recorded as
-        # placed with no Work behind it. The next round repairs it before planning.
-        create = f.store.works.create
-        f.store.works.create = _unavailable  # type: ignore[method-assign]
+        # The retried round writes the placement and its Work in one transaction: there
+        # is no moment where the job is placed without the Work that runs it.
         f.store.audit.record_round = record_round  # type: ignore[method-assign]
-        await eventually(lambda: f.store.jobs.get("patient").state == "placed", what="placed by a retried round")
-        assert f.store.works.list(job="patient") == []
-        f.store.works.create = create  # type: ignore[method-assign]
-        await eventually(lambda: _job_running(f, "patient"), what="repaired work dispatched and running")
-        assert len(f.store.works.list(job="patient")) == 1
-        assert len(f.store.audit.list_rounds().items) == 1  # the repair is not a new placement
+        await eventually(lambda: _job_running(f, "patient"), what="placed by a retried round and running")
+        [work] = f.store.works.list(job="patient")
+        assert work.cluster == f.store.jobs.get("patient").cluster == "east"
+        assert len(f.store.audit.list_rounds().items) == 1
+
+
+async def test_a_placed_job_without_a_work_is_planned_again_without_reading_the_audit(migrated_url: str) -> None:
+    """Repair reads the works table, never the audit (which retention prunes): a placed
+    job with no Work (a row from before rounds wrote both together, or a manual
+    transition) was never dispatched, so it is requeued and placed afresh."""
+    async with fleet(migrated_url, agents=False) as f:
+        f.start_agent("east")
+        await eventually(lambda: _connected(f, "east") and has_snapshot(f, "east"), what="east reporting")
+        rounds = f.server.rounds
+        assert rounds is not None
+
+        def held_back(*_args: object) -> object:
+            raise RuntimeError("planner held back")
+
+        rounds.set_planner(held_back)
+        async with f.client() as c:
+            await c.submit_job(job_spec("orphan", pods=1))
+        await eventually(lambda: "planner held back" in rounds.last_error, what="round held back")
+        f.store.jobs.transition("orphan", "placed", cluster="east", hypernode="nowhere", tier=1)
+        assert f.store.works.list(job="orphan") == [] and f.store.audit.list_rounds().items == ()
+
+        def audit_read(*_args: object, **_kwargs: object) -> object:
+            raise AssertionError("the control loop read the audit")
+
+        f.store.audit.latest_decision = audit_read  # type: ignore[method-assign]
+        f.store.audit.job_audit = audit_read  # type: ignore[method-assign]
+        rounds.set_planner(real_plan)
+        rounds.trigger("test")
+        await eventually(lambda: _job_running(f, "orphan"), what="orphan requeued, placed again and running")
+        [work] = f.store.works.list(job="orphan")
+        job = f.store.jobs.get("orphan")
+        assert work.active and work.cluster == job.cluster == "east" and job.hypernode != "nowhere"
+        events = [e.type for e in f.store.jobs.events_since(0, job="orphan").events]
+        assert events[:3] == ["Submitted", "Placed", "Requeued"] and events.count("Placed") == 2
 
 
 @pytest.mark.postgres
