@@ -46,7 +46,7 @@ class Planner(Protocol):
 
 
 @dataclass(frozen=True)
-class RoundRecord:
+class SimulatedRound:
     at: float
     wall_seconds: float
     pending: int
@@ -80,7 +80,7 @@ class Rejection:
 class SimResult:
     scenario: Scenario
     jobs: tuple[JobOutcome, ...]
-    rounds: tuple[RoundRecord, ...]
+    rounds: tuple[SimulatedRound, ...]
     samples: tuple[Sample, ...]
     rejections: tuple[Rejection, ...]
     end_time: float
@@ -99,7 +99,8 @@ class Start:
 
 class _Simulation:
     def __init__(self, scenario: Scenario, planner: Planner, round_interval: float, limits: PlanLimits,
-                 timer: Callable[[], float], on_round: Callable[[RoundRecord], None] | None, max_rounds: int) -> None:
+                 timer: Callable[[], float], on_round: Callable[[SimulatedRound], None] | None,
+                 max_rounds: int) -> None:
         self.scenario = scenario
         self.planner = planner
         self.interval = round_interval
@@ -118,7 +119,7 @@ class _Simulation:
         self.churn = 0  # consecutive rounds triggered only by the previous round's preemptions
         self.churn_stops = 0
         self.previous: Plan | None = None
-        self.rounds: list[RoundRecord] = []
+        self.rounds: list[SimulatedRound] = []
         self.samples: list[Sample] = []
         self.rejections: list[Rejection] = []
         self.faults: list[FaultEvent] = []
@@ -276,7 +277,7 @@ class _Simulation:
             self.tracker.started(spec.job.name, self.now, placement.cluster, run.tier, run.requests)
             self.starts.append(Start(self.now, placement))
             placed += 1
-        record = RoundRecord(self.now, wall, pending, placed, rejected, preempted, plan.status, plan.objective,
+        record = SimulatedRound(self.now, wall, pending, placed, rejected, preempted, plan.status, plan.objective,
                              plan.bound)
         self.rounds.append(record)
         if self.on_round is not None:
@@ -290,7 +291,7 @@ def simulate(
     round_interval: float = DEFAULT_ROUND_INTERVAL,
     limits: PlanLimits | None = None,
     timer: Callable[[], float] = time.perf_counter,
-    on_round: Callable[[RoundRecord], None] | None = None,
+    on_round: Callable[[SimulatedRound], None] | None = None,
     max_rounds: int = 1_000_000,
 ) -> SimResult:
     """Run ``scenario`` to completion with ``planner`` deciding every round.
