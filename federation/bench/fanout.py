@@ -54,7 +54,7 @@ async def _idle_agent(address: str, cluster: str, stop: asyncio.Event) -> None:
 
     async with grpc.aio.insecure_channel(address) as channel:
         stub = agent_pb2_grpc.AgentServiceStub(channel)
-        call = stub.Connect()  # type: ignore[call-arg]
+        call = stub.Connect()  # type: ignore[call-arg]  # grpc-stubs lack the no-argument stream-stream call; requests go through write()
         await call.write(agent_pb2.AgentMessage(hello=agent_pb2.Hello(cluster=cluster, agent_id=cluster, epoch=1)))
         reader = asyncio.ensure_future(_drain(call))
         while not stop.is_set():

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from controlplane import ControlPlane
 from fixtures_federation import Tree, WorkDriver, cleanup, eventually, gpu_job, unique, work_for
 
 from agents.core.records import LABEL_JOB
@@ -87,7 +88,7 @@ async def _gang_runs(control_plane: Any, backend: KubernetesBackend, job: Any) -
         await cleanup(backend, job.name)
 
 
-def test_manifests_pass_server_side_validation(control_plane) -> None:
+def test_manifests_pass_server_side_validation(control_plane: ControlPlane) -> None:
     for doc in _rbac():
         _create(control_plane, "west", doc)
     checked = []
@@ -98,7 +99,7 @@ def test_manifests_pass_server_side_validation(control_plane) -> None:
     assert {"DaemonSet", "Deployment", "Service", "Job", "Secret"} <= set(checked)
 
 
-async def test_agent_service_account_can_do_its_job_and_no_more(control_plane) -> None:
+async def test_agent_service_account_can_do_its_job_and_no_more(control_plane: ControlPlane) -> None:
     for doc in _rbac():
         _create(control_plane, "west", doc)
     api = await _impersonating(control_plane, "west")
@@ -125,7 +126,8 @@ async def test_agent_service_account_can_do_its_job_and_no_more(control_plane) -
         await backend.close()
 
 
-async def test_a_confined_agent_works_in_its_namespaces_and_cannot_create_pods_elsewhere(control_plane) -> None:
+async def test_a_confined_agent_works_in_its_namespaces_and_cannot_create_pods_elsewhere(
+        control_plane: ControlPlane) -> None:
     """deploy/rbac-namespaced.yaml with MANAGED_NAMESPACE = default: the gang runs in default
     as that service account; a pod in kube-system is forbidden (403) whatever it is sent."""
     text = (DEPLOY / "rbac-namespaced.yaml").read_text().replace("MANAGED_NAMESPACE", "default")

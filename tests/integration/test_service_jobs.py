@@ -46,8 +46,8 @@ async def test_submit_triggers_a_round_and_cancel_tells_the_hub(store: Store) ->
         async def cancel_job(job: str) -> None:
             cancelled.append(job)
 
-        srv.rounds.trigger = triggers.append  # type: ignore[method-assign, assignment]
-        srv.hub.cancel_job = cancel_job  # type: ignore[method-assign]
+        srv.rounds.trigger = triggers.append  # type: ignore[method-assign, assignment]  # a test double replaces the method
+        srv.hub.cancel_job = cancel_job  # type: ignore[method-assign]  # a test double replaces the method
         await _setup(c)
         await c.submit_job(spec("train-b"))
         await c.submit_job(spec("train-b"))  # identical resubmission: nothing new to plan
@@ -176,7 +176,7 @@ async def test_the_queue_cache_reads_an_expired_queue_once_for_a_burst(store: St
         reads.append(name)
         return real_get(name)
 
-    store.queues.get = counting_get  # type: ignore[method-assign]
+    store.queues.get = counting_get  # type: ignore[method-assign]  # a test double replaces the method
     now = [0.0]
     cache = QueueCache(store, ttl=2.0, clock=lambda: now[0])
     got = await asyncio.gather(*(cache.get("burst") for _ in range(50)))

@@ -13,8 +13,8 @@ from sqlalchemy import func, select
 
 from federation.domain import Job, Placement, Plan, PodAssignment, Preemption, Queue, Resources, Task, Unplaced
 from federation.store import Decision, IllegalTransition, JobUpdate, NotFound, RoundRecord, Store
-from federation.store import audit as audit_module
 from federation.store import lifecycle as lifecycle_module
+from federation.store import works as works_module
 from federation.store.models import DecisionRow, JobEventRow, RoundRow, WorkRow
 from federation.store.plan_records import decisions_from_plan, round_from_plan, updates_from_plan
 
@@ -156,7 +156,7 @@ def test_a_failure_mid_round_leaves_nothing_written(pending: Store, failure: str
         updates[1] = JobUpdate("small", state="placed", cluster="west")
         expected = ValueError
     elif failure == "crash-after-a-work":
-        real_add = audit_module.add_work
+        real_add = works_module.add_work
         added = []
 
         def exploding_add(*args: Any, **kwargs: Any) -> Any:

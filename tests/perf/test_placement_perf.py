@@ -88,8 +88,8 @@ def test_round_latency_2000_gangs(benchmark: Any) -> None:
     limits = PlanLimits(time_limit_seconds=1.0, workers=2)
     walls, cpus, g_walls, g_cpus, statuses, placed = [], [], [], [], [], []
     for snap in instances:
-        g, gw, gc = _timed(lambda snap=snap: greedy_plan(snap, limits))  # type: ignore[misc]
-        p, w, c = _timed(lambda snap=snap: plan(snap, limits))  # type: ignore[misc]
+        g, gw, gc = _timed(lambda snap=snap: greedy_plan(snap, limits))  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
+        p, w, c = _timed(lambda snap=snap: plan(snap, limits))  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
         assert validate(snap, p) == []
         walls.append(w)
         cpus.append(c)
@@ -165,7 +165,7 @@ def test_mid_rounds_cpsat_vs_greedy() -> None:
     for seed in range(int(os.environ.get("PLACEMENT_PERF_MID_SEEDS", "8"))):
         snap = synthetic(seed=seed, clusters=10, nodes=16, pending=120, priorities=2, busy=0.4)
         g = greedy_plan(snap)
-        p, wall, _ = _timed(lambda snap=snap: plan(snap, PlanLimits(time_limit_seconds=1.0, workers=2)))  # type: ignore[misc]
+        p, wall, _ = _timed(lambda snap=snap: plan(snap, PlanLimits(time_limit_seconds=1.0, workers=2)))  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
         assert validate(snap, p) == []
         sc = Scoring(snap)
         vg, vp = sc.vector(g), sc.vector(p)

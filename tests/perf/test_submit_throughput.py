@@ -13,6 +13,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.perf
 _CONFTEST = Path(__file__).resolve().parents[1] / "integration" / "conftest.py"
 
 
-def _integration_fixtures():  # type: ignore[no-untyped-def]
+def _integration_fixtures() -> ModuleType:
     """The integration suite's PostgreSQL helper (start_postgres), loaded by path."""
     spec = importlib.util.spec_from_file_location("integration_conftest", _CONFTEST)
     assert spec is not None and spec.loader is not None

@@ -16,7 +16,7 @@ from federation.domain.plans import FederationSnapshot, PendingJob, Placement, P
 from federation.domain.propagation import ClusterAffinity, PropagationPolicy
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
-from federation.domain.states import WorkPhase
+from federation.domain.states import JobState, WorkPhase
 from federation.domain.works import placement_from_payload, work_payload
 from federation.propagation import admissible, lost_clusters, reflected_in_snapshot, refuse_inadmissible
 from federation.propagation.status import effect, job_steps
@@ -38,7 +38,7 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
     pytest.param("cancelled", "pending", (), id="cancelled-stays"),
 ])
 def test_job_steps(current: str, target: str, steps: tuple[str, ...]) -> None:
-    assert job_steps(current, target) == steps
+    assert job_steps(current, JobState(target)) == steps
 
 
 @pytest.mark.parametrize(("phase", "work_state", "replan"), [
