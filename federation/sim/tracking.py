@@ -99,6 +99,10 @@ class Tracker:
         self._jobs[name] = replace(rec, first_start=first, last_start=now, cluster=cluster, tier=tier,
                                    gpus=requests.gpus, starts=rec.starts + 1)
 
+    def grew(self, name: str, tier: int, requests: Resources) -> None:
+        """A running elastic job gained pods (its tier may have widened)."""
+        self._jobs[name] = replace(self._jobs[name], tier=tier, gpus=requests.gpus)
+
     def finished(self, name: str, now: float) -> None:
         self._jobs[name] = replace(self._jobs[name], finished_at=now)
 
