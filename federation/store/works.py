@@ -18,12 +18,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from federation.domain.plans import PodAssignment
-from federation.domain.states import ACTIVE_WORK_STATES, WORK_TRANSITIONS, WorkState
+from federation.domain.states import ACTIVE_WORK_STATES, GROWN_EVENT, WORK_TRANSITIONS, WorkState
 from federation.domain.works import grown_payload, payload_generation
 from federation.store.clusters import check_epoch
 from federation.store.engine import Database
 from federation.store.errors import Conflict, NotFound
-from federation.store.lifecycle import lock_job, withdraw_works
+from federation.store.lifecycle import add_event, lock_job, withdraw_works
 from federation.store.models import ClusterRow, WorkRow
 from federation.store.records import WorkRecord
 
@@ -113,7 +113,7 @@ class WorkRepository:
         """
         now = self._db.now()
         with self._db.write() as session:
-            lock_job(session, job)
+            job_row = lock_job(session, job)
             row = session.scalars(select(WorkRow).where(
                 WorkRow.job == job, WorkRow.state.in_(list(ACTIVE_WORK_STATES))).with_for_update()).one_or_none()
             if row is None or row.cluster != cluster or row.payload.get("hypernode") != hypernode:
@@ -123,6 +123,8 @@ class WorkRepository:
                 raise Conflict(f"work {row.id} (job {job!r}) already runs a pod of the growth")
             row.payload = grown_payload(row.payload, added)
             row.updated_at = now
+            add_event(session, job_row, GROWN_EVENT, f"grew by {len(added)} pod(s) in {cluster}/{hypernode} "
+                      f"(work {row.id} version {row.version} generation {payload_generation(row.payload)})", now)
             return work_record(row)
 
     def record_pods(self, work_id: int, pods: Sequence[PodAssignment], *, epoch: int | None = None,

@@ -54,6 +54,8 @@ async def test_a_running_elastic_job_gains_pods_inside_its_hypernode(migrated_ur
         await eventually(lambda: "growing" not in (_active(f, "grower") or work2).payload,
                          what="growth settled by the agent's report")
         assert f.store.jobs.get("grower").state == "running"
+        grew = [e for e in f.store.jobs.events_since(0, job="grower").events if e.type == "Grown"]
+        assert len(grew) == 1 and "grew by 2 pod(s) in east/east-leaf0" in grew[0].message
         assert not any(call[0] == "delete_pod" and str(call[1]).startswith("grower") for call in cluster.calls)
 
 
