@@ -54,9 +54,12 @@ def pack_vectors(
     out: list[str] = [""] * len(demands)
     for i in order:
         need = demands[i]
+        first = need[0] if need else 0
         best: Vector | None = None
         best_left: Vector | None = None
         for have in work:
+            if first and have[0] < first:  # the scarcest resource first: most buckets fail here
+                continue
             left = tuple(map(sub, have, need))
             if min(left, default=0) >= 0 and (best_left is None or left < best_left):
                 best, best_left = have, left

@@ -353,7 +353,7 @@ class Round:
 class Checkpoint:
     node_free: dict[str, dict[str, Vector]]
     domains: list[tuple[list[int], dict[int, int], dict[int, int]]]
-    rows: dict[tuple[int, int], list[tuple[int, int]]]
+    rows: dict[tuple[int, int], list[int]]
     usage: dict[str, Resources]
     free_total: Resources
     placements: dict[str, Placement]
