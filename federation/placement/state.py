@@ -75,6 +75,9 @@ class RoundState:
         for cluster in snapshot.clusters:
             self._add_cluster(cluster)
         self.tiers = sorted({t for _, t in self.rows})
+        # Copy-on-write journal of the clusters touched since ``Round.mark`` (None: off).
+        self.journal: dict[str, tuple[dict[str, Vector], list[tuple[int, list[int], dict[int, int], dict[int, int]]]]] \
+            | None = None
         self.start_node_free = {c: dict(v) for c, v in self.node_free.items()}
         self.start_domain_free = [tuple(d.free) for d in self.domains]
 
@@ -222,6 +225,10 @@ class RoundState:
         per call, not once per node: the commit step of a 32-pod gang was a fifth of the
         greedy pass at 2,000 gangs x 100 clusters.
         """
+        if self.journal is not None and cluster not in self.journal:
+            self.journal[cluster] = (dict(self.node_free[cluster]), [
+                (uid, list(d.free), dict(d.gpu_hist), dict(d.index))
+                for uid in self.cluster_domains.get(cluster, ()) for d in (self.domains[uid],)])
         gi = self.gpu_index
         sizes = self.slot_sizes
         frees = self.node_free[cluster]
@@ -281,6 +288,20 @@ class RoundState:
                     del row[bisect_left(row, value * UIDS + uid)]
                     insort(row, (value + d) * UIDS + uid)
                     index[ix] = value + d
+
+    def roll_back(self) -> None:
+        """Return every cluster touched since the journal started to its saved state."""
+        for cluster, (frees, saved) in (self.journal or {}).items():
+            self.node_free[cluster] = frees
+            for uid, free, hist, index in saved:
+                dom = self.domains[uid]
+                for ix, value in dom.index.items():
+                    if value != index[ix]:
+                        row = self.rows[(ix, dom.tier)]
+                        del row[bisect_left(row, value * UIDS + uid)]
+                        insort(row, index[ix] * UIDS + uid)
+                dom.free, dom.gpu_hist, dom.index = free, hist, index
+        self.journal = None
 
     def take(self, cluster: str, pods: Sequence[tuple[str, Vector]]) -> None:
         """Consume ``(node, demand)`` pairs (a placement, or an eviction undone).
