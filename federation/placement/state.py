@@ -75,7 +75,7 @@ class RoundState:
         for cluster in snapshot.clusters:
             self._add_cluster(cluster)
         self.tiers = sorted({t for _, t in self.rows})
-        # Copy-on-write journal of the clusters touched since ``Round.mark`` (None: off).
+        # Copy-on-write journal of the clusters touched since ``PlanningRound.mark`` (None: off).
         self.journal: dict[str, tuple[dict[str, Vector], list[tuple[int, list[int], dict[int, int], dict[int, int]]]]] \
             | None = None
         self.start_node_free = {c: dict(v) for c, v in self.node_free.items()}

@@ -42,7 +42,7 @@ from federation.placement.cpsat.classes import attach_candidates, group_jobs, hi
 from federation.placement.cpsat.solve import Outcome
 from federation.placement.cpsat.variables import Window
 from federation.placement.greedy import run_bands
-from federation.placement.rounds import Round
+from federation.placement.rounds import PlanningRound
 from federation.placement.score import FAIR_BONUS, TIER_PENALTY
 
 HOOD_CLUSTERS = 4
@@ -54,7 +54,7 @@ STEP_OVERHEAD = 0.06  # window, model, decode, repair and value of one step outs
 MAX_STEPS = 32
 
 
-def loss(rnd: Round, job: Job, p: Placement) -> int:
+def loss(rnd: PlanningRound, job: Job, p: Placement) -> int:
     """What ``p`` gives up against a perfect placement of ``job`` (objective units)."""
     sc = rnd.scoring
     per_unit = TIER_PENALTY * sc.tier_steps(job, p.tier) + sc.emptiness(p.cluster, p.hypernode) \
@@ -62,12 +62,12 @@ def loss(rnd: Round, job: Job, p: Placement) -> int:
     return sc.units(job) * per_unit
 
 
-def _band_value(rnd: Round, band: int) -> int:
+def _band_value(rnd: PlanningRound, band: int) -> int:
     partial = Plan(tuple(rnd.placements.values()), (), tuple(rnd.preempted.values()))
     return rnd.scoring.vector(partial)[band]
 
 
-def band_value(rnd: Round, members: Sequence[PendingJob], fair_left: Mapping[str, int]) -> int:
+def band_value(rnd: PlanningRound, members: Sequence[PendingJob], fair_left: Mapping[str, int]) -> int:
     """The band's value in ``score_vector`` minus its (unchanging) victims' cost.
 
     Equal to ``_band_value`` up to that constant while the bands above keep their
@@ -87,7 +87,7 @@ def band_value(rnd: Round, members: Sequence[PendingJob], fair_left: Mapping[str
     return value
 
 
-def _window(rnd: Round, jobs: list[Job], hood: frozenset[str], hint: dict[str, Placement],
+def _window(rnd: PlanningRound, jobs: list[Job], hood: frozenset[str], hint: dict[str, Placement],
             fair_left: dict[str, int], band: int) -> Window:
     classes = group_jobs(rnd, jobs)
     for jc in classes:
@@ -99,7 +99,7 @@ def _window(rnd: Round, jobs: list[Job], hood: frozenset[str], hint: dict[str, P
     return Window(rnd, classes, [], {band: 1}, pod_vars <= EXACT_MAX_VARS, fair_left)
 
 
-def _step(rnd: Round, band: int, members: list[PendingJob], greedy_left: list[PendingJob], limits: PlanLimits,
+def _step(rnd: PlanningRound, band: int, members: list[PendingJob], greedy_left: list[PendingJob], limits: PlanLimits,
           deadline: float, fair_left: dict[str, int], out: Outcome, tried: set[str]) -> list[PendingJob] | None:
     """One window; the band's jobs left pending, or None when no untried cluster loses value."""
     jobs = rnd.scoring.jobs
@@ -141,7 +141,7 @@ def _step(rnd: Round, band: int, members: list[PendingJob], greedy_left: list[Pe
         p for p in members if p.job.name in again and p.job.name not in rnd.placements]
 
 
-def improve(rnd: Round, band: int, members: list[PendingJob], greedy_left: list[PendingJob],
+def improve(rnd: PlanningRound, band: int, members: list[PendingJob], greedy_left: list[PendingJob],
             limits: PlanLimits, deadline: float, fair_left: dict[str, int], out: Outcome) -> list[PendingJob]:
     """LNS steps on the band's greedy decisions until ``deadline``; returns the band's jobs left pending."""
     tried: set[str] = set()

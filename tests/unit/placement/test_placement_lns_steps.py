@@ -1,5 +1,5 @@
 """Fleet-scale decomposition (issue 12, item 3): the repeated large-neighbourhood steps of
-``cpsat/neighbourhood.py`` and the copy-on-write ``Round.mark`` they roll back with.
+``cpsat/neighbourhood.py`` and the copy-on-write ``PlanningRound.mark`` they roll back with.
 
 Table tests: every plan validates and is never worse than its greedy seed (by the band's
 value and by ``score_vector``); windows are disjoint; the cheap band value is the band's
@@ -17,12 +17,12 @@ from federation.placement.cpsat import neighbourhood
 from federation.placement.cpsat.solve import Outcome
 from federation.placement.cpsat.windows import fair_left
 from federation.placement.greedy import finish, run_bands
-from federation.placement.rounds import Round
+from federation.placement.rounds import PlanningRound
 from federation.placement.score import Scoring
 from tests.fixtures.instances import synthetic
 
 
-def _state(rnd: Round) -> tuple[object, ...]:
+def _state(rnd: PlanningRound) -> tuple[object, ...]:
     st = rnd.state
     return ({c: dict(d) for c, d in st.node_free.items()},
             [(list(d.free), dict(d.gpu_hist), dict(d.index)) for d in st.domains],
@@ -33,7 +33,7 @@ def _state(rnd: Round) -> tuple[object, ...]:
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_mark_rolls_back_exactly_what_a_full_checkpoint_restores(seed: int) -> None:
     snapshot = synthetic(seed=seed, clusters=5, nodes=12, pending=40)
-    rnd = Round(snapshot, grace=None)
+    rnd = PlanningRound(snapshot, grace=None)
     run_bands(rnd, snapshot.pending[:20])
     before = _state(rnd)
     mark = rnd.mark()
@@ -52,7 +52,7 @@ def test_a_mark_rolls_back_exactly_what_a_full_checkpoint_restores(seed: int) ->
 @pytest.mark.parametrize("seed", [0, 1])
 def test_kept_steps_stay_and_the_journal_closes(seed: int) -> None:
     snapshot = synthetic(seed=seed, clusters=4, nodes=12, pending=30)
-    rnd = Round(snapshot, grace=None)
+    rnd = PlanningRound(snapshot, grace=None)
     rnd.mark()
     run_bands(rnd, snapshot.pending)
     kept = _state(rnd)
@@ -61,9 +61,10 @@ def test_kept_steps_stay_and_the_journal_closes(seed: int) -> None:
     rnd.mark()  # a new mark may open once the last one is closed
 
 
-def _band0(seed: int, clusters: int, nodes: int, pending: int, seconds: float) -> tuple[Round, int, int, list[str]]:
+def _band0(seed: int, clusters: int, nodes: int, pending: int,
+           seconds: float) -> tuple[PlanningRound, int, int, list[str]]:
     snapshot = synthetic(seed=seed, clusters=clusters, nodes=nodes, pending=pending)
-    rnd = Round(snapshot, grace=None, topology_wait=0.0)
+    rnd = PlanningRound(snapshot, grace=None, topology_wait=0.0)
     band0 = [p for p in snapshot.pending if rnd.scoring.band(p.job) == 0]
     greedy_left = run_bands(rnd, tuple(band0))
     fair = fair_left(rnd, 0)
@@ -93,7 +94,7 @@ def test_more_than_one_window_is_tried_and_windows_are_disjoint(monkeypatch: pyt
     hoods: list[frozenset[str]] = []
     real = neighbourhood._window
 
-    def spy(rnd: Round, jobs: list[object], hood: frozenset[str], *rest: object) -> object:
+    def spy(rnd: PlanningRound, jobs: list[object], hood: frozenset[str], *rest: object) -> object:
         hoods.append(hood)
         return real(rnd, jobs, hood, *rest)  # type: ignore[arg-type]
 
@@ -107,7 +108,7 @@ def test_more_than_one_window_is_tried_and_windows_are_disjoint(monkeypatch: pyt
 
 def test_a_spent_slice_leaves_the_greedy_decisions_untouched() -> None:
     snapshot = synthetic(seed=5, clusters=6, nodes=16, pending=60)
-    rnd = Round(snapshot, grace=None, topology_wait=0.0)
+    rnd = PlanningRound(snapshot, grace=None, topology_wait=0.0)
     band0 = [p for p in snapshot.pending if rnd.scoring.band(p.job) == 0]
     greedy_left = run_bands(rnd, tuple(band0))
     placed = dict(rnd.placements)
