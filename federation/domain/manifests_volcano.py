@@ -34,6 +34,7 @@ from federation.domain.manifests_fields import (
     check_keys,
     duration_seconds,
     integer,
+    job_namespace,
     mapping,
     sequence,
     string,
@@ -348,7 +349,7 @@ def parse_job(doc: Mapping[str, object], path: str, propagation: PropagationPoli
     try:
         return Job(
             name=string(meta["name"], f"{path}.metadata.name"),
-            namespace=string(meta.get("namespace", "default"), f"{path}.metadata.namespace"),
+            namespace=job_namespace(meta, path),
             labels=tuple(string_map(meta.get("labels"), f"{path}.metadata.labels").items()),
             queue=string(spec.get("queue", "default"), f"{path}.spec.queue"),
             tasks=tuple(task for task, _ in parsed),

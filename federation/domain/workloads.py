@@ -30,7 +30,7 @@ from typing import Any
 
 from federation.domain.annotations import check_annotations
 from federation.domain.errors import InvalidInput
-from federation.domain.manifests_fields import integer, mapping, string, string_map
+from federation.domain.manifests_fields import integer, job_namespace, mapping, string, string_map
 
 WORKLOAD_API = "apps/v1"
 WORKLOAD_KINDS = ("Deployment", "StatefulSet")
@@ -148,7 +148,7 @@ def read_workload(doc: Mapping[str, object], path: str) -> WorkloadFields:
     return WorkloadFields(
         workload=Workload(kind, json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)),
         name=string(meta["name"], f"{path}.metadata.name"),
-        namespace=string(meta.get("namespace", "default"), f"{path}.metadata.namespace"),
+        namespace=job_namespace(meta, path),
         labels=string_map(meta.get("labels"), f"{path}.metadata.labels"),
         replicas=replicas, min_member=min_member, topology_mode=mode, topology_tier=tier,
         queue=queue or "default", template=template,
