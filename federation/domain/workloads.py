@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from federation.domain.annotations import check_annotations
 from federation.domain.errors import InvalidInput
 from federation.domain.manifests_fields import integer, job_namespace, mapping, string, string_map
 
@@ -38,6 +39,8 @@ MIN_MEMBER = "scheduling.volcano.sh/group-min-member"
 TOPOLOGY_MODE = "volcano.sh/network-topology-mode"
 TOPOLOGY_TIER = "volcano.sh/network-topology-highest-tier"
 QUEUE_NAME = "scheduling.volcano.sh/queue-name"
+# The Volcano annotations a workload may carry; any other of that family is refused (domain/annotations.py).
+HONOURED_ANNOTATIONS = (MIN_MEMBER, TOPOLOGY_MODE, TOPOLOGY_TIER, QUEUE_NAME)
 _SCHEDULERS = ("", "volcano", "federation-scheduler")
 
 
@@ -121,6 +124,8 @@ def read_workload(doc: Mapping[str, object], path: str) -> WorkloadFields:
                            "(leave it out or use volcano)")
     own_ann = string_map(meta.get("annotations"), f"{path}.metadata.annotations")
     tmpl_ann = string_map(tmeta.get("annotations"), f"{path}.spec.template.metadata.annotations")
+    check_annotations(own_ann, f"{path}.metadata.annotations", HONOURED_ANNOTATIONS)
+    check_annotations(tmpl_ann, f"{path}.spec.template.metadata.annotations", HONOURED_ANNOTATIONS)
     replicas = integer(spec.get("replicas", 1), f"{path}.spec.replicas")
     if replicas < 1:
         raise InvalidInput(f"{path}.spec.replicas", "must be >= 1 (a workload scaled to zero has nothing to place)")
