@@ -38,7 +38,14 @@ from federation.domain.queues import Queue
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
 from federation.placement.intent import topology_wait
 from federation.service.admission import INLINE_TEMPLATE_BYTES, admit, template_bytes
-from federation.service.auth import Authenticator, Identity, PermissionDenied, check_queue, may_use_queue
+from federation.service.auth import (
+    Authenticator,
+    Identity,
+    PermissionDenied,
+    check_queue,
+    may_use_queue,
+    usable_queues,
+)
 from federation.service.batching import Batcher
 from federation.service.errors import status_for
 from federation.service.event_feed import EventFeed
@@ -301,10 +308,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
                 return [queue]  # an unknown queue simply has no jobs
             check_queue(who, q.name, q.owners)
             return [queue]
-        if who.admin:
-            return None
-        page = await self._call(self._store.queues.all)
-        return [q.name for q in page if may_use_queue(who, q.owners)]
+        return None if who.admin else usable_queues(who, await self._call(self._store.queues.all))
 
     async def ListJobs(self, request: jobs_pb2.ListJobsRequest, context: Context) -> jobs_pb2.ListJobsResponse:
         who = self._auth.require_tenant(context)
