@@ -39,7 +39,6 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from agents.core.binding import bind_gang
-from agents.core.manifests import render
 from agents.core.operations import (
     BindPod,
     CreateConfigMap,
@@ -73,6 +72,7 @@ from agents.core.recovery import (
     Action,
 )
 from agents.core.recovery import RUNNING as JOB_RUNNING
+from agents.core.render import render
 from federation.domain.jobs import Job
 from federation.domain.nodes import Node
 from federation.domain.plans import PodAssignment

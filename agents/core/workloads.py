@@ -26,7 +26,6 @@ from dataclasses import replace
 from typing import Any
 
 from agents.core.binding import bind_gang
-from agents.core.manifests import spec_hash
 from agents.core.operations import BindPod, CreateWorkload, DeletePod, DeleteWorkload, Op
 from agents.core.reconcile import Observed, Reconciliation
 from agents.core.records import (
@@ -40,6 +39,7 @@ from agents.core.records import (
     PodRecord,
     WorkloadManifest,
 )
+from agents.core.render import spec_hash
 from federation.domain.jobs import Job
 from federation.domain.plans import PodAssignment
 from federation.domain.states import PodPhase, WorkPhase

@@ -23,8 +23,8 @@ docs/design/rounds.md explains the choices; in short:
 - **Placed jobs stay put.** Placed, dispatched and running jobs enter the planner as
   ``RunningJob`` with their placement, so a later round never moves them (only an explicit
   preemption does, recorded as such).
-- **A round plans a bounded window** of at most ``max_pending`` pending jobs
-  (``control.snapshot.window``), so its cost does not grow with the backlog; the jobs
+- **A round plans a bounded intake** of at most ``max_pending`` pending jobs
+  (``control.snapshot.intake``), so its cost does not grow with the backlog; the jobs
   outside it keep their last decision. An ``unplaced`` decision is written only when its
   reason, constraint or closest cluster changed (``record_round``), so a steady backlog
   does not write a row per job per round.
@@ -145,7 +145,7 @@ class RoundScheduler:
             await task
 
     def trigger(self, reason: str) -> None:
-        """Ask for a round soon; bursts within the debounce window coalesce into one."""
+        """Ask for a round soon; bursts within the debounce interval coalesce into one."""
         if reason not in self._reasons:
             self._reasons.append(reason)
         self._wake.set()

@@ -19,7 +19,7 @@ Two things are decided here, both so that consecutive rounds agree with each oth
   lost waits for it, it is not unschedulable. Registered clusters that have not sent a
   valid snapshot yet are listed apart (``unknown``): their size is unknown, never zero.
 
-- **A round reads a bounded window of the backlog** (``max_pending``): ``window`` splits
+- **A round reads a bounded intake of the backlog** (``max_pending``): ``intake`` splits
   it between queues round-robin (queue priority first in each pass) so every queue with
   demand is seen by fairness, and each queue's share is its head in planner order (job
   priority, then submission time), fetched with one LIMITed query. The rest of the
@@ -71,7 +71,7 @@ class PlanningInput:
     held: Mapping[str, tuple[str, str, str]] = field(default_factory=dict)
 
 
-def window(counts: Mapping[str, int], priorities: Mapping[str, int], limit: int) -> dict[str, int]:
+def intake(counts: Mapping[str, int], priorities: Mapping[str, int], limit: int) -> dict[str, int]:
     """How many pending jobs of each queue a round considers (at most ``limit`` in all).
 
     Round-robin, one job per queue per pass, queues in (queue priority desc, name) order:
@@ -102,7 +102,7 @@ def load(store: Store, now: float, max_pending: int | None = None) -> PlanningIn
     if max_pending is None:
         pending = store.jobs.in_states([JobState.PENDING])
     else:
-        shares = window(store.jobs.pending_counts(), {q.name: q.priority for q in queues}, max_pending)
+        shares = intake(store.jobs.pending_counts(), {q.name: q.priority for q in queues}, max_pending)
         pending = sorted((rec for q, n in shares.items() for rec in store.jobs.pending_head(q, n)),
                          key=lambda r: (r.created_at, r.name))  # submission order, as unbounded
     held = _flow_gates(store, pending)

@@ -26,7 +26,7 @@ from federation.demo.state import DemoState, EventLine, ShareSample
 from federation.demo.view import clock
 from federation.sim.scenario import Scenario
 from federation.sim.tracking import feasibility
-from federation.store.records import Round
+from federation.store.records import RoundRecord
 from federation.v1 import jobs_pb2
 
 SECTIONS = ("## Placements", "## Topology", "## Fair share", "## Recovery", "## Planning rounds",
@@ -40,7 +40,7 @@ class Report:
     state: DemoState
     runs: dict[tuple[str, str], JobRun]
     faults: list[EventLine]
-    rounds: list[Round]
+    rounds: list[RoundRecord]
     db_url: str
     out: Path
     wall_seconds: float

@@ -232,8 +232,8 @@ def _check_selects(policy: PolicyObject, path: str, job_name: str, job_namespace
         if ((sel.api_version, sel.kind) == ("batch.volcano.sh/v1alpha1", "Job")
                 and sel.name in ("", job_name) and sel.namespace in ("", job_namespace)):
             return
-    raise InvalidInput(f"{path}.spec.resourceSelectors",
-                       f"does not select the Job {job_namespace}/{job_name} in this file")
+    where = f"{job_namespace}/" if job_namespace else ""
+    raise InvalidInput(f"{path}.spec.resourceSelectors", f"does not select the Job {where}{job_name} in this file")
 
 
 def parse_propagation(doc: Mapping[str, object], path: str, job_name: str, job_namespace: str) -> PropagationPolicy:
@@ -252,10 +252,14 @@ def parse_propagation(doc: Mapping[str, object], path: str, job_name: str, job_n
                                "apply the policy as an object (fedctl apply -f)")
     meta = mapping(doc.get("metadata"), f"{path}.metadata")
     if doc.get("kind") == NAMESPACED:
-        namespace = string(meta.get("namespace", "default"), f"{path}.metadata.namespace")
+        # A Job naming no namespace takes its queue's default, unknown here: the policy
+        # then names none either (it is the job's own, wherever the job lands).
+        namespace = string(meta.get("namespace", job_namespace), f"{path}.metadata.namespace")
         if namespace != job_namespace:
+            job_in = (f"in {job_namespace!r}" if job_namespace
+                      else "with no namespace (it takes its queue's default namespace)")
             raise InvalidInput(f"{path}.metadata.namespace",
-                               f"a PropagationPolicy in {namespace!r} cannot select a Job in {job_namespace!r}")
+                               f"a PropagationPolicy in {namespace!r} cannot select a Job {job_in}")
     policy = parse_policy_object({**doc, "spec": spec, "metadata": {**meta, "name": meta.get("name") or job_name}},
                                  path)
     _check_selects(policy, path, job_name, job_namespace)

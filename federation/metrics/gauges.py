@@ -34,7 +34,7 @@ from prometheus_client.registry import Collector
 
 from federation.domain.plans import FederationSnapshot, Plan
 from federation.domain.states import JOB_STATES, JobState
-from federation.placement.ledger import Ledger
+from federation.placement.ledger import QueueLedger
 from federation.store.stats import ClusterGauge
 
 log = logging.getLogger(__name__)
@@ -65,8 +65,8 @@ class QueueShares:
 
 
 def queue_shares(snapshot: FederationSnapshot) -> QueueShares:
-    """Dominant share of running usage and weighted DRF fair share per queue (the planner's ``Ledger``)."""
-    ledger = Ledger(snapshot)
+    """Dominant share of running usage and weighted DRF fair share per queue (the planner's ``QueueLedger``)."""
+    ledger = QueueLedger(snapshot)
     return QueueShares({q: ledger.share(q) for q in ledger.queues}, dict(ledger.fair))
 
 

@@ -37,13 +37,13 @@ from federation.domain.jobs import Job
 from federation.domain.plans import FederationSnapshot, PendingJob, PlanLimits, Unplaced
 from federation.domain.resources import Resources, total
 from federation.placement.eligibility import allowed_clusters, can_ever_hold
-from federation.placement.ledger import Ledger, band_key
+from federation.placement.ledger import QueueLedger, band_key
 from federation.placement.reserve import holds_when_empty, keep_for_first, reserve_for_starved
-from federation.placement.rounds import Round
+from federation.placement.rounds import PlanningRound
 from federation.placement.state import DomainState
 
 
-def held_nodes(rnd: Round, dom: DomainState, job: Job) -> list[str] | None:
+def held_nodes(rnd: PlanningRound, dom: DomainState, job: Job) -> list[str] | None:
     """The fewest nodes of ``dom``, freest first, that could hold ``job`` once emptied."""
     gi = rnd.state.gpu_index
     frees = rnd.state.node_free.get(dom.cluster.name, {})
@@ -54,7 +54,7 @@ def held_nodes(rnd: Round, dom: DomainState, job: Job) -> list[str] | None:
     return None
 
 
-def hold_for_gangs(rnd: Round, hold_after: float | None) -> str | None:
+def hold_for_gangs(rnd: PlanningRound, hold_after: float | None) -> str | None:
     """Bar other jobs from the nodes held for the gang that waited longest; return its name."""
     if hold_after is None:
         return None
@@ -70,7 +70,7 @@ def hold_for_gangs(rnd: Round, hold_after: float | None) -> str | None:
     return kept.name
 
 
-def hold_room(rnd: Round, limits: PlanLimits) -> str | None:
+def hold_room(rnd: PlanningRound, limits: PlanLimits) -> str | None:
     """Every planner's one entry point for held room: the fair-share reservation
     (``reserve``, opt-in) first, else the gang hold; returns the job it is held for."""
     kept = reserve_for_starved(rnd, limits.reserve_after_seconds)
@@ -92,7 +92,7 @@ def enqueue(snapshot: FederationSnapshot, factor: float | None) -> tuple[Federat
     """
     if factor is None or not snapshot.pending:
         return snapshot, ()
-    led = Ledger(snapshot)
+    led = QueueLedger(snapshot)
     budget = Resources({k: int(v * factor) for k, v in led.capacity}) - total(r.job.requests for r in snapshot.running)
     bands: dict[tuple[int, int], dict[str, deque[int]]] = {}
     order = sorted(range(len(snapshot.pending)), key=lambda i: (snapshot.pending[i].submitted_at, i))

@@ -22,11 +22,11 @@ from federation.placement.eligibility import node_masks
 from federation.placement.packing import Vector, vector
 
 if TYPE_CHECKING:
-    from federation.placement.rounds import Round
+    from federation.placement.rounds import PlanningRound
     from federation.placement.state import DomainState
 
 
-def extra_pods(rnd: Round, job: Job, dom: DomainState, placed: tuple[PodAssignment, ...],
+def extra_pods(rnd: PlanningRound, job: Job, dom: DomainState, placed: tuple[PodAssignment, ...],
                running: bool = False) -> list[PodAssignment]:
     """Replicas beyond ``placed`` that fit in ``dom`` now (room is taken for each).
 

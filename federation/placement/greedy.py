@@ -7,7 +7,7 @@ Order of work (the same layering as the objective, see ``score``):
    queue whose dominant share after adding that job, divided by its fair share, is the
    smallest; a job that does not fit is skipped, its queue carries on;
 3. each job goes to the lowest tier, then the fullest domain, of the first affinity group
-   that can hold it, with pods packed onto nodes (``rounds.Round.place``); among equally
+   that can hold it, with pods packed onto nodes (``rounds.PlanningRound.place``); among equally
    full domains, the one whose ancestors are fullest (``Scoring.guard``);
 4. the band's leftovers then try preemption / reclaim (``preempt``) before any lower band
    is looked at, so lower-priority pending work never takes room a preemption would free.
@@ -28,10 +28,10 @@ from federation.domain.plans import FederationSnapshot, PendingJob, Plan, PlanLi
 from federation.placement.opening import open_round
 from federation.placement.preempt import preempt_for
 from federation.placement.reasons import Diagnoses
-from federation.placement.rounds import Round
+from federation.placement.rounds import PlanningRound
 
 
-def _key(rnd: Round, queue: str, head: PendingJob) -> tuple[float, float, str]:
+def _key(rnd: PlanningRound, queue: str, head: PendingJob) -> tuple[float, float, str]:
     led = rnd.ledger
     fair = led.fair.get(queue, 0.0)
     after = led.share(queue) + led.size(head.job)
@@ -39,7 +39,7 @@ def _key(rnd: Round, queue: str, head: PendingJob) -> tuple[float, float, str]:
     return (ratio, head.submitted_at, queue)
 
 
-def run_bands(rnd: Round, pending: tuple[PendingJob, ...], preempt: bool = True) -> list[PendingJob]:
+def run_bands(rnd: PlanningRound, pending: tuple[PendingJob, ...], preempt: bool = True) -> list[PendingJob]:
     """Place ``pending`` band by band on ``rnd``; return what stayed pending (in order)."""
     bands: dict[int, dict[str, deque[PendingJob]]] = {}
     for p in pending:
@@ -65,7 +65,7 @@ def run_bands(rnd: Round, pending: tuple[PendingJob, ...], preempt: bool = True)
     return left
 
 
-def finish(rnd: Round, left: list[PendingJob], status: str, started: float, timed_out: bool = False) -> Plan:
+def finish(rnd: PlanningRound, left: list[PendingJob], status: str, started: float, timed_out: bool = False) -> Plan:
     """``started``: the round's start on ``rnd.clock``."""
     """Turn a round's decisions into a Plan with reasons and score terms."""
     diagnose = Diagnoses(rnd)

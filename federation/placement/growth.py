@@ -30,7 +30,7 @@ from dataclasses import replace
 from federation.domain.plans import FederationSnapshot, Placement, Plan, RunningJob
 from federation.placement.elastic import extra_pods, placed_requests
 from federation.placement.packing import vector
-from federation.placement.rounds import Round
+from federation.placement.rounds import PlanningRound
 
 # Unplaced reasons that say the job could not use a cluster's room anyway.
 _NOT_WAITING_FOR_ROOM = frozenset({"queue-capability", "unschedulable", "node-constraints"})
@@ -49,7 +49,7 @@ def grow(snapshot: FederationSnapshot, plan: Plan) -> Plan:
     candidates = [r for r in growable(snapshot) if r.job.name not in preempted]
     if not candidates:
         return plan
-    rnd = Round(snapshot)
+    rnd = PlanningRound(snapshot)
     _replay(rnd, plan)
     bands = {r.job.name: rnd.scoring.band(r.job) for r in candidates}
     blocked = _blocked(rnd, plan)
@@ -71,7 +71,7 @@ def grow(snapshot: FederationSnapshot, plan: Plan) -> Plan:
     return replace(plan, growths=tuple(growths)) if growths else plan
 
 
-def _replay(rnd: Round, plan: Plan) -> None:
+def _replay(rnd: PlanningRound, plan: Plan) -> None:
     """Apply the plan's evictions and placements to the round's room and ledger."""
     for v in plan.preemptions:
         victim = rnd.running.get(v.job)
@@ -88,7 +88,7 @@ def _replay(rnd: Round, plan: Plan) -> None:
         rnd.ledger.add(job, +1, placed_requests(job, p.pods) if job.elastic else None)
 
 
-def _blocked(rnd: Round, plan: Plan) -> dict[str, list[int]]:
+def _blocked(rnd: PlanningRound, plan: Plan) -> dict[str, list[int]]:
     """Per cluster, the priority bands of pending jobs left waiting for room there."""
     jobs = {p.job.name: p.job for p in rnd.snapshot.pending}
     out: dict[str, list[int]] = {}

@@ -106,7 +106,7 @@ def bands_of(snapshot: FederationSnapshot) -> Bands:
     return Bands(tuple(sorted(keys, reverse=True)))
 
 
-class Ledger:
+class QueueLedger:
     """Queue usage and limits; mutated as the round places and preempts."""
 
     def __init__(self, snapshot: FederationSnapshot) -> None:

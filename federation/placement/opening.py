@@ -7,17 +7,17 @@ from collections.abc import Callable
 
 from federation.domain.plans import FederationSnapshot, Plan, PlanLimits
 from federation.placement.admission import hold_room
-from federation.placement.rounds import Round
+from federation.placement.rounds import PlanningRound
 
 
 def open_round(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan | None = None, *,
-               deadline: float | None = None, clock: Callable[[], float] = time.monotonic) -> Round:
+               deadline: float | None = None, clock: Callable[[], float] = time.monotonic) -> PlanningRound:
     """The one way a planner (greedy, CP-SAT, the reference) starts a round, so the setup
     is written once: the policy of ``limits`` (preemption grace, topology wait), last
     round's victims kept off the room planned for their preemptors (``previous``; none
     for a planner without a previous plan), then the room held for a starved queue or a
     waiting gang (``admission.hold_room``)."""
-    rnd = Round(snapshot, deadline=deadline, grace=limits.preemption_grace_seconds,
+    rnd = PlanningRound(snapshot, deadline=deadline, grace=limits.preemption_grace_seconds,
                 topology_wait=limits.topology_wait_seconds, clock=clock)
     rnd.bar_returning_victims(previous)
     hold_room(rnd, limits)

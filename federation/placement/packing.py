@@ -48,27 +48,11 @@ def pack_vectors(
 
     ``buckets`` maps a free vector to the names of the nodes that currently have exactly
     that much free; it is not mutated.
+
+    One search for both: every node allows the single class 0 (``pack_masked`` with one
+    task bit), so the tie-breaking and bucket order are the same as in ``pack_masked``.
     """
-    work: dict[Vector, list[str]] = {v: list(reversed(names)) for v, names in buckets.items() if names}
-    order = sorted(range(len(demands)), key=lambda i: demands[i], reverse=True)
-    out: list[str] = [""] * len(demands)
-    for i in order:
-        need = demands[i]
-        best: Vector | None = None
-        best_left: Vector | None = None
-        for have in work:
-            left = tuple(map(sub, have, need))
-            if min(left, default=0) >= 0 and (best_left is None or left < best_left):
-                best, best_left = have, left
-        if best is None or best_left is None:
-            return None
-        names = work[best]
-        node = names.pop()
-        if not names:
-            del work[best]
-        work.setdefault(best_left, []).append(node)
-        out[i] = node
-    return out
+    return pack_masked(demands, [0] * len(demands), {(v, 1): names for v, names in buckets.items()})
 
 
 def pack_masked(

@@ -24,13 +24,13 @@ from federation.domain.jobs import Job
 from federation.domain.plans import Placement, RunningJob
 from federation.placement.eviction import may_evict
 from federation.placement.ledger import EPS
-from federation.placement.rounds import Round
+from federation.placement.rounds import PlanningRound
 from federation.placement.state import DomainState
 
 MAX_DOMAINS = 8
 
 
-def _eligible(rnd: Round, job: Job, victim: RunningJob, under: bool) -> bool:
+def _eligible(rnd: PlanningRound, job: Job, victim: RunningJob, under: bool) -> bool:
     if victim.job.name in rnd.preempted or not victim.placement.pods:
         return False
     led, sc = rnd.ledger, rnd.scoring
@@ -39,19 +39,19 @@ def _eligible(rnd: Round, job: Job, victim: RunningJob, under: bool) -> bool:
                      led.queues[vq], sc.band(victim.job), vq != job.queue and led.over(vq)) is not None
 
 
-def _cost(rnd: Round, victim: RunningJob) -> tuple[int, int, int]:
+def _cost(rnd: PlanningRound, victim: RunningJob) -> tuple[int, int, int]:
     sc = rnd.scoring
     return (-sc.band(victim.job), sc.run_cost(victim), victim.job.gang_size)
 
 
-def _fits(rnd: Round, dom: DomainState, job: Job) -> list[str] | None:
+def _fits(rnd: PlanningRound, dom: DomainState, job: Job) -> list[str] | None:
     pods, need = rnd.demand(job)
     if any(f < n for f, n in zip(dom.free, need, strict=True)) or not rnd.state.slots_ok(dom, pods):
         return None
     return rnd.pack(dom, job)
 
 
-def _try_domain(rnd: Round, job: Job, dom: DomainState, victims: list[RunningJob]) -> list[RunningJob] | None:
+def _try_domain(rnd: PlanningRound, job: Job, dom: DomainState, victims: list[RunningJob]) -> list[RunningJob] | None:
     """A minimal-ish victim set inside ``dom`` that lets ``job`` pack (state left unchanged)."""
     st = rnd.state
     cluster = dom.cluster.name
@@ -82,7 +82,7 @@ def _try_domain(rnd: Round, job: Job, dom: DomainState, victims: list[RunningJob
     return chosen if ok else None
 
 
-def preempt_for(rnd: Round, job: Job) -> Placement | None:
+def preempt_for(rnd: PlanningRound, job: Job) -> Placement | None:
     """Evict the cheapest whole gangs that let ``job`` be placed, or return None."""
     if not rnd.running or job.name not in rnd.may_evict or not rnd.admissible(job):
         return None

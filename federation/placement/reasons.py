@@ -27,13 +27,13 @@ from federation.placement.eligibility import (
     shape_key,
     unmatched_constraints,
 )
-from federation.placement.rounds import Round
+from federation.placement.rounds import PlanningRound
 
 MAX_START_PACKS = 64
 UNAVAILABLE = "allowed clusters unavailable: {clusters}; it is placed when one returns"
 
 
-def _unavailable(rnd: Round, job: Job) -> Unplaced | None:
+def _unavailable(rnd: PlanningRound, job: Job) -> Unplaced | None:
     """'Unavailable' is not 'impossible': the job waits if an unhealthy cluster blocked only
     by its health could hold it once it returns (its last snapshot, health set aside).
 
@@ -60,7 +60,7 @@ def _unavailable(rnd: Round, job: Job) -> Unplaced | None:
     return Unplaced(job.name, UNAVAILABLE.format(clusters=listed), "capacity", names[0], False)
 
 
-def _no_cluster(rnd: Round, job: Job) -> Unplaced:
+def _no_cluster(rnd: PlanningRound, job: Job) -> Unplaced:
     waiting = _unavailable(rnd, job)
     if waiting is not None:
         return waiting
@@ -73,7 +73,7 @@ def _no_cluster(rnd: Round, job: Job) -> Unplaced:
     return Unplaced(job.name, "every cluster the job may use is unhealthy", "capacity", None, False)
 
 
-def _fits_at_start(rnd: Round, job: Job, names: list[str]) -> str | None:
+def _fits_at_start(rnd: PlanningRound, job: Job, names: list[str]) -> str | None:
     st = rnd.state
     _, need = rnd.demand(job)
     tries = 0
@@ -93,7 +93,7 @@ def _fits_at_start(rnd: Round, job: Job, names: list[str]) -> str | None:
     return None
 
 
-def _freest(rnd: Round, names: list[str]) -> str | None:
+def _freest(rnd: PlanningRound, names: list[str]) -> str | None:
     gi = rnd.state.gpu_index
     best: tuple[int, str] | None = None
     for name in names:
@@ -103,7 +103,7 @@ def _freest(rnd: Round, names: list[str]) -> str | None:
     return best[1] if best else None
 
 
-def _kept_for_another(rnd: Round, job: Job, ever: list[str]) -> Unplaced | None:
+def _kept_for_another(rnd: PlanningRound, job: Job, ever: list[str]) -> Unplaced | None:
     """Room exists, but only on the nodes a reservation keeps for a starved job."""
     if rnd.reserved is None or job.name not in rnd.barred or rnd.reserved[0] == job.name:
         return None
@@ -124,7 +124,7 @@ def _kept_for_another(rnd: Round, job: Job, ever: list[str]) -> Unplaced | None:
                     f"{domain} can hold it", constraint, cluster)
 
 
-def diagnose(rnd: Round, job: Job) -> Unplaced:
+def diagnose(rnd: PlanningRound, job: Job) -> Unplaced:
     """The blocking constraint of a job left pending at the end of the round."""
     names = list(dict.fromkeys(n for group in rnd.groups(job) for n in group))
     if not names:
@@ -183,7 +183,7 @@ def diagnose(rnd: Round, job: Job) -> Unplaced:
                     "capacity", _freest(rnd, ever))
 
 
-def _excluded_with_room(rnd: Round, job: Job, allowed: set[str]) -> tuple[str, str] | None:
+def _excluded_with_room(rnd: PlanningRound, job: Job, allowed: set[str]) -> tuple[str, str] | None:
     """A healthy cluster closed to the job only by affinity or taints that could hold it now."""
     terms = affinity_terms(job)
     for cluster in rnd.snapshot.clusters:
@@ -199,7 +199,7 @@ def _excluded_with_room(rnd: Round, job: Job, allowed: set[str]) -> tuple[str, s
 class Diagnoses:
     """Memoised ``diagnose`` for identical jobs at the end of a round."""
 
-    def __init__(self, rnd: Round) -> None:
+    def __init__(self, rnd: PlanningRound) -> None:
         self.rnd = rnd
         self._cache: dict[object, Unplaced] = {}
 

@@ -37,12 +37,12 @@ from federation.placement.packing import pack_masked, vector
 from federation.placement.state import DomainState
 
 if TYPE_CHECKING:  # only for annotations
-    from federation.placement.rounds import Round
+    from federation.placement.rounds import PlanningRound
 
 MAX_CANDIDATES = 8  # starving jobs examined per round (each costs a search)
 
 
-def holds_when_empty(rnd: Round, dom: DomainState, job: Job, only: Sequence[str] | None = None) -> bool:
+def holds_when_empty(rnd: PlanningRound, dom: DomainState, job: Job, only: Sequence[str] | None = None) -> bool:
     """Could ``dom`` (or just its nodes ``only``) hold the gang once emptied?"""
     pods, _ = rnd.demand(job)
     nodes = rnd.state.nodes[dom.cluster.name]
@@ -55,7 +55,7 @@ def holds_when_empty(rnd: Round, dom: DomainState, job: Job, only: Sequence[str]
     return pack_masked(pods, pod_classes(job), buckets, exclusive_mask(job)) is not None
 
 
-def target(rnd: Round, job: Job) -> DomainState | None:
+def target(rnd: PlanningRound, job: Job) -> DomainState | None:
     groups = [g for g in rnd.groups(job) if g]
     if not groups:
         return None
@@ -76,7 +76,7 @@ def target(rnd: Round, job: Job) -> DomainState | None:
     return best[1] if best else None
 
 
-def bar(rnd: Round, job: Job, held: frozenset[tuple[str, str]]) -> None:
+def bar(rnd: PlanningRound, job: Job, held: frozenset[tuple[str, str]]) -> None:
     """Keep ``held`` (cluster, node) pairs from every other pending job of ``job``'s band and below."""
     band = rnd.scoring.band(job)
     for other in rnd.snapshot.pending:
@@ -84,7 +84,7 @@ def bar(rnd: Round, job: Job, held: frozenset[tuple[str, str]]) -> None:
             rnd.barred[other.job.name] = rnd.barred.get(other.job.name, frozenset()) | held
 
 
-def reserve_for_starved(rnd: Round, reserve_after: float | None) -> str | None:
+def reserve_for_starved(rnd: PlanningRound, reserve_after: float | None) -> str | None:
     """Bar other jobs from the domain kept for the most starved job; return its name."""
     if reserve_after is None:
         return None
@@ -99,7 +99,7 @@ def reserve_for_starved(rnd: Round, reserve_after: float | None) -> str | None:
     return kept.name if kept is not None else None
 
 
-def keep_for_first(rnd: Round, candidates: Sequence[PendingJob],
+def keep_for_first(rnd: PlanningRound, candidates: Sequence[PendingJob],
                    nodes_of: Callable[[DomainState, Job], Sequence[str] | None]) -> Job | None:
     """Keep room for the first of ``candidates`` (at most ``MAX_CANDIDATES`` tried) that is
     admissible, cannot be placed now, and has a ``target`` domain; ``nodes_of`` says which of

@@ -29,7 +29,7 @@ from federation.placement.eligibility import (
     usable_nodes,
 )
 from federation.placement.intent import TopologyWait, topology_wait
-from federation.placement.ledger import Ledger
+from federation.placement.ledger import QueueLedger
 from federation.placement.packing import Vector, vector
 from federation.placement.score import Scoring
 from federation.placement.state import DomainState, RoundState
@@ -38,7 +38,7 @@ MAX_PACK_FAILS = 48  # per tier: give up on a tier after this many domains that 
 MAX_TIED = 8  # equally tight domains compared on ``Scoring.guard`` before packing
 
 
-class Round:
+class PlanningRound:
     """State, ledger and decisions of one round.
 
     ``grace`` and ``topology_wait`` are the policy of ``PlanLimits`` (planners open a round
@@ -65,7 +65,7 @@ class Round:
             p.job.name for p in snapshot.pending
             if (wait := self.wait_of(p.job).seconds) > 0 and snapshot.now - p.submitted_at < wait)
         self.state = RoundState(snapshot)
-        self.ledger = Ledger(snapshot)
+        self.ledger = QueueLedger(snapshot)
         self.scoring = Scoring(snapshot, self.ledger)
         gi = self.state.gpu_index
         if self.state.keys[gi] == GPU:  # GPU domains: emptiness straight from the round state

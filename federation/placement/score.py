@@ -42,7 +42,7 @@ from federation.domain.nodes import Node
 from federation.domain.plans import FederationSnapshot, Placement, Plan, RunningJob
 from federation.domain.resources import GPU
 from federation.placement.eligibility import allowed_clusters, lowest_feasible_tier, shape_key
-from federation.placement.ledger import Bands, Ledger, band_key, bands_of
+from federation.placement.ledger import Bands, QueueLedger, band_key, bands_of
 from federation.placement.preference import domain_preference, prefers
 
 VALUE = 64
@@ -67,9 +67,9 @@ class JobTerms:
 class Scoring:
     """Per-round constants of the objective (units, bands, deficits, lowest tiers)."""
 
-    def __init__(self, snapshot: FederationSnapshot, ledger: Ledger | None = None) -> None:
+    def __init__(self, snapshot: FederationSnapshot, ledger: QueueLedger | None = None) -> None:
         self.snapshot = snapshot
-        self.ledger = ledger or Ledger(snapshot)
+        self.ledger = ledger or QueueLedger(snapshot)
         self.bands: Bands = bands_of(snapshot)
         self.scale = max(1000, self.ledger.capacity.get(GPU))
         self.deficit = {

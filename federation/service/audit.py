@@ -20,7 +20,7 @@ from federation.service.auth import Authenticator, check_queue
 from federation.service.views import decision_to_view, round_to_view, timestamp
 from federation.store.audit_retention import Pruning
 from federation.store.errors import NotFound
-from federation.store.records import DecisionRecord, JobRecord, Page, Round
+from federation.store.records import DecisionRecord, JobRecord, Page, RoundRecord
 from federation.v1 import audit_pb2, audit_pb2_grpc
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -36,7 +36,7 @@ class _Queues(Protocol):
 
 class _Audit(Protocol):
     def job_audit(self, job: str, *, limit: int = 200) -> list[DecisionRecord]: ...
-    def list_rounds(self, *, page_size: int | None = None, page_token: str = "") -> Page[Round]: ...
+    def list_rounds(self, *, page_size: int | None = None, page_token: str = "") -> Page[RoundRecord]: ...
     def pruning(self) -> Pruning | None: ...
 
 

@@ -17,7 +17,7 @@ from federation.domain.queues import Queue
 from federation.domain.resources import Resources
 from federation.domain.states import ACTIVE_STATES, TERMINAL_STATES, JobState
 from federation.propagation.works import placement_from_payload
-from federation.store.records import ClusterRecord, DecisionRecord, JobEvent, JobRecord, Round, WorkRecord
+from federation.store.records import ClusterRecord, DecisionRecord, JobEvent, JobRecord, RoundRecord, WorkRecord
 from federation.v1 import audit_pb2, clusters_pb2, jobs_pb2, queues_pb2, types_pb2
 from federation.wire.convert import job_state_from_name, job_to_proto, queue_to_proto, resources_to_proto
 
@@ -103,7 +103,7 @@ def cluster_to_view(c: ClusterRecord) -> clusters_pb2.Cluster:
 # ---------------------------------------------------------------------- audit
 
 
-def round_to_view(r: Round) -> audit_pb2.Round:
+def round_to_view(r: RoundRecord) -> audit_pb2.Round:
     return audit_pb2.Round(
         round_id=r.id, started=timestamp(r.started_at), ended=timestamp(r.ended_at), solver_status=r.solver_status,
         objective=r.objective, bound=r.bound, policy=r.policy, pending_jobs=r.pending_count, placed=r.placed_count,
@@ -142,7 +142,7 @@ def explain(record: JobRecord, latest: DecisionRecord | None,
             pending.round_id = latest.round.id
             pending.round_time.CopyFrom(timestamp(latest.round.started_at))
         if not pending.reason:
-            # e.g. outside a bounded round's window (rounds.md, "Bounded rounds")
+            # e.g. outside a bounded round's intake (rounds.md, "Bounded rounds")
             pending.reason = "queued, not yet considered: waiting for the next planning round"
         return resp
     if record.cluster:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from federation.domain.resources import GPU
 from federation.placement.fairshare import dominant_share, fair_shares
 from federation.sim.simulator import RoundRecord, Sample, SimResult
-from federation.sim.tracking import JobRecord
+from federation.sim.tracking import JobOutcome
 
 Metrics = dict[str, float | int | None]
 SOLVED = ("OPTIMAL", "FEASIBLE")
@@ -88,12 +88,12 @@ def fairness_deviation(result: SimResult) -> float:
     return max(deviation.values(), default=0.0) / (end - start)
 
 
-def _gangs(jobs: Sequence[JobRecord]) -> list[JobRecord]:
+def _gangs(jobs: Sequence[JobOutcome]) -> list[JobOutcome]:
     """Placed gangs of two or more pods that an empty federation could hold."""
     return [j for j in jobs if j.gang_size >= 2 and j.holdable and j.tier is not None and j.best_tier is not None]
 
 
-def lowest_tier_fraction(jobs: Sequence[JobRecord]) -> float | None:
+def lowest_tier_fraction(jobs: Sequence[JobOutcome]) -> float | None:
     """Share of those gangs (last placement) in a domain of the lowest feasible tier."""
     gangs = _gangs(jobs)
     if not gangs:
@@ -102,12 +102,12 @@ def lowest_tier_fraction(jobs: Sequence[JobRecord]) -> float | None:
     return lowest / len(gangs)
 
 
-def mean_gang_tier(jobs: Sequence[JobRecord]) -> float | None:
+def mean_gang_tier(jobs: Sequence[JobOutcome]) -> float | None:
     gangs = _gangs(jobs)
     return sum(j.tier or 0 for j in gangs) / len(gangs) if gangs else None
 
 
-def largest_gang_waits(jobs: Sequence[JobRecord]) -> list[float]:
+def largest_gang_waits(jobs: Sequence[JobOutcome]) -> list[float]:
     """Waits (submit to first start; to the end of the run's records if never started) of
     the largest gangs: the jobs of the most pods among those an empty federation could hold.
 

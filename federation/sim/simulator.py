@@ -33,7 +33,7 @@ from federation.domain.plans import FederationSnapshot, Placement, Plan, PlanLim
 from federation.domain.resources import Resources
 from federation.sim.scenario import FaultEvent, Scenario
 from federation.sim.state import FederationState, Run
-from federation.sim.tracking import JobRecord, Tracker, feasibility
+from federation.sim.tracking import JobOutcome, Tracker, feasibility
 from federation.sim.workload import ScenarioJob
 
 DEFAULT_ROUND_INTERVAL = 10.0
@@ -81,7 +81,7 @@ class Rejection:
 @dataclass(frozen=True)
 class SimResult:
     scenario: Scenario
-    jobs: tuple[JobRecord, ...]
+    jobs: tuple[JobOutcome, ...]
     rounds: tuple[RoundRecord, ...]
     samples: tuple[Sample, ...]
     rejections: tuple[Rejection, ...]

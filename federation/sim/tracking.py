@@ -48,7 +48,7 @@ def feasibility(scenario: Scenario) -> dict[str, Feasibility]:
 
 
 @dataclass(frozen=True)
-class JobRecord:
+class JobOutcome:
     """What happened to one job over the whole run (times in simulated seconds)."""
 
     name: str
@@ -84,14 +84,14 @@ class Tracker:
 
     def __init__(self, scenario: Scenario, feasible: Mapping[str, Feasibility]) -> None:
         self._feasible = feasible
-        self._jobs: dict[str, JobRecord] = {}
+        self._jobs: dict[str, JobOutcome] = {}
 
     def feasible(self, name: str) -> bool:
         return self._feasible[name].holdable
 
     def arrived(self, spec: ScenarioJob) -> None:
         info = self._feasible[spec.job.name]
-        self._jobs[spec.job.name] = JobRecord(
+        self._jobs[spec.job.name] = JobOutcome(
             spec.job.name, spec.job.queue, spec.job.gang_size, spec.submit_at, spec.duration_seconds,
             info.holdable, info.best_tier, work_gpus=spec.job.requests.gpus,
         )
@@ -125,6 +125,6 @@ class Tracker:
         self._jobs[name] = replace(rec, last_start=now, restarts_in_place=rec.restarts_in_place + 1,
                                    fault_gpu_seconds=rec.fault_gpu_seconds + lost)
 
-    def records(self) -> tuple[JobRecord, ...]:
+    def records(self) -> tuple[JobOutcome, ...]:
         """Every job that arrived, in arrival order."""
         return tuple(self._jobs.values())

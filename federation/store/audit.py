@@ -35,7 +35,7 @@ from federation.store.engine import Database
 from federation.store.errors import NotFound
 from federation.store.lifecycle import add_event, lock_jobs, move, touch, withdraw_works
 from federation.store.models import OUTCOMES, DecisionRow, RoundRow
-from federation.store.records import Decision, DecisionRecord, JobUpdate, Page, Round, RoundResult
+from federation.store.records import Decision, DecisionRecord, JobUpdate, Page, RoundRecord, RoundResult
 
 _ROUND_FIELDS = (
     "started_at", "ended_at", "trigger", "policy", "solver_status", "objective", "bound", "input_digest",
@@ -43,8 +43,8 @@ _ROUND_FIELDS = (
 )
 
 
-def round_of(row: RoundRow) -> Round:
-    return Round(id=row.id, **{f: getattr(row, f) for f in _ROUND_FIELDS})
+def round_of(row: RoundRow) -> RoundRecord:
+    return RoundRecord(id=row.id, **{f: getattr(row, f) for f in _ROUND_FIELDS})
 
 
 def decision_of(row: DecisionRow) -> Decision:
@@ -97,7 +97,7 @@ class AuditRepository:
 
     def record_round(
         self,
-        round: Round,
+        round: RoundRecord,
         decisions: Sequence[Decision],
         job_updates: Sequence[JobUpdate] = (),
     ) -> RoundResult:
@@ -155,7 +155,7 @@ class AuditRepository:
         found = self.job_audit(job, limit=1)
         return found[0] if found else None
 
-    def get_round(self, round_id: int) -> Round:
+    def get_round(self, round_id: int) -> RoundRecord:
         with self._db.read() as session:
             row = session.get(RoundRow, round_id)
             if row is None:
@@ -167,7 +167,7 @@ class AuditRepository:
         with self._db.read() as session:
             return [decision_of(r) for r in session.scalars(stmt)]
 
-    def list_rounds(self, *, page_size: int | None = None, page_token: str = "") -> Page[Round]:
+    def list_rounds(self, *, page_size: int | None = None, page_token: str = "") -> Page[RoundRecord]:
         """Rounds, newest first, one page at a time."""
         size = paging.page_size(page_size)
         stmt = select(RoundRow).order_by(RoundRow.id.desc()).limit(size + 1)

@@ -132,7 +132,7 @@ class JobRepository:
 
     def pending_counts(self) -> dict[str, int]:
         """Pending jobs per queue (one GROUP BY over the (queue, state) index): how a
-        bounded round splits its window between queues without loading the backlog."""
+        bounded round splits its intake between queues without loading the backlog."""
         stmt = select(JobRow.queue, func.count()).where(JobRow.state == JobState.PENDING).group_by(JobRow.queue)
         with self._db.read() as session:
             return {str(q): int(n) for q, n in session.execute(stmt)}
@@ -140,7 +140,7 @@ class JobRepository:
     def pending_head(self, queue: str, limit: int) -> builtins.list[JobRecord]:
         """The first ``limit`` pending jobs of ``queue`` in the order the planner serves
         them (job priority, then submission time): only those rows are decoded, so a
-        bounded round's read costs its window, not the backlog."""
+        bounded round's read costs its intake, not the backlog."""
         if limit <= 0:
             return []
         priority = func.coalesce(JobRow.spec["priority"].as_integer(), 0)

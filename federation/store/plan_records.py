@@ -13,7 +13,7 @@ from datetime import datetime
 
 from federation.domain.plans import Plan
 from federation.domain.states import JobState, pending_event
-from federation.store.records import Decision, JobUpdate, Round
+from federation.store.records import Decision, JobUpdate, RoundRecord
 
 
 def decisions_from_plan(plan: Plan) -> tuple[Decision, ...]:
@@ -55,8 +55,8 @@ def round_from_plan(
     policy: str = "",
     input_digest: str = "",
     pending_count: int = 0,
-) -> Round:
-    return Round(
+) -> RoundRecord:
+    return RoundRecord(
         started_at=started_at, ended_at=ended_at, trigger=trigger, policy=policy, solver_status=plan.status,
         objective=plan.objective, bound=plan.bound, input_digest=input_digest, pending_count=pending_count,
         placed_count=len(plan.placements), unplaced_count=len(plan.unplaced),

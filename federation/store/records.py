@@ -178,7 +178,7 @@ class WorkRecord:
 
 
 @dataclass(frozen=True)
-class Round:
+class RoundRecord:
     """One planning round; ``id`` is 0 until recorded."""
 
     started_at: datetime
@@ -217,7 +217,7 @@ class Decision:
 @dataclass(frozen=True)
 class DecisionRecord:
     id: int
-    round: Round
+    round: RoundRecord
     decision: Decision
 
 

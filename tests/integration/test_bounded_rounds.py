@@ -1,4 +1,4 @@
-"""Bounded rounds against SQLite and PostgreSQL: a big backlog is planned a window at a
+"""Bounded rounds against SQLite and PostgreSQL: a big backlog is planned an intake at a
 time (``max_pending``), in planner order per queue, and a steady backlog does not write a
 decision row per job per round."""
 

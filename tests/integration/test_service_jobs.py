@@ -13,7 +13,7 @@ from federation.client import FederationClient, ServiceError
 from federation.domain.plans import PlanLimits, PodAssignment
 from federation.domain.states import JobState
 from federation.store import Store
-from federation.store.records import Decision, JobUpdate, Round
+from federation.store.records import Decision, JobUpdate, RoundRecord
 from federation.v1 import jobs_pb2
 
 
@@ -134,7 +134,7 @@ async def test_explain_pending_then_placed_from_the_recorded_rounds(store: Store
         assert fresh.HasField("pending") and "next planning round" in fresh.pending.reason
         now = store.db.now()
         unplaced = store.audit.record_round(
-            Round(started_at=now, ended_at=now + timedelta(seconds=1), trigger="submit", policy="cpsat",
+            RoundRecord(started_at=now, ended_at=now + timedelta(seconds=1), trigger="submit", policy="cpsat",
                   solver_status="OPTIMAL", pending_count=1, unplaced_count=1),
             [Decision(job="big", outcome="unplaced", reason="no tier-1 HyperNode has 4 free GPUs",
                       constraint="topology", closest_cluster="east")],
@@ -145,7 +145,7 @@ async def test_explain_pending_then_placed_from_the_recorded_rounds(store: Store
         assert pending.pending.round_id == unplaced.round_id and "tier-1" in pending.pending.reason
         pods = tuple(PodAssignment("worker", i, f"node-{i}") for i in range(4))
         placed = store.audit.record_round(
-            Round(started_at=now, ended_at=now, trigger="snapshot", policy="cpsat", solver_status="OPTIMAL",
+            RoundRecord(started_at=now, ended_at=now, trigger="snapshot", policy="cpsat", solver_status="OPTIMAL",
                   pending_count=1, placed_count=1),
             [Decision(job="big", outcome="placed", cluster="east", hypernode="leaf-2", tier=1, pods=pods,
                       score_terms={"tier": -1.0})],

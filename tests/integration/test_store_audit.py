@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import func, select
 
 from federation.domain import Job, Placement, Plan, PodAssignment, Preemption, Queue, Resources, Task, Unplaced
-from federation.store import Decision, IllegalTransition, JobUpdate, NotFound, Round, Store
+from federation.store import Decision, IllegalTransition, JobUpdate, NotFound, RoundRecord, Store
 from federation.store import lifecycle as lifecycle_module
 from federation.store.models import DecisionRow, JobEventRow, RoundRow
 from federation.store.plan_records import decisions_from_plan, round_from_plan, updates_from_plan
@@ -42,7 +42,7 @@ PLAN = Plan(
 )
 
 
-def _round(plan: Plan = PLAN) -> Round:
+def _round(plan: Plan = PLAN) -> RoundRecord:
     return round_from_plan(plan, started_at=T0, ended_at=T0, trigger="submit", policy="cpsat",
                            input_digest="abc", pending_count=3)
 

@@ -14,7 +14,7 @@ from federation.domain.resources import Resources
 from federation.domain.states import WorkPhase
 from federation.propagation.status import ReportedPod, actual_pods
 from federation.service.views import explain
-from federation.store import Decision, DecisionRecord, JobRecord, Round, WorkRecord
+from federation.store import Decision, DecisionRecord, JobRecord, RoundRecord, WorkRecord
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 PLANNED = (PodAssignment("w", 0, "n0"), PodAssignment("w", 1, "n1"))
@@ -52,7 +52,7 @@ def _record() -> JobRecord:
 
 
 def _decision() -> DecisionRecord:
-    return DecisionRecord(1, Round(T0, T0, id=7), Decision("j", "placed", "east", "leaf0", 1, PLANNED))
+    return DecisionRecord(1, RoundRecord(T0, T0, id=7), Decision("j", "placed", "east", "leaf0", 1, PLANNED))
 
 
 def _work(cluster: str, pods: list[list[object]]) -> WorkRecord:

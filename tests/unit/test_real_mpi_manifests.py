@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from agents.core.manifests import render
 from agents.core.records import SshMount
+from agents.core.render import render
 from federation.domain.manifests import load_jobs
 from federation.domain.plans import Placement
 from federation.domain.works import Work

@@ -35,8 +35,8 @@ from federation.domain.plans import FederationSnapshot, PendingJob, Placement, P
 from federation.domain.resources import CPU, GPU, MEMORY, Resources
 from federation.placement.baselines.common import (
     Attempt,
+    BaselineLedger,
     Failures,
-    Ledger,
     assign_pods,
     by_submission,
     placed_request,
@@ -90,7 +90,7 @@ class _Pool:
         return self._groups[key]
 
 
-def _schedule(job: Job, pool: _Pool, ledger: Ledger) -> Attempt:
+def _schedule(job: Job, pool: _Pool, ledger: BaselineLedger) -> Attempt:
     for cluster, hypernode, nodes in pool.groups(job):
         pods = assign_pods(job, cluster.name, nodes, ledger, best_fit)
         if pods is not None:
@@ -110,7 +110,7 @@ def _cost(usage: Resources, request: Resources, capacity: Resources, weight: int
     return share / max(1, weight)
 
 
-def _try(job: Job, pool: _Pool, ledger: Ledger, failures: Failures) -> Placement | Unplaced:
+def _try(job: Job, pool: _Pool, ledger: BaselineLedger, failures: Failures) -> Placement | Unplaced:
     """Schedule one gang; failures are remembered per gang shape (free only shrinks)."""
     known = failures.get(job)
     if known is not None:
@@ -127,7 +127,7 @@ def _try(job: Job, pool: _Pool, ledger: Ledger, failures: Failures) -> Placement
 def plan(snapshot: FederationSnapshot, limits: PlanLimits | None = None, previous: Plan | None = None) -> Plan:
     """Progressive filling over all queues until every head job is placed or has failed."""
     del limits, previous
-    ledger = Ledger(snapshot)
+    ledger = BaselineLedger(snapshot)
     queues: dict[str, deque[PendingJob]] = {}
     for pending in by_submission(snapshot.pending):
         queues.setdefault(pending.job.queue, deque()).append(pending)

@@ -77,7 +77,7 @@ def facts(job: Job) -> JobFacts:
     return found
 
 
-class Ledger:
+class BaselineLedger:
     """Tentative free resources per node and usage per queue during one round."""
 
     def __init__(self, snapshot: FederationSnapshot) -> None:
@@ -171,7 +171,7 @@ class Ledger:
 
 
 def assign_pods(
-    job: Job, cluster: str, nodes: Sequence[Node], ledger: Ledger, score: NodeScore
+    job: Job, cluster: str, nodes: Sequence[Node], ledger: BaselineLedger, score: NodeScore
 ) -> tuple[PodAssignment, ...] | None:
     """Place pods one by one on the best-scoring node that fits (ties: node order).
 
@@ -278,7 +278,7 @@ class Attempt:
     cluster: str | None = None
 
 
-def unplaced(job: Job, ledger: Ledger, attempt: Attempt) -> Unplaced:
+def unplaced(job: Job, ledger: BaselineLedger, attempt: Attempt) -> Unplaced:
     """Explain a failed attempt; ``unschedulable`` when no allowed cluster could ever hold it."""
     verdict = ledger.verdict(job)
     if verdict is not None:
@@ -345,7 +345,7 @@ class Failures:
         return why
 
 
-def try_job(job: Job, ledger: Ledger, failures: Failures, choose: Callable[[], ClusterSnapshot | None],
+def try_job(job: Job, ledger: BaselineLedger, failures: Failures, choose: Callable[[], ClusterSnapshot | None],
             no_cluster: str, bind: Callable[[ClusterSnapshot], Attempt]) -> Placement | Unplaced:
     """Choose a cluster, then bind one job in it: the two-step shape of the Volcano and
     Karmada baselines. Failures are remembered per gang shape (and cluster), because free

@@ -29,8 +29,8 @@ from federation.domain.plans import FederationSnapshot, Placement, Plan, PlanLim
 from federation.domain.resources import CPU, MEMORY, Resources
 from federation.placement.baselines.common import (
     Attempt,
+    BaselineLedger,
     Failures,
-    Ledger,
     assign_pods,
     by_submission,
     placement_for,
@@ -39,7 +39,7 @@ from federation.placement.baselines.common import (
 from federation.placement.eligibility import allowed_clusters, candidate_domains, tier_limit, usable_nodes
 
 
-def available_replicas(cluster: ClusterSnapshot, job: Job, ledger: Ledger) -> int:
+def available_replicas(cluster: ClusterSnapshot, job: Job, ledger: BaselineLedger) -> int:
     """General-estimator view: how many of the job's (largest) pods the summed free holds."""
     pod = max((t.resources for t in job.tasks), key=lambda r: (r.gpus, r.get(CPU), r.get(MEMORY)))
     free = ledger.cluster_free(cluster, job)
@@ -57,7 +57,7 @@ def least_allocated(node: Node, have: Resources, request: Resources) -> float:
     return sum(scores) / len(scores) if scores else 0.0
 
 
-def _bind(job: Job, cluster: ClusterSnapshot, ledger: Ledger) -> Attempt:
+def _bind(job: Job, cluster: ClusterSnapshot, ledger: BaselineLedger) -> Attempt:
     nodes = list(usable_nodes(cluster, job))
     if tier_limit(job, cluster) is None:
         pods = assign_pods(job, cluster.name, nodes, ledger, least_allocated)
@@ -76,7 +76,7 @@ def _bind(job: Job, cluster: ClusterSnapshot, ledger: Ledger) -> Attempt:
                    cluster.name)
 
 
-def _choose(job: Job, snapshot: FederationSnapshot, ledger: Ledger) -> ClusterSnapshot | None:
+def _choose(job: Job, snapshot: FederationSnapshot, ledger: BaselineLedger) -> ClusterSnapshot | None:
     """Aggregated + AvailableReplicas: the allowed cluster estimating the most replicas."""
     for group in allowed_clusters(job, snapshot):
         if not group:
@@ -88,7 +88,7 @@ def _choose(job: Job, snapshot: FederationSnapshot, ledger: Ledger) -> ClusterSn
     return None
 
 
-def _try(job: Job, snapshot: FederationSnapshot, ledger: Ledger, failures: Failures) -> Placement | Unplaced:
+def _try(job: Job, snapshot: FederationSnapshot, ledger: BaselineLedger, failures: Failures) -> Placement | Unplaced:
     """Choose then bind one job (``common.try_job``)."""
     return try_job(job, ledger, failures, lambda: _choose(job, snapshot, ledger),
                    "no allowed cluster estimates enough available replicas",
@@ -98,7 +98,7 @@ def _try(job: Job, snapshot: FederationSnapshot, ledger: Ledger, failures: Failu
 def plan(snapshot: FederationSnapshot, limits: PlanLimits | None = None, previous: Plan | None = None) -> Plan:
     """Schedule every pending job in priority/FIFO order (``limits``/``previous`` unused)."""
     del limits, previous
-    ledger = Ledger(snapshot)
+    ledger = BaselineLedger(snapshot)
     placements: list[Placement] = []
     failed: list[Unplaced] = []
     failures = Failures()

@@ -23,7 +23,10 @@ Modelled from the published descriptions (no code copied):
   the lowest tier (the plugin's LCA tier score).
 * Volcano's ``enqueue`` action runs first (``volcano_enqueue``): only jobs its overcommit
   and proportion plugins admitted (``JobEnqueueable``) are allocated, each in the cluster
-  it was admitted to; admission persists across rounds as the PodGroup's Inqueue phase.
+  it was admitted to; admission persists across rounds as the PodGroup's Inqueue phase,
+  until karmada-descheduler has the job re-dispatched because the estimator says its
+  cluster cannot hold it while another can (``_redispatched``). Overcommit is per
+  member cluster, proportion per federation queue (volcano-global's dispatcher).
 * No preemption (``preempt``/``reclaim`` are not in Volcano's default action list).
 """
 
@@ -40,8 +43,8 @@ from federation.domain.resources import CPU, MEMORY, Resources, total
 from federation.domain.topology import Domain
 from federation.placement.baselines.common import (
     Attempt,
+    BaselineLedger,
     Failures,
-    Ledger,
     PodFilter,
     assign_pods,
     by_submission,
@@ -60,7 +63,7 @@ def _binpack(request: Resources) -> list[str]:
     return [k for k, _ in request]
 
 
-def _hypernode_score(nodes: list[Node], ledger: Ledger, cluster: str, request: Resources) -> float:
+def _hypernode_score(nodes: list[Node], ledger: BaselineLedger, cluster: str, request: Resources) -> float:
     """Weighted mean over requested resources of (used + request) / allocatable of the domain."""
     alloc = total(n.allocatable for n in nodes)
     free = total(ledger.node_free(cluster, n) for n in nodes)
@@ -68,7 +71,7 @@ def _hypernode_score(nodes: list[Node], ledger: Ledger, cluster: str, request: R
     return sum(ratios) / len(ratios) if ratios else 0.0
 
 
-def _hard(job: Job, cluster: ClusterSnapshot, ledger: Ledger) -> Attempt:
+def _hard(job: Job, cluster: ClusterSnapshot, ledger: BaselineLedger) -> Attempt:
     need = ledger.gang_request(job)
     usable = {n.name: n for n in usable_nodes(cluster, job)}
     gradients: dict[int, list[Domain]] = {}
@@ -98,7 +101,7 @@ def _hard(job: Job, cluster: ClusterSnapshot, ledger: Ledger) -> Attempt:
                    cluster.name)
 
 
-def _whole_cluster(job: Job, cluster: ClusterSnapshot, ledger: Ledger) -> Attempt:
+def _whole_cluster(job: Job, cluster: ClusterSnapshot, ledger: BaselineLedger) -> Attempt:
     nodes = list(usable_nodes(cluster, job))
     keys = _binpack(ledger.gang_request(job))
     tree = cluster.tree
@@ -138,7 +141,7 @@ def _whole_cluster(job: Job, cluster: ClusterSnapshot, ledger: Ledger) -> Attemp
                    cluster.name)
 
 
-def _room(job: Job, cluster: ClusterSnapshot, ledger: Ledger) -> bool:
+def _room(job: Job, cluster: ClusterSnapshot, ledger: BaselineLedger) -> bool:
     """Karmada's estimate that the cluster can run the gang: enough summed free for its
     minResources and enough pod slots node by node (the accurate scheduler-estimator,
     ``pkg/estimator/server``), still blind to the network topology."""
@@ -154,7 +157,7 @@ def _room(job: Job, cluster: ClusterSnapshot, ledger: Ledger) -> bool:
     return False
 
 
-def _dispatch(job: Job, snapshot: FederationSnapshot, ledger: Ledger) -> ClusterSnapshot | None:
+def _dispatch(job: Job, snapshot: FederationSnapshot, ledger: BaselineLedger) -> ClusterSnapshot | None:
     """volcano-global lets the job through; Karmada picks the first allowed cluster with room."""
     for group in allowed_clusters(job, snapshot):
         for cluster in sorted(group, key=lambda c: c.name):
@@ -163,13 +166,13 @@ def _dispatch(job: Job, snapshot: FederationSnapshot, ledger: Ledger) -> Cluster
     return None
 
 
-def _allocate(job: Job, cluster: ClusterSnapshot, ledger: Ledger) -> Attempt:
+def _allocate(job: Job, cluster: ClusterSnapshot, ledger: BaselineLedger) -> Attempt:
     if job.network_topology is not None and job.network_topology.hard:
         return _hard(job, cluster, ledger)
     return _whole_cluster(job, cluster, ledger)
 
 
-def _gating_cluster(job: Job, snapshot: FederationSnapshot, ledger: Ledger) -> ClusterSnapshot | None:
+def _gating_cluster(job: Job, snapshot: FederationSnapshot, ledger: BaselineLedger) -> ClusterSnapshot | None:
     """The member cluster whose Volcano sees the job: Karmada's choice (the first with room).
 
     When no cluster has room now, Karmada does not bind the job anywhere, so no Volcano
@@ -185,13 +188,28 @@ def _gating_cluster(job: Job, snapshot: FederationSnapshot, ledger: Ledger) -> C
     return None
 
 
-def _enqueue(order: list[PendingJob], snapshot: FederationSnapshot, ledger: Ledger,
+def _redispatched(job: Job, home: str, snapshot: FederationSnapshot, ledger: BaselineLedger) -> bool:
+    """Karmada takes an Inqueue job away from ``home``: the cluster was lost or is no longer
+    allowed, or karmada-descheduler evicts its unschedulable pods because the estimator
+    says ``home`` cannot hold the gang (no summed room now, or never within its hard tier
+    limit) while another allowed cluster can (``volcano_enqueue`` module docstring)."""
+    allowed = [c for group in allowed_clusters(job, snapshot) for c in group]
+    cluster = next((c for c in allowed if c.name == home), None)
+    if cluster is None:
+        return True
+    if can_ever_hold(job, cluster) and _room(job, cluster, ledger):
+        return False
+    return any(c.name != home and can_ever_hold(job, c) and _room(job, c, ledger) for c in allowed)
+
+
+def _enqueue(order: list[PendingJob], snapshot: FederationSnapshot, ledger: BaselineLedger,
              gate: EnqueueGate) -> dict[str, Unplaced]:
     """Volcano's enqueue action over the round's jobs; returns the ones it left Pending."""
-    allowed = {p.job.name: {c.name for g in allowed_clusters(p.job, snapshot) for c in g} for p in order}
+    jobs = {p.job.name: p.job for p in order}
     for name, home in list(gate.admitted.items()):
-        if name not in allowed or home not in allowed[name]:
-            del gate.admitted[name]  # its cluster was lost or excluded: dispatched afresh
+        job = jobs.get(name)
+        if job is None or _redispatched(job, home, snapshot, ledger):
+            del gate.admitted[name]  # dispatched afresh below
     gate.hold((p.job, ledger.gang_request(p.job)) for p in order)
     rejected: dict[str, Unplaced] = {}
     for pending in order:
@@ -208,7 +226,7 @@ def _enqueue(order: list[PendingJob], snapshot: FederationSnapshot, ledger: Ledg
     return rejected
 
 
-def _try(job: Job, snapshot: FederationSnapshot, ledger: Ledger, failures: Failures,
+def _try(job: Job, snapshot: FederationSnapshot, ledger: BaselineLedger, failures: Failures,
          admitted: ClusterSnapshot | None = None) -> Placement | Unplaced:
     """Dispatch then allocate one job; failures are remembered per gang shape (and cluster)
     because free capacity only shrinks within a round, so an identical gang fails again.
@@ -232,7 +250,7 @@ def _try(job: Job, snapshot: FederationSnapshot, ledger: Ledger, failures: Failu
     return failures.add(job, unplaced(job, ledger, attempt), cluster.name)
 
 
-def _interleaved(snapshot: FederationSnapshot, ledger: Ledger) -> list[PendingJob]:
+def _interleaved(snapshot: FederationSnapshot, ledger: BaselineLedger) -> list[PendingJob]:
     """Queue order (priority, then share / weight, from the ledger as it is now), jobs in
     job order inside each queue: the walk of Volcano's enqueue and allocate actions."""
     queues: dict[str, deque[PendingJob]] = {}
@@ -261,7 +279,7 @@ def plan(snapshot: FederationSnapshot, limits: PlanLimits | None = None, previou
     """Volcano's enqueue then allocate over all pending jobs (``limits`` unused; ``previous``
     tells which jobs were already Inqueue)."""
     del limits
-    ledger = Ledger(snapshot)
+    ledger = BaselineLedger(snapshot)
     gate = EnqueueGate(snapshot, previous)
     rejected = _enqueue(_interleaved(snapshot, ledger), snapshot, ledger, gate)
     queues: dict[str, deque[PendingJob]] = {}

@@ -20,7 +20,7 @@ Layering (``docs/design/placement.md``): fairness > amount placed > tier > antic
 + packing. ``GUARD_MAX + PACK_PENALTY_MAX`` (13) stays below one tier step (16), and far below
 a placement's value (64), so the term never leaves work pending and never buys a wider
 tier. The greedy seed applies the same preference: among equally full domains,
-``Round.find_home`` takes the one with the lowest ``guard``.
+``PlanningRound.find_home`` takes the one with the lowest ``guard``.
 
 What it cannot do: room frees where jobs happen to finish, and the planner knows no
 runtimes. A gang that arrives when the free nodes are scattered still gets them scattered

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from federation.domain.jobs import Job
 from federation.domain.plans import Placement, RunningJob
 from federation.placement.packing import Vector, vector
-from federation.placement.rounds import Round
+from federation.placement.rounds import PlanningRound
 
 CANDIDATES_BASE = 6
 CANDIDATES_MAX = 48
@@ -47,13 +47,13 @@ class JobClass:
     may_evict: bool = False  # waited out the preemption grace: may be a preemptor
 
 
-def class_key(rnd: Round, job: Job) -> tuple[object, ...]:
+def class_key(rnd: PlanningRound, job: Job) -> tuple[object, ...]:
     shape = tuple((t.name, n, t.resources) for t, n in zip(job.tasks, job.gang_counts, strict=True))
     return (shape, job.queue, rnd.scoring.band(job), job.network_topology, job.propagation, job.node_constraints,
             rnd.barred.get(job.name), job.name in rnd.may_evict, rnd.waiting_tier(job))
 
 
-def group_jobs(rnd: Round, jobs: Iterable[Job]) -> list[JobClass]:
+def group_jobs(rnd: PlanningRound, jobs: Iterable[Job]) -> list[JobClass]:
     classes: dict[tuple[object, ...], JobClass] = {}
     for job in jobs:
         key = class_key(rnd, job)
@@ -69,7 +69,7 @@ def group_jobs(rnd: Round, jobs: Iterable[Job]) -> list[JobClass]:
     return list(classes.values())
 
 
-def victim_room(rnd: Round, victims: Sequence[RunningJob]) -> dict[int, list[int]]:
+def victim_room(rnd: PlanningRound, victims: Sequence[RunningJob]) -> dict[int, list[int]]:
     """Per domain id: the resources that evicting every potential victim would free."""
     room: dict[int, list[int]] = {}
     st = rnd.state
@@ -82,7 +82,7 @@ def victim_room(rnd: Round, victims: Sequence[RunningJob]) -> dict[int, list[int
     return room
 
 
-def _bound(rnd: Round, jc: JobClass, uid: int, extra: list[int] | None) -> int:
+def _bound(rnd: PlanningRound, jc: JobClass, uid: int, extra: list[int] | None) -> int:
     """Upper bound on how many gangs of ``jc`` domain ``uid`` could hold (aggregate + slots)."""
     dom = rnd.state.domains[uid]
     best = len(jc.jobs)
@@ -102,7 +102,7 @@ def _bound(rnd: Round, jc: JobClass, uid: int, extra: list[int] | None) -> int:
     return max(0, best)
 
 
-def choose_group(rnd: Round, jc: JobClass, room: Mapping[int, list[int]]) -> tuple[str, ...]:
+def choose_group(rnd: PlanningRound, jc: JobClass, room: Mapping[int, list[int]]) -> tuple[str, ...]:
     """The first affinity group that can hold one gang now (or after evictions)."""
     job = jc.jobs[0]
     groups = [g for g in rnd.groups(job) if g]
@@ -115,7 +115,7 @@ def choose_group(rnd: Round, jc: JobClass, room: Mapping[int, list[int]]) -> tup
     return ()
 
 
-def _domains(rnd: Round, jc: JobClass, room: Mapping[int, list[int]], prune: bool) -> Iterable[int]:
+def _domains(rnd: PlanningRound, jc: JobClass, room: Mapping[int, list[int]], prune: bool) -> Iterable[int]:
     """Domain ids worth scoring: all of the group's when not pruning, else per tier the
     tightest ones that pass the slot probe now, plus those only evictions could open."""
     st = rnd.state
@@ -140,7 +140,7 @@ def _domains(rnd: Round, jc: JobClass, room: Mapping[int, list[int]], prune: boo
 
 
 def attach_candidates(
-    rnd: Round, jc: JobClass, room: Mapping[int, list[int]], keep: Iterable[int], prune: bool
+    rnd: PlanningRound, jc: JobClass, room: Mapping[int, list[int]], keep: Iterable[int], prune: bool
 ) -> None:
     """Fill ``jc.group``, ``jc.candidates`` and ``jc.cap`` (see module docstring)."""
     jc.group = choose_group(rnd, jc, room)
@@ -176,7 +176,7 @@ def attach_candidates(
     jc.cap = {u: max(kept.get(u, 0), 1, min(jc.cap.get(u, 0), len(jc.jobs))) for u in chosen}
 
 
-def hint_domains(rnd: Round, jc: JobClass, hint: Mapping[str, Placement]) -> list[int]:
+def hint_domains(rnd: PlanningRound, jc: JobClass, hint: Mapping[str, Placement]) -> list[int]:
     out = []
     for job in jc.jobs:
         p = hint.get(job.name)

@@ -12,7 +12,7 @@
   per cluster, so a strictly-higher-priority job placed *anywhere* in the cluster used to
   license evicting a gang for an equal-priority neighbour (demo: fdn-sft-2 for fdn-rlhf).
 
-Every decision goes through ``Round.commit``/``evict``, the same bookkeeping the greedy
+Every decision goes through ``PlanningRound.commit``/``evict``, the same bookkeeping the greedy
 planner uses, so ``validate()`` holds whatever the solver returned.
 """
 

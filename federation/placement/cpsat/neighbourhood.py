@@ -34,7 +34,7 @@ from federation.placement.cpsat.classes import attach_candidates, group_jobs, hi
 from federation.placement.cpsat.solve import Outcome
 from federation.placement.cpsat.variables import Window
 from federation.placement.greedy import run_bands
-from federation.placement.rounds import Round
+from federation.placement.rounds import PlanningRound
 from federation.placement.score import TIER_PENALTY
 
 HOOD_CLUSTERS = 4
@@ -43,7 +43,7 @@ EXACT_MAX_VARS = 1_500
 MIN_HOOD_SECONDS = 0.05  # below this the model would not get past its hint
 
 
-def loss(rnd: Round, job: Job, p: Placement) -> int:
+def loss(rnd: PlanningRound, job: Job, p: Placement) -> int:
     """What ``p`` gives up against a perfect placement of ``job`` (objective units)."""
     sc = rnd.scoring
     per_unit = TIER_PENALTY * sc.tier_steps(job, p.tier) + sc.emptiness(p.cluster, p.hypernode) \
@@ -51,12 +51,12 @@ def loss(rnd: Round, job: Job, p: Placement) -> int:
     return sc.units(job) * per_unit
 
 
-def _band_value(rnd: Round, band: int) -> int:
+def _band_value(rnd: PlanningRound, band: int) -> int:
     partial = Plan(tuple(rnd.placements.values()), (), tuple(rnd.preempted.values()))
     return rnd.scoring.vector(partial)[band]
 
 
-def _window(rnd: Round, jobs: list[Job], hood: frozenset[str], hint: dict[str, Placement],
+def _window(rnd: PlanningRound, jobs: list[Job], hood: frozenset[str], hint: dict[str, Placement],
             fair_left: dict[str, int], band: int) -> Window:
     classes = group_jobs(rnd, jobs)
     for jc in classes:
@@ -68,7 +68,7 @@ def _window(rnd: Round, jobs: list[Job], hood: frozenset[str], hint: dict[str, P
     return Window(rnd, classes, [], {band: 1}, pod_vars <= EXACT_MAX_VARS, fair_left)
 
 
-def improve(rnd: Round, band: int, members: list[PendingJob], greedy_left: list[PendingJob],
+def improve(rnd: PlanningRound, band: int, members: list[PendingJob], greedy_left: list[PendingJob],
             limits: PlanLimits, deadline: float, fair_left: dict[str, int], out: Outcome) -> list[PendingJob]:
     """One LNS step on the band's greedy decisions; returns the band's jobs left pending."""
     if deadline - time.monotonic() < MIN_HOOD_SECONDS:

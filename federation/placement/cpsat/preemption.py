@@ -30,14 +30,14 @@ from federation.placement.cpsat.classes import JobClass
 from federation.placement.cpsat.variables import Vars, Window
 from federation.placement.eviction import Eviction, may_evict
 from federation.placement.packing import Vector
-from federation.placement.rounds import Round
+from federation.placement.rounds import PlanningRound
 
 
-def under(rnd: Round, queue: str) -> bool:
+def under(rnd: PlanningRound, queue: str) -> bool:
     return rnd.ledger.under(queue)
 
 
-def kind(rnd: Round, classes: list[JobClass], victim: RunningJob) -> Eviction | None:
+def kind(rnd: PlanningRound, classes: list[JobClass], victim: RunningJob) -> Eviction | None:
     """How ``victim`` may be evicted for this window (``eviction.may_evict`` for some class
     that has waited out the preemption grace), preempt before reclaim; or None."""
     if victim.job.name in rnd.preempted or not victim.placement.pods:
@@ -51,7 +51,7 @@ def kind(rnd: Round, classes: list[JobClass], victim: RunningJob) -> Eviction | 
     return "preempt" if "preempt" in kinds else "reclaim" if "reclaim" in kinds else None
 
 
-def candidates(rnd: Round, classes: list[JobClass]) -> list[RunningJob]:
+def candidates(rnd: PlanningRound, classes: list[JobClass]) -> list[RunningJob]:
     """Running gangs that some class of the window may evict, in clusters it may use."""
     if not any(jc.may_evict for jc in classes):
         return []  # no class has waited out the preemption grace (the default: never)

@@ -20,7 +20,7 @@ from ortools.sat.python import cp_model
 from federation.domain.plans import RunningJob
 from federation.placement.cpsat.classes import JobClass
 from federation.placement.eligibility import node_masks
-from federation.placement.rounds import Round
+from federation.placement.rounds import PlanningRound
 
 Term = tuple[int, Any, int]  # (coefficient, variable, priority band the term belongs to)
 
@@ -29,7 +29,7 @@ Term = tuple[int, Any, int]  # (coefficient, variable, priority band the term be
 class Window:
     """The slice of a round one model decides: some classes, their victims, band weights."""
 
-    rnd: Round
+    rnd: PlanningRound
     classes: list[JobClass]
     victims: list[RunningJob]
     weights: dict[int, int]  # band -> objective weight of that band's terms

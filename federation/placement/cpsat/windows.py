@@ -30,7 +30,7 @@ from federation.placement.cpsat.solve import Outcome
 from federation.placement.cpsat.variables import Window
 from federation.placement.greedy import finish, run_bands
 from federation.placement.opening import open_round
-from federation.placement.rounds import Round
+from federation.placement.rounds import PlanningRound
 from federation.placement.score import FAIR_BONUS, VALUE
 
 EXACT_MAX_VARS = 1_500
@@ -44,7 +44,7 @@ MIN_BAND_SECONDS = 0.25  # below this a band keeps its greedy decisions without 
 DECODE_SECONDS_PER_VAR = 40e-6  # measured: building, decoding and repairing cost per x variable
 
 
-def fair_left(rnd: Round, before_band: int) -> dict[str, int]:
+def fair_left(rnd: PlanningRound, before_band: int) -> dict[str, int]:
     """Deficit units still unfilled after the bands above ``before_band`` were placed."""
     left = dict(rnd.scoring.deficit)
     placed: dict[tuple[str, int], int] = {}
@@ -58,7 +58,7 @@ def fair_left(rnd: Round, before_band: int) -> dict[str, int]:
     return left
 
 
-def build(rnd: Round, jobs: Sequence[Job], weights: dict[int, int], keep: Mapping[str, Placement],
+def build(rnd: PlanningRound, jobs: Sequence[Job], weights: dict[int, int], keep: Mapping[str, Placement],
           small: bool, before_band: int, exact_max_vars: int | None = EXACT_MAX_VARS) -> Window:
     """The model window over ``jobs``; per-node (exact) capacity when the round is small and
     its pod variables number at most ``exact_max_vars`` (None: no limit, the reference)."""
@@ -76,7 +76,7 @@ def build(rnd: Round, jobs: Sequence[Job], weights: dict[int, int], keep: Mappin
     return Window(rnd, classes, victims, weights, exact, fair_left(rnd, before_band))
 
 
-def joint_weights(rnd: Round) -> dict[int, int] | None:
+def joint_weights(rnd: PlanningRound) -> dict[int, int] | None:
     """Lexicographic band weights for one model, or None if they would be too large."""
     sc = rnd.scoring
     reach = [0] * len(sc.bands.order)
@@ -93,13 +93,13 @@ def joint_weights(rnd: Round) -> dict[int, int] | None:
     return weights if top < MAX_COEFFICIENT else None
 
 
-def _band_value(rnd: Round, band: int) -> int:
+def _band_value(rnd: PlanningRound, band: int) -> int:
     partial = Plan(tuple(rnd.placements.values()), (), tuple(rnd.preempted.values()))
     return rnd.scoring.vector(partial)[band]
 
 
 def per_band(
-    rnd: Round, limits: PlanLimits, deadline: float, previous: Plan | None
+    rnd: PlanningRound, limits: PlanLimits, deadline: float, previous: Plan | None
 ) -> tuple[list[PendingJob], Outcome]:
     out = Outcome()
     jobs = {p.job.name: p.job for p in rnd.snapshot.pending}
@@ -156,7 +156,7 @@ def per_band(
     return left, out
 
 
-def joint(rnd: Round, weights: dict[int, int], limits: PlanLimits, deadline: float,
+def joint(rnd: PlanningRound, weights: dict[int, int], limits: PlanLimits, deadline: float,
           previous: Plan | None, greedy: Plan) -> tuple[list[PendingJob], Outcome]:
     """One model over the whole round, bands weighted lexicographically (``joint_weights``;
     ``plan_cpsat`` goes per band when they would not fit)."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from agentkit import job, work
 
-from agents.core.manifests import render
 from agents.core.records import (
     ANNOTATION_WORK_ID,
     LABEL_JOB,
@@ -15,6 +14,7 @@ from agents.core.records import (
     SCHEDULER_NAME,
     PodManifest,
 )
+from agents.core.render import render
 from federation.domain.jobs import Job
 
 

@@ -11,9 +11,9 @@ from agentkit import fake, job, step, work
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from agents.core.manifests import render
 from agents.core.operations import CreateSecret, DeleteSecret, DeleteService
 from agents.core.records import LABEL_JOB, SecretManifest, ServiceManifest, SshMount
+from agents.core.render import render
 from agents.core.ssh_keys import with_key_pair
 from agents.k8s.convert import pod_body, secret_body, secret_record
 from agents.runtime_jobs import orphan_ops

@@ -105,10 +105,10 @@ def test_validate_refuses_an_elastic_placement_below_its_minimum() -> None:
 
 
 def test_fair_share_counts_what_an_elastic_job_runs() -> None:
-    from federation.placement.ledger import Ledger
+    from federation.placement.ledger import QueueLedger
     job = guide_job()
     pods = tuple(PodAssignment("t0", i, f"node{i // 2}") for i in range(4))
     from federation.domain.plans import RunningJob
     s = snap([guide_tree(8)], [], runs=[RunningJob(job, Placement(job.name, "guide", "s0", 1, pods))])
-    assert Ledger(s).usage["q"] == Resources.of(cpu=16)  # 4 pods running, not 8 replicas
+    assert QueueLedger(s).usage["q"] == Resources.of(cpu=16)  # 4 pods running, not 8 replicas
     assert replace(job, min_available=None).gang_counts == (8,)

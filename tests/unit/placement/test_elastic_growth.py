@@ -104,12 +104,12 @@ def test_growth_stops_at_the_queue_capability() -> None:
 
 
 def test_fair_share_counts_the_grown_pods() -> None:
-    from federation.placement.ledger import Ledger
+    from federation.placement.ledger import QueueLedger
     running = running_guide_job()
     s = snap([guide_tree(16)], [], runs=[running])
     (grown,) = grow(s, Plan()).growths
     after = replace(running, placement=replace(running.placement, pods=running.placement.pods + grown.pods))
-    assert Ledger(snap([guide_tree(16)], [], runs=[after])).usage["q"] == Resources.of(cpu=32)
+    assert QueueLedger(snap([guide_tree(16)], [], runs=[after])).usage["q"] == Resources.of(cpu=32)
 
 
 def test_validate_refuses_a_growth_that_moves_or_repeats_running_pods() -> None:

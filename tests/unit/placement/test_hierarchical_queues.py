@@ -12,7 +12,7 @@ from federation.domain.errors import InvalidInput
 from federation.domain.plans import FederationSnapshot, Placement, PodAssignment
 from federation.placement import greedy_plan, plan, validate
 from federation.placement.fairshare import fair_shares
-from federation.placement.ledger import Ledger
+from federation.placement.ledger import QueueLedger
 
 R = Resources.of
 CAP = R(gpu=100)
@@ -80,6 +80,6 @@ def test_another_subtree_guarantee_is_held_back_but_an_ancestor_guarantee_is_not
     c = flat("a", [8, 8])
     queues = [Queue("eng", guarantee=R(gpu=8)), Queue("x", parent="eng"), Queue("ops")]
     s = snap([c], [job("x1", queue="x"), job("o1", queue="ops")], queues)
-    led = Ledger(s)
+    led = QueueLedger(s)
     assert led.held_back("ops") == R(gpu=8)   # eng's unused guarantee is never lent to ops
     assert led.held_back("x") == Resources()   # x may use its parent's guarantee

@@ -14,7 +14,7 @@ import pytest
 from federation.domain import FederationSnapshot, Job, PendingJob
 from federation.placement import greedy_plan, plan, validate
 from federation.placement.admission import enqueue, held_nodes, hold_room
-from federation.placement.rounds import Round
+from federation.placement.rounds import PlanningRound
 from federation.placement.score import GUARD_MAX, Scoring
 from tests.unit.placement.placement_builders import FAST, checked, hard, job, snap, tiered
 
@@ -57,8 +57,8 @@ def test_small_work_goes_to_the_fragment_in_the_busier_spine(planner: str, queue
     assert placed is not None and [p.node for p in placed.pods] == [node]
 
 
-def _held(s: FederationSnapshot, after: float | None) -> tuple[Round, str | None]:
-    rnd = Round(s, grace=None, topology_wait=0.0)
+def _held(s: FederationSnapshot, after: float | None) -> tuple[PlanningRound, str | None]:
+    rnd = PlanningRound(s, grace=None, topology_wait=0.0)
     return rnd, hold_room(rnd, replace(FAST, gang_hold_after_seconds=after))
 
 

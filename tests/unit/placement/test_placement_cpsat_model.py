@@ -17,12 +17,12 @@ from federation.domain import FederationSnapshot, Plan, PlanLimits
 from federation.placement import validate
 from federation.placement.cpsat import decode, solve, windows
 from federation.placement.greedy import finish, run_bands
-from federation.placement.rounds import Round
+from federation.placement.rounds import PlanningRound
 
 
 def solved(s: FederationSnapshot, exact: bool) -> tuple[int, set[int], set[str], Plan]:
     """(gangs placed by the model, tiers used, victims, decoded plan)."""
-    rnd = Round(s)
+    rnd = PlanningRound(s)
     w = windows.build(rnd, [p.job for p in s.pending], {}, {}, small=True, before_band=0,
                       exact_max_vars=10**6 if exact else -1)
     assert w.exact is exact

@@ -13,13 +13,13 @@ from federation.placement.cpsat import neighbourhood
 from federation.placement.cpsat.solve import Outcome
 from federation.placement.cpsat.windows import fair_left
 from federation.placement.greedy import finish, run_bands
-from federation.placement.rounds import Round
+from federation.placement.rounds import PlanningRound
 from tests.fixtures.instances import synthetic
 
 
 def _round(seed: int) -> tuple[int, int, list[str]]:
     snapshot = synthetic(seed=seed, clusters=6, nodes=16, pending=60)
-    rnd = Round(snapshot, grace=None, topology_wait=0.0)
+    rnd = PlanningRound(snapshot, grace=None, topology_wait=0.0)
     band0 = [p for p in snapshot.pending if rnd.scoring.band(p.job) == 0]
     greedy_left = run_bands(rnd, tuple(band0))
     before = neighbourhood._band_value(rnd, 0)
@@ -39,6 +39,6 @@ def test_the_step_never_lowers_the_band_and_improves_greedy_placements() -> None
 
 def test_a_band_with_nothing_to_gain_is_left_as_greedy_placed_it() -> None:
     snapshot = synthetic(seed=1, clusters=2, nodes=8, pending=0)
-    rnd = Round(snapshot, grace=None, topology_wait=0.0)
+    rnd = PlanningRound(snapshot, grace=None, topology_wait=0.0)
     assert neighbourhood.improve(rnd, 0, [], [], PlanLimits(), time.monotonic() + 1.0, {}, Outcome()) == []
     assert rnd.placements == {}

@@ -17,7 +17,7 @@ from federation.sim.metrics import (
     percentile,
 )
 from federation.sim.simulator import RoundRecord, Sample, SimResult
-from federation.sim.tracking import JobRecord
+from federation.sim.tracking import JobOutcome
 
 CONTRACT = ("jobs", "placed", "avgJctSeconds", "makespanSeconds", "gpuUtilization", "lowestTierFraction",
             "meanGangTier", "fairnessMaxDeviation", "roundLatencyP50Ms", "roundLatencyP99Ms", "placementsPerSecond")
@@ -28,13 +28,13 @@ def gpus(n: int) -> Resources:
 
 
 def rec(name: str, gang: int = 2, tier: int | None = 1, best: int | None = 1, holdable: bool = True,
-        queue: str = "a", submitted: float = 0.0, finished: float | None = 200.0) -> JobRecord:
+        queue: str = "a", submitted: float = 0.0, finished: float | None = 200.0) -> JobOutcome:
     started = None if tier is None else submitted
-    return JobRecord(name, queue, gang, submitted, 100.0, holdable, best, first_start=started, last_start=started,
+    return JobOutcome(name, queue, gang, submitted, 100.0, holdable, best, first_start=started, last_start=started,
                      finished_at=finished if tier is not None else None, tier=tier, starts=0 if tier is None else 1)
 
 
-def toy(samples: list[Sample], jobs: list[JobRecord], weights: tuple[int, int] = (1, 1),
+def toy(samples: list[Sample], jobs: list[JobOutcome], weights: tuple[int, int] = (1, 1),
         rounds: tuple[RoundRecord, ...] = ()) -> SimResult:
     s = scenario(queues=[{"name": "a", "weight": weights[0]}, {"name": "b", "weight": weights[1]}], jobs=[])
     end = max((j.finished_at or 0.0) for j in jobs)
@@ -66,7 +66,7 @@ def test_gpu_utilization_is_time_weighted_over_usable_capacity() -> None:
 
 
 def test_goodput_counts_nominal_work_of_finished_jobs_only() -> None:
-    done = JobRecord("done", "a", 1, 0.0, 100.0, True, 1, 0.0, 0.0, 200.0, "c1", 2, gpus=8, starts=1, work_gpus=8)
+    done = JobOutcome("done", "a", 1, 0.0, 100.0, True, 1, 0.0, 0.0, 200.0, "c1", 2, gpus=8, starts=1, work_gpus=8)
     result = toy([sample(0, 8, 16, {}, {})], [done, rec("never", tier=None)])
     assert gpu_goodput(result) == pytest.approx(8 * 100 / (16 * 200))
 

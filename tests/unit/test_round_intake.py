@@ -1,4 +1,4 @@
-"""Which pending jobs a bounded round considers: ``control.snapshot.window`` splits the
+"""Which pending jobs a bounded round considers: ``control.snapshot.intake`` splits the
 ``max_pending`` budget between queues so every queue with demand is represented."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from federation.control.snapshot import window
+from federation.control.snapshot import intake
 from federation.domain import Job, Resources, Task
 from federation.service.views import explain
 from federation.store import JobRecord
@@ -31,21 +31,21 @@ CASES = [
 
 @pytest.mark.parametrize(("counts", "priorities", "limit", "expected"), [c[1:] for c in CASES],
                          ids=[c[0] for c in CASES])
-def test_window_shares(counts: dict[str, int], priorities: dict[str, int], limit: int,
+def test_intake_shares(counts: dict[str, int], priorities: dict[str, int], limit: int,
                        expected: dict[str, int]) -> None:
-    assert window(counts, priorities, limit) == expected
+    assert intake(counts, priorities, limit) == expected
 
 
-def test_window_never_exceeds_the_limit_or_a_queues_demand() -> None:
+def test_intake_never_exceeds_the_limit_or_a_queues_demand() -> None:
     counts = {f"q{i}": i * 7 % 50 for i in range(40)}
-    shares = window(counts, {f"q{i}": i % 3 for i in range(40)}, 300)
+    shares = intake(counts, {f"q{i}": i % 3 for i in range(40)}, 300)
     assert sum(shares.values()) == 300
     assert all(shares[q] <= counts[q] for q in shares)
     assert set(shares) == {q for q, n in counts.items() if n}  # every queue with demand is represented
 
 
 def test_a_job_no_round_has_considered_yet_is_explained_as_queued() -> None:
-    """Outside a bounded round's window a job gets no decision; ExplainJob must not look empty."""
+    """Outside a bounded round's intake a job gets no decision; ExplainJob must not look empty."""
     job = Job("j", "q", (Task("w", 2, Resources.of(gpu=8)),))
     record = JobRecord(name="j", queue="q", tenant="t", job=job, spec_digest="", state="pending",
                        unschedulable=False, reason="", message="", cluster=None, hypernode=None, tier=None,
