@@ -215,6 +215,9 @@ class RoundScheduler:
             with metrics.phase("plan"):
                 plan = await asyncio.to_thread(self._planner, snapshot, self._limits, self._previous)
                 plan = with_availability(plan, snapshot, data.unknown, data.unavailable)  # unavailable ≠ impossible
+            if not snapshot.pending and not plan.growths:  # only growth was possible, and none fits:
+                self.observed, self._last_digest = Observed(snapshot, plan), data.digest  # record nothing
+                return 0
             ended = self._clock()
             round_ = round_from_plan(
                 plan, started_at=_utc(started), ended_at=_utc(ended), trigger=trigger, policy=POLICY,
