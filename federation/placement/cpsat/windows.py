@@ -113,16 +113,19 @@ def per_band(
     floor = MIN_WINDOW_SECONDS if small else MIN_BAND_SECONDS
     for index, band in enumerate(order):
         members = bands[band]
-        before = rnd.checkpoint()
+        # The band's own model needs the pre-greedy state; when not even its floor is left
+        # it cannot run, so the full copy (10,000 nodes: tens of ms) is skipped.
+        before = rnd.checkpoint() if deadline - rnd.clock() >= floor else None
+        placed_before, evicted_before = set(rnd.placements), set(rnd.preempted)
         greedy_left = run_bands(rnd, tuple(members))
-        g_placed = {n: p for n, p in rnd.placements.items() if n not in before.placements}
-        g_evicted = {n for n in rnd.preempted if n not in before.preempted}
+        g_placed = {n: p for n, p in rnd.placements.items() if n not in placed_before}
+        g_evicted = {n for n in rnd.preempted if n not in evicted_before}
         # Higher bands matter lexicographically more: each band gets at least half of what
         # is left (the last one all of it), more when it holds most of the remaining jobs.
         share = len(members) / max(1, sum(len(bands[b]) for b in order[index:]))
         seconds = (deadline - rnd.clock()) * (1.0 if index == len(order) - 1 else max(0.5, share))
         perfect = not greedy_left and not any(rnd.scoring.tier_steps(jobs[n], p.tier) for n, p in g_placed.items())
-        if perfect or seconds < floor:
+        if perfect or seconds < floor or before is None:
             if perfect or small:
                 left.extend(greedy_left)
             else:  # too little time for the band's model: CP-SAT on its worst few clusters
