@@ -46,6 +46,9 @@ RESULTS: dict[str, Any] = {}
 OUT = Path(os.environ.get("PLACEMENT_PERF_JSON", ".placement-perf.json"))
 ROUNDS = int(os.environ.get("PLACEMENT_PERF_ROUNDS", "12"))
 GAP_SEEDS = int(os.environ.get("PLACEMENT_PERF_GAP_SEEDS", "30"))
+# The shipped round budget is 1 s; another value shows what the decomposition does when the
+# greedy pass leaves it a window (on a loaded host the greedy pass alone can take the 1 s).
+ROUND_BUDGET = float(os.environ.get("PLACEMENT_PERF_ROUND_BUDGET", "1.0"))
 
 
 @pytest.fixture(autouse=True)
@@ -117,7 +120,7 @@ def test_round_latency_2000_gangs(benchmark: Any) -> None:
     Per seed the greedy-only baseline and then ``plan()`` (1 s budget, 2 workers) run on the
     same instance; recorded: wall and CPU p50/p99 of both, their ratio, and how often (and
     by how much, on ``score_vector``) the shipped plan beats the greedy one."""
-    limits = PlanLimits(time_limit_seconds=1.0, workers=2)
+    limits = PlanLimits(time_limit_seconds=ROUND_BUDGET, workers=2)
     walls, cpus, g_walls, g_cpus, rows, loads = [], [], [], [], [], []
     for seed in range(ROUNDS):
         snap = synthetic(seed=seed, clusters=100, nodes=100, pending=2000)
@@ -137,8 +140,9 @@ def test_round_latency_2000_gangs(benchmark: Any) -> None:
                        rounds=3, iterations=1)
     improved = [r for r in rows if r["improved"]]
     statuses = [r["status"] for r in rows]
-    _save("round_2000x100x100", {
-        "rounds": len(rows), "plan": _summary(walls, cpus), "greedy": _summary(g_walls, g_cpus),
+    _save("round_2000x100x100" + ("" if ROUND_BUDGET == 1.0 else f"_budget{ROUND_BUDGET:g}s"), {
+        "budget_seconds": ROUND_BUDGET, "rounds": len(rows),
+        "plan": _summary(walls, cpus), "greedy": _summary(g_walls, g_cpus),
         "ratio_plan_over_greedy": {
             "p50_wall": statistics.median(walls) / statistics.median(g_walls),
             "p50_cpu": statistics.median(cpus) / statistics.median(g_cpus)},
