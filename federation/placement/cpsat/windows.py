@@ -36,6 +36,7 @@ from federation.placement.score import FAIR_BONUS, VALUE
 EXACT_MAX_VARS = 1_500
 JOINT_MAX_JOBS = 40  # one lexicographically weighted model; beyond this its big coefficients slow the LP
 SMALL_ROUND_JOBS = 300  # per-band windows of rounds up to this size: no pruning, exact capacity if small
+BAND_MODEL_MAX_JOBS = 300  # on larger rounds, a band with more jobs gets neighbourhood steps, not its own model
 MAX_COEFFICIENT = 1 << 50
 RESERVE = 0.15  # fraction of the budget kept for decoding and reasons
 FINISH_SECONDS_PER_JOB = 80e-6  # reasons, score terms and plan assembly per pending job (measured, loaded host)
@@ -115,7 +116,11 @@ def per_band(
         members = bands[band]
         # The band's own model needs the pre-greedy state; when not even its floor is left
         # it cannot run, so the full copy (10,000 nodes: tens of ms) is skipped.
-        before = rnd.checkpoint() if deadline - rnd.clock() >= floor else None
+        # A band this large on a large round goes straight to the neighbourhood steps: its
+        # whole model (1,000 gangs: 0.2-0.7 s to build, then rarely past its hint) lost to
+        # them in every measured round (docs/benchmarks.md, issue 12 fleet scale).
+        whole = small or len(members) <= BAND_MODEL_MAX_JOBS
+        before = rnd.checkpoint() if whole and deadline - rnd.clock() >= floor else None
         placed_before, evicted_before = set(rnd.placements), set(rnd.preempted)
         greedy_left = run_bands(rnd, tuple(members))
         g_placed = {n: p for n, p in rnd.placements.items() if n not in placed_before}
