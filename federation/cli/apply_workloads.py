@@ -19,7 +19,7 @@ from federation.client import FederationClient
 from federation.domain.errors import InvalidInput
 from federation.domain.jobflows import FLOW_API, flow_jobs
 from federation.domain.jobs import Job
-from federation.domain.manifests_fields import mapping, string
+from federation.domain.manifests_fields import job_namespace, mapping, string
 from federation.domain.manifests_volcano import explicit_priority, parse_job, parse_workload
 from federation.domain.workloads import WORKLOAD_API
 from federation.v1 import types_pb2
@@ -51,7 +51,7 @@ def _parse_flow(doc: Mapping[str, object], path: str) -> tuple[int, Mapping[str,
 def _flow(flow: tuple[int, Mapping[str, object], str]) -> tuple[Job, ...]:
     index, doc, path = flow
     meta = mapping(doc.get("metadata"), f"{path}.metadata")
-    namespace = string(meta.get("namespace", "default"), f"{path}.metadata.namespace")
+    namespace = job_namespace(meta, path)
     templates = {name: t for (ns, name), t in _TEMPLATES.items() if ns == namespace}
     try:
         return flow_jobs([(index, doc)], templates)

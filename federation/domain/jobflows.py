@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from federation.domain.errors import InvalidInput
 from federation.domain.jobs import Job
-from federation.domain.manifests_fields import check_keys, mapping, sequence, string, strings
+from federation.domain.manifests_fields import check_keys, job_namespace, mapping, sequence, string, strings
 from federation.domain.states import JobState
 
 FLOW_API = "flow.volcano.sh/v1alpha1"
@@ -56,7 +56,7 @@ def flow_jobs(flows: Sequence[tuple[int, Mapping[str, object]]],
         path = f"documents[{index}]"
         meta = mapping(doc.get("metadata"), f"{path}.metadata")
         flow = string(meta.get("name"), f"{path}.metadata.name")
-        namespace = string(meta.get("namespace", "default"), f"{path}.metadata.namespace")
+        namespace = job_namespace(meta, path)
         steps = _flow_steps(doc, path)
         names = {name for name, _, _ in steps}
         for name, targets, where in steps:

@@ -150,6 +150,7 @@ class Job:
     plugins: tuple[tuple[str, tuple[str, ...]], ...] = ()
     max_retry: int = DEFAULT_MAX_RETRY
     propagation: PropagationPolicy | None = None
+    # "" (manifests_fields.QUEUE_DEFAULT_NAMESPACE) until admission gives it the queue's default.
     namespace: str = "default"
     labels: tuple[tuple[str, str], ...] = field(default=())
     # Pod tolerations (from the pod templates) checked against node taints by the planner.

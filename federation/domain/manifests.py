@@ -27,7 +27,7 @@ import yaml
 from federation.domain.errors import InvalidInput
 from federation.domain.jobflows import FLOW_API, FLOW_KINDS, flow_jobs
 from federation.domain.jobs import Job
-from federation.domain.manifests_fields import mapping
+from federation.domain.manifests_fields import job_namespace, mapping
 from federation.domain.manifests_karmada import parse_propagation
 from federation.domain.manifests_volcano import (
     OWNERS_ANNOTATION,
@@ -125,10 +125,9 @@ def load_manifests(text: str) -> Submission:
     meta = mapping(job_doc[1].get("metadata"), f"{job_path}.metadata")
     propagation = None
     if policy_doc is not None:
-        name, namespace = meta.get("name"), meta.get("namespace", "default")
+        name = meta.get("name")
         propagation = parse_propagation(policy_doc[1], f"documents[{policy_doc[0]}]",
-                                        name if isinstance(name, str) else "",
-                                        namespace if isinstance(namespace, str) else "default")
+                                        name if isinstance(name, str) else "", job_namespace(meta, job_path))
     parse = parse_workload if job_doc[1].get("kind") in WORKLOAD_KINDS else parse_job
     return Submission(parse(job_doc[1], job_path, propagation), propagation, explicit_priority(job_doc[1]))
 

@@ -28,6 +28,22 @@ def mapping(value: object, path: str) -> Mapping[str, object]:
     return value
 
 
+# A job manifest without ``metadata.namespace``: its queue's default namespace, which only
+# the service knows (``Queue.default_namespace``), so the job travels with no namespace
+# (proto3 ``""``) and ``service/admission.py`` resolves it before anything is stored.
+QUEUE_DEFAULT_NAMESPACE = ""
+
+
+def job_namespace(meta: Mapping[str, object], path: str) -> str:
+    """``metadata.namespace`` of a job-like manifest, or ``QUEUE_DEFAULT_NAMESPACE`` if absent.
+
+    Never ``"default"``: Kubernetes' default namespace may not be one the queue allows, and
+    a tenant who names none means "wherever my queue puts jobs" (issue 10).
+    """
+    value = meta.get("namespace")
+    return QUEUE_DEFAULT_NAMESPACE if value is None else string(value, f"{path}.metadata.namespace")
+
+
 def sequence(value: object, path: str) -> list[object]:
     if value is None:
         return []

@@ -200,12 +200,34 @@ def _check_spec_scalars(spec: Mapping[str, object], sp: str) -> tuple[str, bool]
     return string(spec.get("preemption", "Never"), f"{sp}.preemption"), suspend
 
 
+_FAILOVER_REASONS = {
+    "application": "application failover (Karmada moves a workload whose pods stay unhealthy past "
+                   "decisionConditions.tolerationSeconds) is not implemented: a job's restart policies act "
+                   "inside its cluster, and only a cluster's NoExecute taints move it",
+    "cluster": "cluster failover here follows the cluster's NoExecute taints and placement.clusterTolerations"
+               "[].tolerationSeconds (the service's failover grace by default); a per-policy purgeMode or "
+               "statePreservation is not implemented",
+}
+
+
+def _refuse_failover(spec: Mapping[str, object], path: str) -> None:
+    """Karmada's ``spec.failover``, refused naming the behaviour (docs/design/compatibility.md)."""
+    if "failover" not in spec:
+        return
+    failover = mapping(spec["failover"], f"{path}.failover")
+    for key in sorted(failover):
+        reason = _FAILOVER_REASONS.get(key, "not a Karmada failover behaviour")
+        raise InvalidInput(f"{path}.failover.{key}", f"not supported: {reason}")
+    raise InvalidInput(f"{path}.failover", "not supported: an empty failover behaviour means nothing; leave it out")
+
+
 def parse_policy_object(doc: Mapping[str, object], path: str) -> PolicyObject:
     """A (Cluster)PropagationPolicy applied as an object (``path`` is ``documents[i]``)."""
     kind = doc.get("kind")
     meta = mapping(doc.get("metadata"), f"{path}.metadata")
     spec = mapping(doc.get("spec"), f"{path}.spec")
     sp = f"{path}.spec"
+    _refuse_failover(spec, sp)
     check_keys(spec, sp, _SPEC_KEYS, _SPEC_UNSUPPORTED)
     name = string(meta.get("name", ""), f"{path}.metadata.name")
     if kind == NAMESPACED:
@@ -232,8 +254,8 @@ def _check_selects(policy: PolicyObject, path: str, job_name: str, job_namespace
         if ((sel.api_version, sel.kind) == ("batch.volcano.sh/v1alpha1", "Job")
                 and sel.name in ("", job_name) and sel.namespace in ("", job_namespace)):
             return
-    raise InvalidInput(f"{path}.spec.resourceSelectors",
-                       f"does not select the Job {job_namespace}/{job_name} in this file")
+    where = f"{job_namespace}/" if job_namespace else ""
+    raise InvalidInput(f"{path}.spec.resourceSelectors", f"does not select the Job {where}{job_name} in this file")
 
 
 def parse_propagation(doc: Mapping[str, object], path: str, job_name: str, job_namespace: str) -> PropagationPolicy:
@@ -252,10 +274,14 @@ def parse_propagation(doc: Mapping[str, object], path: str, job_name: str, job_n
                                "apply the policy as an object (fedctl apply -f)")
     meta = mapping(doc.get("metadata"), f"{path}.metadata")
     if doc.get("kind") == NAMESPACED:
-        namespace = string(meta.get("namespace", "default"), f"{path}.metadata.namespace")
+        # A Job naming no namespace takes its queue's default, unknown here: the policy
+        # then names none either (it is the job's own, wherever the job lands).
+        namespace = string(meta.get("namespace", job_namespace), f"{path}.metadata.namespace")
         if namespace != job_namespace:
+            job_in = (f"in {job_namespace!r}" if job_namespace
+                      else "with no namespace (it takes its queue's default namespace)")
             raise InvalidInput(f"{path}.metadata.namespace",
-                               f"a PropagationPolicy in {namespace!r} cannot select a Job in {job_namespace!r}")
+                               f"a PropagationPolicy in {namespace!r} cannot select a Job {job_in}")
     policy = parse_policy_object({**doc, "spec": spec, "metadata": {**meta, "name": meta.get("name") or job_name}},
                                  path)
     _check_selects(policy, path, job_name, job_namespace)

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
+from federation.domain.annotations import check_annotations, pod_annotations
 from federation.domain.errors import InvalidInput
 from federation.domain.jobs import (
     DEFAULT_MAX_RETRY,
@@ -32,6 +34,7 @@ from federation.domain.manifests_fields import (
     check_keys,
     duration_seconds,
     integer,
+    job_namespace,
     mapping,
     sequence,
     string,
@@ -43,7 +46,7 @@ from federation.domain.policies import PriorityClass
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
-from federation.domain.workloads import WORKLOAD_TASK, read_workload
+from federation.domain.workloads import HONOURED_ANNOTATIONS, WORKLOAD_TASK, read_workload
 
 PRIORITY_ANNOTATION = "federation.io/priority"
 OWNERS_ANNOTATION = "federation.io/owners"
@@ -52,8 +55,6 @@ NAMESPACES_ANNOTATION = "federation.io/namespaces"
 DEFAULT_NAMESPACE_ANNOTATION = "federation.io/default-namespace"
 POD_SECURITY_ANNOTATION = "federation.io/pod-security"
 SYSTEM_NAMESPACES_ANNOTATION = "federation.io/allow-system-namespaces"
-# Volcano's older hierarchical DRF annotations; refused in favour of spec.parent (one way to say it).
-HIERARCHY_ANNOTATIONS = ("volcano.sh/hierarchy", "volcano.sh/hierarchy-weights")
 TOPOLOGY_WAIT_ANNOTATION = "federation.io/topology-wait"  # opt-in hold for a lower tier (placement/intent.py)
 
 # priorityClassName -> priority. No class means 0, as in Kubernetes without a globalDefault.
@@ -154,16 +155,24 @@ def _tolerations(spec: Mapping[str, object], path: str) -> tuple[Toleration, ...
 
 
 def parse_tolerations(value: object, path: str) -> tuple[Toleration, ...]:
-    """Karmada clusterTolerations (against cluster taints).
-
-    ``tolerationSeconds`` is refused: how long a job may stay on a cluster under a NoExecute
-    taint is decided by the service's grace period, not per job. (Pod tolerations in a
-    task's template are passed to the member cluster whole, where Kubernetes honours them.)
-    """
+    """Karmada clusterTolerations (against cluster taints), with ``tolerationSeconds``: how
+    long a job stays on a cluster once a NoExecute taint it tolerates is put on
+    (propagation/taints.py). Pod tolerations in a task's template are passed to the member
+    cluster whole, where Kubernetes honours them."""
+    tolerations = _tolerations({"tolerations": value}, path)
+    out: list[Toleration] = []
     for i, raw in enumerate(sequence(value, path)):
-        check_keys(mapping(raw, f"{path}[{i}]"), f"{path}[{i}]", ("key", "operator", "value", "effect"),
-                   ("tolerationSeconds",))
-    return _tolerations({"tolerations": value}, path)
+        item = mapping(raw, f"{path}[{i}]")
+        check_keys(item, f"{path}[{i}]", ("key", "operator", "value", "effect", "tolerationSeconds"))
+        if "tolerationSeconds" not in item:
+            out.append(tolerations[i])
+            continue
+        seconds = integer(item["tolerationSeconds"], f"{path}[{i}].tolerationSeconds")
+        try:
+            out.append(replace(tolerations[i], seconds=seconds))
+        except InvalidInput as exc:
+            raise exc.under(f"{path}[{i}]") from None
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- policies
@@ -201,13 +210,21 @@ def _policies(value: object, path: str) -> tuple[LifecyclePolicy, ...]:
 # ---------------------------------------------------------------- tasks and jobs
 
 
-def _task(raw: object, path: str) -> tuple[Task, tuple[Toleration, ...]]:
+def _task(raw: object, path: str, carried: Mapping[str, str] | None = None,
+          honoured: tuple[str, ...] = ()) -> tuple[Task, tuple[Toleration, ...]]:
+    """One task; ``carried`` are the Job's annotations its pods carry (under the template's
+    own), ``honoured`` the scheduling-family annotations the caller reads from the template."""
     item = mapping(raw, path)
     check_keys(item, path, _TASK_KEYS, _TASK_UNSUPPORTED)
     for key in ("name", "replicas", "template"):
         if key not in item:
             raise InvalidInput(f"{path}.{key}", "is required")
     template = mapping(item["template"], f"{path}.template")
+    tmeta = mapping(template.get("metadata"), f"{path}.template.metadata")
+    own = string_map(tmeta.get("annotations"), f"{path}.template.metadata.annotations")
+    check_annotations(own, f"{path}.template.metadata.annotations", honoured)
+    if carried:
+        template = {**template, "metadata": {**tmeta, "annotations": {**carried, **own}}}
     pod_spec = mapping(template.get("spec"), f"{path}.template.spec")
     resources = _pod_requests(pod_spec, f"{path}.template.spec")
     tolerations = _tolerations(pod_spec, f"{path}.template.spec.tolerations")
@@ -323,14 +340,16 @@ def parse_job(doc: Mapping[str, object], path: str, propagation: PropagationPoli
     check_keys(spec, f"{path}.spec", _JOB_SPEC_KEYS, _JOB_SPEC_UNSUPPORTED)
     _check_job_fields(meta, spec, path)
     annotations = string_map(meta.get("annotations"), f"{path}.metadata.annotations")
+    check_annotations(annotations, f"{path}.metadata.annotations")
+    carried = pod_annotations(annotations)
     priority_class = string(spec.get("priorityClassName", ""), f"{path}.spec.priorityClassName")
-    parsed = [_task(_named(raw, i), f"{path}.spec.tasks[{i}]")
+    parsed = [_task(_named(raw, i), f"{path}.spec.tasks[{i}]", carried)
               for i, raw in enumerate(sequence(spec.get("tasks"), f"{path}.spec.tasks"))]
     topology = spec.get("networkTopology")
     try:
         return Job(
             name=string(meta["name"], f"{path}.metadata.name"),
-            namespace=string(meta.get("namespace", "default"), f"{path}.metadata.namespace"),
+            namespace=job_namespace(meta, path),
             labels=tuple(string_map(meta.get("labels"), f"{path}.metadata.labels").items()),
             queue=string(spec.get("queue", "default"), f"{path}.spec.queue"),
             tasks=tuple(task for task, _ in parsed),
@@ -356,7 +375,7 @@ def parse_workload(doc: Mapping[str, object], path: str, propagation: Propagatio
     annotations as a one-task job carrying the workload (federation/domain/workloads.py)."""
     fields = read_workload(doc, path)
     task, tolerations = _task({"name": WORKLOAD_TASK, "replicas": fields.replicas, "template": fields.template},
-                              f"{path}.spec")
+                              f"{path}.spec", honoured=HONOURED_ANNOTATIONS)
     pod_spec = mapping(fields.template.get("spec"), f"{path}.spec.template.spec")
     priority_class = string(pod_spec.get("priorityClassName", ""), f"{path}.spec.template.spec.priorityClassName")
     annotations = string_map(mapping(doc.get("metadata"), f"{path}.metadata").get("annotations"),
@@ -391,10 +410,7 @@ def parse_queue(doc: Mapping[str, object], path: str) -> Queue:
     if "name" not in meta:
         raise InvalidInput(f"{path}.metadata.name", "is required")
     annotations = string_map(meta.get("annotations"), f"{path}.metadata.annotations")
-    for key in HIERARCHY_ANNOTATIONS:
-        if key in annotations:
-            raise InvalidInput(f"{path}.metadata.annotations[{key}]", "not supported: express the hierarchy with "
-                               "spec.parent and each queue's spec.weight (Volcano's hierarchical queues)")
+    check_annotations(annotations, f"{path}.metadata.annotations")
     owners = tuple(o.strip() for o in annotations.get(OWNERS_ANNOTATION, "").split(",") if o.strip())
     guarantee = mapping(spec.get("guarantee"), f"{path}.spec.guarantee")
     check_keys(guarantee, f"{path}.spec.guarantee", ("resource",))

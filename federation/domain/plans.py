@@ -137,6 +137,11 @@ class Plan:
     bound: float = 0.0
     solve_seconds: float = 0.0
     score_terms: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # Running elastic jobs given more pods this round, inside the HyperNode they already
+    # run in: each entry has the job's cluster, HyperNode and tier, and ``pods`` holds the
+    # ADDED pods only; the pods that run are never moved (placement/growth.py,
+    # docs/design/elastic-gangs.md).
+    growths: tuple[Placement, ...] = ()
 
     def placement(self, job: str) -> Placement | None:
         for p in self.placements:

@@ -28,8 +28,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from federation.domain.annotations import check_annotations
 from federation.domain.errors import InvalidInput
-from federation.domain.manifests_fields import integer, mapping, string, string_map
+from federation.domain.manifests_fields import integer, job_namespace, mapping, string, string_map
 
 WORKLOAD_API = "apps/v1"
 WORKLOAD_KINDS = ("Deployment", "StatefulSet")
@@ -38,6 +39,8 @@ MIN_MEMBER = "scheduling.volcano.sh/group-min-member"
 TOPOLOGY_MODE = "volcano.sh/network-topology-mode"
 TOPOLOGY_TIER = "volcano.sh/network-topology-highest-tier"
 QUEUE_NAME = "scheduling.volcano.sh/queue-name"
+# The Volcano annotations a workload may carry; any other of that family is refused (domain/annotations.py).
+HONOURED_ANNOTATIONS = (MIN_MEMBER, TOPOLOGY_MODE, TOPOLOGY_TIER, QUEUE_NAME)
 _SCHEDULERS = ("", "volcano", "federation-scheduler")
 
 
@@ -121,6 +124,8 @@ def read_workload(doc: Mapping[str, object], path: str) -> WorkloadFields:
                            "(leave it out or use volcano)")
     own_ann = string_map(meta.get("annotations"), f"{path}.metadata.annotations")
     tmpl_ann = string_map(tmeta.get("annotations"), f"{path}.spec.template.metadata.annotations")
+    check_annotations(own_ann, f"{path}.metadata.annotations", HONOURED_ANNOTATIONS)
+    check_annotations(tmpl_ann, f"{path}.spec.template.metadata.annotations", HONOURED_ANNOTATIONS)
     replicas = integer(spec.get("replicas", 1), f"{path}.spec.replicas")
     if replicas < 1:
         raise InvalidInput(f"{path}.spec.replicas", "must be >= 1 (a workload scaled to zero has nothing to place)")
@@ -143,7 +148,7 @@ def read_workload(doc: Mapping[str, object], path: str) -> WorkloadFields:
     return WorkloadFields(
         workload=Workload(kind, json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)),
         name=string(meta["name"], f"{path}.metadata.name"),
-        namespace=string(meta.get("namespace", "default"), f"{path}.metadata.namespace"),
+        namespace=job_namespace(meta, path),
         labels=string_map(meta.get("labels"), f"{path}.metadata.labels"),
         replicas=replicas, min_member=min_member, topology_mode=mode, topology_tier=tier,
         queue=queue or "default", template=template,

@@ -8,7 +8,7 @@ scheduler.md``). Here the domain a gang may use is chosen for its *gang* pods on
 once chosen, ``extra_pods`` adds the remaining replicas, largest first, onto nodes of the
 same domain their task may use (never outside it: the network-topology promise covers
 every pod of the job). Queue capability bounds the extras too. Growing a running job in
-later rounds is not done here (docs/design/elastic-gangs.md says why and what is left).
+later rounds uses the same function on the job's own domain (placement/growth.py).
 """
 
 from __future__ import annotations
@@ -26,10 +26,14 @@ if TYPE_CHECKING:
     from federation.placement.state import DomainState
 
 
-def extra_pods(
-    rnd: PlanningRound, job: Job, dom: DomainState, placed: tuple[PodAssignment, ...]
-) -> list[PodAssignment]:
-    """Replicas beyond the gang that fit in ``dom`` now (room is taken for each)."""
+def extra_pods(rnd: PlanningRound, job: Job, dom: DomainState, placed: tuple[PodAssignment, ...],
+               running: bool = False) -> list[PodAssignment]:
+    """Replicas beyond ``placed`` that fit in ``dom`` now (room is taken for each).
+
+    ``running``: ``job`` already runs ``placed`` and the ledger already charges its queue
+    for them (a growth, placement/growth.py); otherwise ``placed`` is the gang the round is
+    committing and is charged here on top of the queue's usage.
+    """
     st = rnd.state
     cluster = dom.cluster.name
     frees = st.node_free[cluster]
@@ -39,7 +43,7 @@ def extra_pods(
     taken = {(a.task, a.node) for a in placed if a.task in exclusive}
     have = {(a.task, a.index) for a in placed}
     cap = rnd.ledger.queues[job.queue].capability
-    used = rnd.ledger.usage[job.queue] + rnd.ledger.req(job)
+    used = rnd.ledger.usage[job.queue] if running else rnd.ledger.usage[job.queue] + rnd.ledger.req(job)
     index = {t.name: i for i, t in enumerate(job.tasks)}
     extras = sorted(((t, i, r) for t, i, r in job.pods() if (t, i) not in have),
                     key=lambda p: (vector(p[2], st.keys), -index[p[0]], -p[1]), reverse=True)

@@ -16,6 +16,7 @@ from federation.domain.plans import FederationSnapshot, Plan, PlanLimits
 from federation.placement.admission import enqueue
 from federation.placement.cpsat import plan_cpsat
 from federation.placement.greedy import greedy_plan
+from federation.placement.growth import grow
 
 DEFAULT_LIMITS = PlanLimits()
 
@@ -42,9 +43,10 @@ def plan(snapshot: FederationSnapshot, limits: PlanLimits = DEFAULT_LIMITS, prev
     """Plan one round: placements, reasons for the rest, preemptions (see ``placement.cpsat``).
 
     ``previous`` (the last round's plan) keeps its domains among the candidates so stable
-    decisions stay cheap to repeat (warm start).
+    decisions stay cheap to repeat (warm start). Running elastic jobs then grow into the
+    room the plan leaves (``growth.grow``).
     """
     with _no_cyclic_gc():
         admitted, waiting = enqueue(snapshot, limits.enqueue_overcommit)
         result = greedy_plan(admitted, limits) if not admitted.pending else plan_cpsat(admitted, limits, previous)
-        return replace(result, unplaced=result.unplaced + waiting) if waiting else result
+        return grow(snapshot, replace(result, unplaced=result.unplaced + waiting) if waiting else result)

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 
 from federation.domain.jobs import Job
 from federation.domain.nodes import Node
-from federation.domain.plans import BLOCKED_BY, FederationSnapshot, Placement, Plan
+from federation.domain.plans import BLOCKED_BY, FederationSnapshot, Placement, Plan, PodAssignment
 from federation.domain.resources import Resources
+from federation.domain.topology import Domain
 from federation.placement.elastic import placed_requests
 from federation.placement.eligibility import (
     affinity_terms,
@@ -97,22 +98,28 @@ def _placement(snapshot: FederationSnapshot, p: Placement, jobs: dict[str, Job],
             if task.min_available is not None and have < task.min_available:
                 yield f"job {p.job}: task {task.name} has {have} pods, fewer than its minAvailable {task.min_available}"
     known = nodes.setdefault(cluster.name, {n.name: n for n in cluster.nodes})
+    yield from _pods(f"job {p.job}", job, p.pods, known, domain, set())
+
+
+def _pods(who: str, job: Job, pods: tuple[PodAssignment, ...], known: dict[str, Node], domain: Domain,
+          exclusive: set[tuple[str, str]]) -> Iterator[str]:
+    """Each pod on a known, usable node its task allows, inside ``domain``, and at most one
+    per node for a task with required pod anti-affinity (``exclusive``: (task, node) taken)."""
     constraints = {t.name: c for t, c in zip(job.tasks, job.node_constraints, strict=True)}
-    exclusive: set[tuple[str, str]] = set()
-    for a in p.pods:
+    for a in pods:
         node = known.get(a.node)
         c = constraints.get(a.task)
         if node is None:
-            yield f"job {p.job}: pod {a.task}-{a.index} on unknown node {a.node}"
+            yield f"{who}: pod {a.task}-{a.index} on unknown node {a.node}"
         elif not node.usable:
-            yield f"job {p.job}: pod {a.task}-{a.index} on node {a.node} that is not ready or cordoned"
+            yield f"{who}: pod {a.task}-{a.index} on node {a.node} that is not ready or cordoned"
         elif c is not None and not c.allows(node):
-            yield f"job {p.job}: pod {a.task}-{a.index} on node {a.node} that its {c.describe()} excludes"
+            yield f"{who}: pod {a.task}-{a.index} on node {a.node} that its {c.describe()} excludes"
         elif a.node not in domain.nodes:
-            yield f"job {p.job}: pod {a.task}-{a.index} on node {a.node} outside HyperNode {p.hypernode}"
+            yield f"{who}: pod {a.task}-{a.index} on node {a.node} outside HyperNode {domain.name}"
         if c is not None and c.one_per_node:
             if (a.task, a.node) in exclusive:
-                yield f"job {p.job}: two pods of task {a.task} on node {a.node} (required pod anti-affinity)"
+                yield f"{who}: two pods of task {a.task} on node {a.node} (required pod anti-affinity)"
             exclusive.add((a.task, a.node))
 
 
@@ -128,7 +135,8 @@ def _capacity(snapshot: FederationSnapshot, plan: Plan) -> Iterator[str]:
         for a in r.placement.pods:
             key = (r.placement.cluster, a.node)
             delta[key] = delta.get(key, Resources()) + req.get((a.task, a.index), Resources())
-    for p in plan.placements:
+    jobs.update({r.job.name: r.job for r in snapshot.running})
+    for p in (*plan.placements, *plan.growths):
         job = jobs.get(p.job)
         if job is None:
             continue
@@ -164,9 +172,9 @@ def _queues(snapshot: FederationSnapshot, plan: Plan) -> Iterator[str]:
         if v.job in running:
             r = running[v.job]
             usage[r.job.queue] = usage.get(r.job.queue, Resources()) - placed_requests(r.job, r.placement.pods)
-    for p in plan.placements:
-        if p.job in jobs:
-            job = jobs[p.job]
+    for p in (*plan.placements, *plan.growths):
+        job = jobs[p.job] if p.job in jobs else running[p.job].job if p.job in running else None
+        if job is not None:
             req = placed_requests(job, p.pods)
             for name in (job.queue, *ancestors(queues, job.queue)):
                 usage[name] = usage.get(name, Resources()) + req
@@ -268,6 +276,42 @@ def _earlier_fit(
     return None
 
 
+def _growths(snapshot: FederationSnapshot, plan: Plan, nodes: dict[str, dict[str, Node]]) -> Iterator[str]:
+    """A growth adds pods of a running elastic job that it does not run yet, inside the
+    cluster and HyperNode it runs in, on nodes the pods' tasks allow (placement/growth.py)."""
+    running = {r.job.name: r for r in snapshot.running}
+    preempted = {v.job for v in plan.preemptions}
+    seen: set[str] = set()
+    for g in plan.growths:
+        run = running.get(g.job)
+        if run is None or g.job in preempted:
+            yield f"growth of {g.job}, which is not a running job (or is preempted)"
+            continue
+        if g.job in seen:
+            yield f"job {g.job} grows more than once"
+        seen.add(g.job)
+        was = run.placement
+        if (g.cluster, g.hypernode) != (was.cluster, was.hypernode):
+            yield (f"growth of {g.job} moves it to {g.cluster}/{g.hypernode} "
+                   f"(it runs in {was.cluster}/{was.hypernode}; running jobs are never moved)")
+            continue
+        have = {(a.task, a.index) for a in was.pods}
+        added = [(a.task, a.index) for a in g.pods]
+        if not g.pods or any(k in have for k in added) or len(set(added)) != len(added):
+            yield f"growth of {g.job}: pods {sorted(added)} are not new, distinct pods"
+        if not set(added) <= {(t, i) for t, i, _ in run.job.pods()}:
+            yield f"growth of {g.job}: pods {sorted(added)} are not all pods of the job"
+        cluster = snapshot.cluster(g.cluster)
+        domain = cluster.tree.domains.get(g.hypernode) if cluster is not None else None
+        if cluster is None or domain is None:
+            yield f"growth of {g.job}: unknown HyperNode {g.hypernode} in {g.cluster}"
+            continue
+        if not cluster.healthy:
+            yield f"growth of {g.job}: cluster {g.cluster} is unhealthy"
+        known = nodes.setdefault(cluster.name, {n.name: n for n in cluster.nodes})
+        yield from _pods(f"growth of {g.job}", run.job, g.pods, known, domain, {(a.task, a.node) for a in was.pods})
+
+
 def validate(snapshot: FederationSnapshot, plan: Plan) -> list[str]:
     """Every violated rule as a readable sentence; ``[]`` means the plan is valid."""
     problems = list(_bookkeeping(snapshot, plan))
@@ -275,6 +319,7 @@ def validate(snapshot: FederationSnapshot, plan: Plan) -> list[str]:
     nodes: dict[str, dict[str, Node]] = {}
     for p in plan.placements:
         problems.extend(_placement(snapshot, p, jobs, nodes))
+    problems.extend(_growths(snapshot, plan, nodes))
     problems.extend(_capacity(snapshot, plan))
     problems.extend(_queues(snapshot, plan))
     problems.extend(_evictions(snapshot, plan))

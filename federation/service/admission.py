@@ -18,6 +18,7 @@ import dataclasses
 
 from federation.domain.errors import InvalidInput
 from federation.domain.jobs import Job
+from federation.domain.manifests_fields import QUEUE_DEFAULT_NAMESPACE
 from federation.domain.names import is_system_namespace
 from federation.domain.pod_security import check_pod_security, parse_template
 from federation.domain.queues import Queue
@@ -36,10 +37,12 @@ def template_bytes(spec: types_pb2.JobSpec) -> int:
 def admit(job: Job, spec: types_pb2.JobSpec, queue: Queue, limits: Limits, path: str = "spec") -> Job:
     """The job with its namespace resolved, if ``queue`` lets its pods run; else ``InvalidInput``.
 
-    ``spec`` is the wire message the job came from: it tells whether a namespace was
-    given at all (proto3 ``""`` = unset, which takes the queue's default namespace).
+    A job that names no namespace (``QUEUE_DEFAULT_NAMESPACE``: a manifest without
+    ``metadata.namespace``, from ``submit``, ``apply``, a JobFlow or a workload) takes the
+    queue's default namespace here, the one place that knows the queue. ``spec`` is the
+    wire message the job came from (its templates are checked as the tenant wrote them).
     """
-    namespace = spec.namespace or queue.default_namespace
+    namespace = queue.default_namespace if job.namespace == QUEUE_DEFAULT_NAMESPACE else job.namespace
     if namespace not in queue.allowed_namespaces:
         allowed = ", ".join(queue.allowed_namespaces)
         why = " (a Kubernetes system namespace)" if is_system_namespace(namespace) else ""

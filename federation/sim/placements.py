@@ -3,7 +3,8 @@
 The lines are the scenario contract's (``../shared/scenarios/README.md``): ``{"policy",
 "job", "cluster", "hypernode", "tier", "at", "pods": [{"task", "index", "node"}]}`` with
 ``at`` in simulated seconds since the scenario's start, one per start (restarts
-included). ``disallowed`` re-checks each pod against its task's node constraints from the
+included); a running elastic job that grows gets a line too, with ``"growth": true``
+and only the added pods. ``disallowed`` re-checks each pod against its task's node constraints from the
 scenario alone, so a bench run can show that no policy put a pod where a kubelet would
 refuse it.
 """
@@ -24,11 +25,14 @@ def lines(policy: str, starts: Iterable[Start]) -> Iterable[str]:
     """The JSON lines of one policy's run."""
     for s in starts:
         p = s.placement
-        yield json.dumps({
+        line: dict[str, object] = {
             "policy": policy, "job": p.job, "cluster": p.cluster, "hypernode": p.hypernode or None,
             "tier": p.tier if p.hypernode else None, "at": s.at,
             "pods": [{"task": a.task, "index": a.index, "node": a.node} for a in p.pods],
-        }, separators=(",", ":"))
+        }
+        if s.growth:
+            line["growth"] = True
+        yield json.dumps(line, separators=(",", ":"))
 
 
 def write(out: IO[str], runs: Mapping[str, Iterable[Start]]) -> None:

@@ -12,7 +12,9 @@ Model (deliberately simple, stated in docs/design/simulator.md):
   burst of arrivals is coalesced into one round;
 * a placed gang starts at once and runs ``durationSeconds x slowdown(tier)``, the tier
   being that of the lowest domain holding all its pods (one pod, or all pods on one
-  node, runs at 1.0);
+  node, runs at 1.0); an elastic job running k of its n replicas runs at k/n of that
+  speed (data-parallel work is shared by the replicas), and when a later round grows it
+  (``Plan.growths``) the rest of its work runs at the new speed;
 * a preempted job or one killed by a fault goes back to pending and restarts from
   scratch; ``podFail`` restarts the job in place (same placement) from scratch;
 * placements that do not fit the live state are skipped and recorded, never applied.
@@ -95,6 +97,7 @@ class Start:
 
     at: float
     placement: Placement
+    growth: bool = False  # ``placement`` holds only the pods added to a running job
 
 
 class _Simulation:
@@ -167,7 +170,8 @@ class _Simulation:
         evicting and re-placing would otherwise never let simulated time end. The next
         real event resumes planning; ``churnStops`` counts the cut-offs.
         """
-        if not self.state.pending or self.round_due is not None or len(self.rounds) >= self.max_rounds:
+        if not (self.state.pending or self.growable()) or self.round_due is not None \
+                or len(self.rounds) >= self.max_rounds:
             return
         if self.dirty:
             self.churn = 0
@@ -182,6 +186,10 @@ class _Simulation:
         due = max(self.now, ticks * self.interval)
         self.round_due = due
         self.push(due, _ROUND, None)
+
+    def growable(self) -> bool:
+        """Some running elastic job runs fewer pods than its replicas (a round may grow it)."""
+        return any(run.short for run in self.state.running.values())
 
     def sample(self) -> None:
         state = self.state
@@ -234,11 +242,17 @@ class _Simulation:
             run = self.state.running.get(event.target)
             if run is not None:  # RestartPod semantics, simplified: same placement, from scratch
                 run.epoch = next(self.epochs)
-                run.started_at = self.now
-                run.ends_at = self.now + run.spec.duration_seconds * self.slowdown(run)
+                run.started_at = run.since = self.now
+                run.progress = 0.0
+                run.ends_at = self.now + self.runtime(run)
                 self.tracker.restarted(event.target, self.now)
                 self.starts.append(Start(self.now, run.placement))
                 self.push(run.ends_at, _FINISH, (event.target, run.epoch))
+
+    def runtime(self, run: Run) -> float:
+        """Seconds ``run`` needs from ``since`` to finish at its current size and tier."""
+        share = len(run.placement.pods) / max(1, run.spec.job.total_replicas)
+        return (1.0 - run.progress) * run.spec.duration_seconds * self.slowdown(run) / share
 
     def slowdown(self, run: Run) -> float:
         if len(run.placement.pods) <= 1 or len({p.node for p in run.placement.pods}) == 1:
@@ -272,16 +286,38 @@ class _Simulation:
                 continue
             self.state.dequeue(placement.job)
             run = self.state.start(spec, placement, self.now, 0.0, next(self.epochs))
-            run.ends_at = self.now + spec.duration_seconds * self.slowdown(run)
+            run.ends_at = self.now + self.runtime(run)
             self.push(run.ends_at, _FINISH, (placement.job, run.epoch))
             self.tracker.started(spec.job.name, self.now, placement.cluster, run.tier, run.requests)
             self.starts.append(Start(self.now, placement))
             placed += 1
+        for growth in plan.growths:
+            reason = self.state.check_growth(growth)
+            if reason is not None:
+                self.rejections.append(Rejection(self.now, growth.job, f"growth: {reason}"))
+                rejected += 1
+                continue
+            self.grow(growth)
         record = SimulatedRound(self.now, wall, pending, placed, rejected, preempted, plan.status, plan.objective,
                              plan.bound)
         self.rounds.append(record)
         if self.on_round is not None:
             self.on_round(record)
+
+
+    def grow(self, growth: Placement) -> None:
+        """Add pods to a running elastic job: the work done so far is kept, the rest runs
+        at the new size (and the tier of the now larger set of nodes)."""
+        run = self.state.running[growth.job]
+        run.progress += (self.now - run.since) / (run.ends_at - run.since) * (1.0 - run.progress) \
+            if run.ends_at > run.since else 0.0
+        run.since = self.now
+        self.state.grow(growth)
+        run.epoch = next(self.epochs)
+        run.ends_at = self.now + self.runtime(run)
+        self.push(run.ends_at, _FINISH, (growth.job, run.epoch))
+        self.tracker.grew(growth.job, run.tier, run.requests)
+        self.starts.append(Start(self.now, growth, growth=True))
 
 
 def simulate(

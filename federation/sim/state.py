@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.nodes import Node
@@ -25,7 +25,10 @@ from federation.sim.workload import ScenarioJob
 
 @dataclass
 class Run:
-    """A job running now; ``epoch`` invalidates the finish event of an earlier run."""
+    """A job running now; ``epoch`` invalidates the finish event of an earlier run.
+
+    ``progress`` is the fraction of the job's work done by ``since`` (an elastic job's
+    speed changes when it grows; simulator.py)."""
 
     spec: ScenarioJob
     placement: Placement
@@ -34,6 +37,13 @@ class Run:
     ends_at: float
     epoch: int
     tier: int
+    progress: float = 0.0
+    since: float = 0.0
+
+    @property
+    def short(self) -> bool:
+        """An elastic job running fewer pods than its replicas (it may grow)."""
+        return len(self.placement.pods) < self.spec.job.total_replicas
 
 
 @dataclass
@@ -232,11 +242,53 @@ class FederationState:
             res = spec.job.task(pod.task).resources
             state.used[pod.node] = state.used.get(pod.node, Resources()) + res
             state.touch(pod.node)
-        run = Run(spec, placement, self.requests(spec, placement), now, now + runtime, epoch, self.gang_tier(placement))
+        run = Run(spec, placement, self.requests(spec, placement), now, now + runtime, epoch, self.gang_tier(placement),
+                  since=now)
         self.running[spec.job.name] = run
         queue = spec.job.queue
         self.queue_usage[queue] = self.queue_usage.get(queue, Resources()) + run.requests
         self.used_gpus += run.requests.gpus
+        return run
+
+    def check_growth(self, growth: Placement) -> str | None:
+        """Why ``growth`` (added pods of a running job) cannot be applied now (None: it can)."""
+        run = self.running.get(growth.job)
+        if run is None:
+            return "job is not running"
+        was = run.placement
+        if (growth.cluster, growth.hypernode) != (was.cluster, was.hypernode):
+            return f"growth moves the job to {growth.cluster}/{growth.hypernode}"
+        have = {(a.task, a.index) for a in was.pods}
+        if not growth.pods or any((a.task, a.index) in have for a in growth.pods):
+            return "growth repeats a running pod"
+        whole = replace(was, pods=was.pods + growth.pods)
+        used = self.clusters[was.cluster].used
+        # Check the whole placement with the job's running pods' room given back.
+        for a in was.pods:
+            used[a.node] = used[a.node] - run.spec.job.task(a.task).resources
+        try:
+            queue = run.spec.job.queue
+            self.queue_usage[queue] = self.queue_usage[queue] - run.requests
+            return self.check(run.spec, whole)
+        finally:
+            self.queue_usage[queue] = self.queue_usage[queue] + run.requests
+            for a in was.pods:
+                used[a.node] = used.get(a.node, Resources()) + run.spec.job.task(a.task).resources
+
+    def grow(self, growth: Placement) -> Run:
+        """Add ``growth``'s pods to the running job (checked by ``check_growth``)."""
+        run = self.running[growth.job]
+        state = self.clusters[growth.cluster]
+        for pod in growth.pods:
+            state.used[pod.node] = state.used.get(pod.node, Resources()) + run.spec.job.task(pod.task).resources
+            state.touch(pod.node)
+        more = self.requests(run.spec, growth)
+        run.placement = replace(run.placement, pods=run.placement.pods + growth.pods)
+        run.requests = run.requests + more
+        run.tier = self.gang_tier(run.placement)
+        queue = run.spec.job.queue
+        self.queue_usage[queue] = self.queue_usage.get(queue, Resources()) + more
+        self.used_gpus += more.gpus
         return run
 
     def stop(self, name: str) -> Run | None:

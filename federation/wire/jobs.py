@@ -255,7 +255,7 @@ def job_from_proto(msg: types_pb2.JobSpec, path: str = "spec",
             plugins=tuple((name, tuple(msg.plugins[name].args)) for name in sorted(msg.plugins)),
             max_retry=msg.max_retry if msg.HasField("max_retry") else DEFAULT_MAX_RETRY,
             propagation=propagation,
-            namespace=msg.namespace or "default",
+            namespace=msg.namespace,  # "" = the queue's default, resolved by service/admission.py
             labels=tuple(sorted(msg.labels.items())),
             tolerations=tolerations,
             workload=workload,

@@ -27,6 +27,7 @@ from federation.domain import (
     Task,
 )
 from federation.domain.manifests import PRIORITY_CLASSES, load_manifests
+from federation.domain.manifests_fields import QUEUE_DEFAULT_NAMESPACE
 from federation.domain.works import Work
 from federation.v1 import agent_pb2, jobs_pb2, queues_pb2, types_pb2
 from federation.wire import convert
@@ -67,8 +68,9 @@ def test_job_round_trips_exactly_through_the_wire() -> None:
 
 def test_unset_optional_fields_take_volcano_defaults() -> None:
     job = convert.job_from_proto(small_spec())
+    # no namespace stays none: the service gives it the queue's default namespace
     assert (job.queue, job.namespace, job.min_available, job.max_retry, job.priority) == (
-        "default", "default", None, 3, 0)
+        "default", QUEUE_DEFAULT_NAMESPACE, None, 3, 0)
     assert job.network_topology is None and job.propagation is None
     assert job.tasks[0].resources == Resources({GPU: 8, MEMORY: 64 * GI})
 

@@ -17,6 +17,7 @@ from federation.domain.manifests import (
     load_queue_manifests,
     load_queues,
 )
+from federation.domain.manifests_fields import QUEUE_DEFAULT_NAMESPACE
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "manifests"
 GI = 1 << 30
@@ -98,7 +99,7 @@ def test_pytorch_job_with_propagation_policy_loads_every_field() -> None:
 def test_volcano_defaults_apply_when_fields_are_absent() -> None:
     job = load_manifests(job_yaml()).job
     assert (job.queue, job.namespace, job.min_available, job.max_retry, job.priority) == (
-        "default", "default", None, 3, 0)
+        "default", QUEUE_DEFAULT_NAMESPACE, None, 3, 0)  # the queue's default namespace, resolved at submission
     assert job.network_topology is None and job.propagation is None and job.tolerations == ()
 
 

@@ -5,7 +5,10 @@ every pending job greedily in the peer's own order and explains each unplaced jo
 are models of published algorithms (each module cites its sources), not ports.
 
 ``POLICIES`` maps the bench policy names to planners; ``cpsat`` is our planner,
-imported on first use so that importing the baselines never loads OR-Tools.
+imported on first use so that importing the baselines never loads OR-Tools. Every
+baseline's plan is followed by the same growth step as ours (``placement.growth.grow``:
+running elastic jobs take room the plan leaves in their own domain), so the bench
+compares placement decisions, not growth policies.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from types import MappingProxyType
 
 from federation.domain.plans import FederationSnapshot, Plan, PlanLimits
 from federation.placement.baselines import armada_drf, karmada_spread, volcano_greedy
+from federation.placement.growth import grow
 
 Planner = Callable[[FederationSnapshot, PlanLimits, Plan | None], Plan]
 
@@ -30,15 +34,15 @@ def cpsat(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan | Non
 
 
 def _volcano(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan | None) -> Plan:
-    return volcano_greedy.plan(snapshot, limits, previous)
+    return grow(snapshot, volcano_greedy.plan(snapshot, limits, previous))
 
 
 def _karmada(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan | None) -> Plan:
-    return karmada_spread.plan(snapshot, limits, previous)
+    return grow(snapshot, karmada_spread.plan(snapshot, limits, previous))
 
 
 def _armada(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan | None) -> Plan:
-    return armada_drf.plan(snapshot, limits, previous)
+    return grow(snapshot, armada_drf.plan(snapshot, limits, previous))
 
 
 POLICIES: Mapping[str, Planner] = MappingProxyType({

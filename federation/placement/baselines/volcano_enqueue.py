@@ -25,20 +25,37 @@ The effect is an admission gate that acts as a soft reservation. A big gang that
 Inqueue keeps its minResources counted, so later jobs are not admitted beyond the
 overcommit budget while it waits for room.
 
-Modelling choices:
+Modelling choices (a federation is "Volcano per member cluster behind volcano-global and
+Karmada"):
 
-* Each member cluster runs its own Volcano, so the budgets are per cluster. A job is gated
-  in the cluster that volcano-global/Karmada dispatched it to (the first with summed
-  room). When no cluster has room now, Karmada does not bind it and no Volcano gates it,
-  unless only one cluster is allowed: then it waits in that cluster's enqueue, as on a
-  single Volcano cluster. An earlier version pinned such jobs to the first cluster by
-  name that could hold them. On ``fleet-4clusters`` that queued most of the backlog on
-  one cluster while the others idled (volcano-greedy utilisation 0.37, JCT 1.38x cpsat).
-  That was an artefact of the model, not Volcano's behaviour.
-* Inqueue persists across sessions. A job that the previous round left pending for a
-  reason other than "not enqueued" was Inqueue. It keeps its place first and unconditionally
-  in the cluster that round named (``Unplaced.closest_cluster``), as Volcano never
-  dequeues a job.
+* **overcommit is per member cluster.** Each member runs its own Volcano, so the idle
+  budget is that cluster's. A job is gated in the cluster that volcano-global/Karmada
+  dispatched it to (the first with summed room). When no cluster has room now, Karmada
+  does not bind it and no Volcano gates it, unless only one cluster is allowed: then it
+  waits in that cluster's enqueue, as on a single Volcano cluster.
+* **proportion is per federation queue.** A queue's guarantee and capability are
+  federation-wide quantities, and volcano-global's dispatcher is where they are enforced
+  (its capacity plugin's Enqueueable, ``docs/design/queue-capacity-management.md`` in
+  volcano-sh/volcano-global). The realCapability is therefore proportion's formula over
+  the federation's total, and ``allocated + inqueue`` sums the queue's jobs in every
+  cluster. The earlier model applied the whole federation guarantee inside every member
+  (as a Duplicated Queue would): ``prod``'s 128-GPU guarantee left ``eth-central`` (64
+  GPUs) and ``flat-small`` with a realCapability of 0 for every other queue, the
+  name-ordered dispatcher sent ``research`` and ``interns`` jobs there first, and they
+  were refused forever while the fleet idled (fleet-4clusters: 420 of 800 jobs never
+  started, fairness deviation 0.52). On one cluster both readings are identical.
+* **Inqueue persists, but Karmada re-dispatches.** A job that the previous round left
+  pending for a reason other than "not enqueued" was Inqueue; it keeps its place first
+  and unconditionally in the cluster that round named (``Unplaced.closest_cluster``), as
+  Volcano never dequeues a job. Its pods exist and stay unschedulable, so
+  karmada-descheduler (``--unschedulable-threshold``, default 5 min, checked every
+  ``--descheduling-interval``; karmada-io/karmada ``docs/proposals/descheduler``) evicts
+  them and karmada-scheduler binds the job afresh when the scheduler-estimator says its
+  cluster cannot hold it (no summed room for the gang, or never within its hard tier
+  limit) while another allowed cluster can. The model applies that at the next round
+  instead of after 5 minutes (a round is at least 10 s apart). On one cluster there is
+  no other cluster, so nothing is re-dispatched and the gate acts as Volcano's
+  reservation, as before.
 * A rejected job is reported with the existing vocabulary: ``queue-capability`` for
   proportion, ``capacity`` for overcommit. The reason says "not enqueued", and the next
   round reads that to tell admitted jobs from the rest.
@@ -70,16 +87,16 @@ class EnqueueGate:
         self._alloc: dict[str, Resources] = {}
         self._used: dict[str, Resources] = {}
         self._inqueue: dict[str, Resources] = {}
-        self._queue_alloc: dict[tuple[str, str], Resources] = {}
-        self._queue_inqueue: dict[tuple[str, str], Resources] = {}
+        self._queue_alloc: dict[str, Resources] = {}
+        self._queue_inqueue: dict[str, Resources] = {}
         for c in snapshot.clusters:
             nodes = [n for n in c.nodes if n.usable] if c.healthy else []
             alloc = total(n.allocatable for n in nodes)
             self._alloc[c.name] = alloc
             self._used[c.name] = alloc - total(n.free for n in nodes)
+        self._fleet = total(self._alloc.values())
         for run in snapshot.running:
-            key = (run.placement.cluster, run.job.queue)
-            self._queue_alloc[key] = self._queue_alloc.get(key, Resources()) + run.job.requests
+            self._queue_alloc[run.job.queue] = self._queue_alloc.get(run.job.queue, Resources()) + run.job.requests
         self._guarantees = total(q.guarantee for q in snapshot.queues if q.guarantee is not None)
         # Jobs that were Inqueue last round: pending for another reason than "not enqueued".
         self.admitted: dict[str, str] = {}
@@ -95,11 +112,10 @@ class EnqueueGate:
             if cluster is not None and cluster in self._alloc:
                 self._add_inqueue(job, cluster, need, +1)
 
-    def real_capability(self, queue_name: str, cluster: str) -> Resources:
-        """Cluster total - all guarantees + own guarantee, capped by capability (per resource)."""
+    def real_capability(self, queue_name: str) -> Resources:
+        """Federation total - all guarantees + own guarantee, capped by capability (per resource)."""
         queue = self.snapshot.queue(queue_name)
-        alloc = self._alloc[cluster]
-        amounts = dict(alloc.amounts)
+        amounts = dict(self._fleet.amounts)
         for k, v in self._guarantees:
             amounts[k] = max(0, amounts.get(k, 0) - v)
         if queue is not None and queue.guarantee is not None:
@@ -118,9 +134,8 @@ class EnqueueGate:
         idle = Resources({k: int(v * OVERCOMMIT_FACTOR) for k, v in self._alloc[name]}) - self._used[name]
         if not _fits(self._inqueue.get(name, Resources()) + need, idle):
             return "overcommit"
-        key = (name, job.queue)
-        mine = self._queue_alloc.get(key, Resources()) + self._queue_inqueue.get(key, Resources()) + need
-        if not _fits(mine, self.real_capability(job.queue, name)):
+        mine = self._queue_alloc.get(job.queue, Resources()) + self._queue_inqueue.get(job.queue, Resources()) + need
+        if not _fits(mine, self.real_capability(job.queue)):
             return "proportion"
         self.admitted[job.name] = name
         self._add_inqueue(job, name, need, +1)
@@ -131,20 +146,18 @@ class EnqueueGate:
         if self.admitted.get(job.name) == cluster:
             self._add_inqueue(job, cluster, need, -1)
         self._used[cluster] = self._used[cluster] + need
-        key = (cluster, job.queue)
-        self._queue_alloc[key] = self._queue_alloc.get(key, Resources()) + need
+        self._queue_alloc[job.queue] = self._queue_alloc.get(job.queue, Resources()) + need
 
     def _add_inqueue(self, job: Job, cluster: str, need: Resources, sign: int) -> None:
         amount = need if sign > 0 else Resources() - need
-        key = (cluster, job.queue)
         self._inqueue[cluster] = self._inqueue.get(cluster, Resources()) + amount
-        self._queue_inqueue[key] = self._queue_inqueue.get(key, Resources()) + amount
+        self._queue_inqueue[job.queue] = self._queue_inqueue.get(job.queue, Resources()) + amount
 
 
 def rejection(plugin: str, cluster: str) -> tuple[str, str]:
     """(BLOCKED_BY name, reason) for a job Volcano in ``cluster`` did not enqueue."""
     if plugin == "proportion":
         return "queue-capability", f"{NOT_ENQUEUED} in {cluster}: the queue's allocated + inqueue would exceed " \
-                                   f"its real capability (Volcano proportion)"
+                                   f"its real capability in the federation (Volcano proportion)"
     return "capacity", f"{NOT_ENQUEUED} in {cluster}: inqueue + minResources exceed the idle resources x " \
                        f"{OVERCOMMIT_FACTOR:g} (Volcano overcommit)"

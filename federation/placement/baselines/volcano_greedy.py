@@ -23,7 +23,10 @@ Modelled from the published descriptions (no code copied):
   the lowest tier (the plugin's LCA tier score).
 * Volcano's ``enqueue`` action runs first (``volcano_enqueue``): only jobs its overcommit
   and proportion plugins admitted (``JobEnqueueable``) are allocated, each in the cluster
-  it was admitted to; admission persists across rounds as the PodGroup's Inqueue phase.
+  it was admitted to; admission persists across rounds as the PodGroup's Inqueue phase,
+  until karmada-descheduler has the job re-dispatched because the estimator says its
+  cluster cannot hold it while another can (``_redispatched``). Overcommit is per
+  member cluster, proportion per federation queue (volcano-global's dispatcher).
 * No preemption (``preempt``/``reclaim`` are not in Volcano's default action list).
 """
 
@@ -185,13 +188,28 @@ def _gating_cluster(job: Job, snapshot: FederationSnapshot, ledger: BaselineLedg
     return None
 
 
+def _redispatched(job: Job, home: str, snapshot: FederationSnapshot, ledger: BaselineLedger) -> bool:
+    """Karmada takes an Inqueue job away from ``home``: the cluster was lost or is no longer
+    allowed, or karmada-descheduler evicts its unschedulable pods because the estimator
+    says ``home`` cannot hold the gang (no summed room now, or never within its hard tier
+    limit) while another allowed cluster can (``volcano_enqueue`` module docstring)."""
+    allowed = [c for group in allowed_clusters(job, snapshot) for c in group]
+    cluster = next((c for c in allowed if c.name == home), None)
+    if cluster is None:
+        return True
+    if can_ever_hold(job, cluster) and _room(job, cluster, ledger):
+        return False
+    return any(c.name != home and can_ever_hold(job, c) and _room(job, c, ledger) for c in allowed)
+
+
 def _enqueue(order: list[PendingJob], snapshot: FederationSnapshot, ledger: BaselineLedger,
              gate: EnqueueGate) -> dict[str, Unplaced]:
     """Volcano's enqueue action over the round's jobs; returns the ones it left Pending."""
-    allowed = {p.job.name: {c.name for g in allowed_clusters(p.job, snapshot) for c in g} for p in order}
+    jobs = {p.job.name: p.job for p in order}
     for name, home in list(gate.admitted.items()):
-        if name not in allowed or home not in allowed[name]:
-            del gate.admitted[name]  # its cluster was lost or excluded: dispatched afresh
+        job = jobs.get(name)
+        if job is None or _redispatched(job, home, snapshot, ledger):
+            del gate.admitted[name]  # dispatched afresh below
     gate.hold((p.job, ledger.gang_request(p.job)) for p in order)
     rejected: dict[str, Unplaced] = {}
     for pending in order:

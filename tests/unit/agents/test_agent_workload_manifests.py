@@ -6,6 +6,7 @@ bound in the same domain, a new version replaces the workload, cancel withdraws 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from agentkit import LABEL_KEYS, fake, work
 
@@ -47,7 +48,7 @@ spec:
 
 def serve() -> Job:
     [job] = load_jobs(DEPLOYMENT)
-    return job
+    return replace(job, namespace="default")  # as the service admits it (the queue's default namespace)
 
 
 async def pass_(cluster: FakeCluster, w: Work) -> Reconciliation:
