@@ -4,8 +4,8 @@ A round is, step by step (``run_once``):
 
 1. **load** the federation from the store (``control.snapshot``);
 2. **fail over and repair**: requeue jobs whose cluster taints they no longer tolerate (lost
-   clusters included) and placed jobs that
-   have no Work, and settle JobFlow holds; re-load if anything changed;
+   clusters included) and placed jobs that have no Work, and settle JobFlow holds; re-load
+   if anything changed;
 3. **plan** with the pure planner, mark what only an unavailable cluster could hold as
    waiting, and refuse (as unplaced) any placement its propagation policy forbids;
 4. **record** the round, its decisions, the job changes they cause AND the Work of every
