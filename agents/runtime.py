@@ -44,11 +44,11 @@ import grpc.aio
 from agents.backend import ClusterBackend
 from agents.core.apply import apply_ops
 from agents.core.controller import PassReport
-from agents.core.priority import WARNING
 from agents.metrics import NO_AGENT_METRICS, AgentMetrics
 from agents.runtime_jobs import JobBook, JobSlot, orphan_ops, signature
 from agents.runtime_snapshots import snapshot_message
 from agents.telemetry import watch_reconnected
+from federation.domain.states import WARNING_EVENT
 from federation.domain.topology import HyperNodeTree
 from federation.domain.works import Work
 from federation.logs import fields
@@ -389,7 +389,7 @@ class AgentRuntime:
     def _report(self, slot: JobSlot, report: PassReport) -> None:
         work = slot.work
         slot.unsent.extend(report.actions)
-        self.metrics.actions(a.kind for a in report.actions if a.kind != WARNING)  # restarts only
+        self.metrics.actions(a.kind for a in report.actions if a.kind != WARNING_EVENT)  # restarts only
         phase_name, message = slot.outcome(report)
         key = (*signature(report), phase_name, message)
         if not slot.unsent and key == slot.reported:

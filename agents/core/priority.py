@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from agents.backend import AlreadyExists, BackendError, ClusterBackend
 from agents.core.recovery import Action, JobEvent
 from federation.domain.jobs import Job
+from federation.domain.states import WARNING_EVENT
 from federation.domain.works import Work
 
 DESCRIPTION = "created by the federation agent for jobs of the class {name} (the federation's value)"
@@ -95,9 +96,7 @@ def for_cluster(work: Work, priority: ClusterPriority) -> Work:
     return replace(work, job=replace(job, priority_class=priority.name, priority=priority.value or 0))
 
 
-WARNING = "Warning"  # the WorkEvent action central records as a job Warning event
-
-
 def priority_warning(job: str, message: str, now: float) -> Action:
-    """The report of a class the cluster could not honour as the federation has it."""
-    return Action(WARNING, job, JobEvent(WARNING, "PriorityClass", message, now), cause=message)
+    """The report of a class the cluster could not honour as the federation has it: a
+    ``Warning`` WorkEvent, which central records as a job Warning event."""
+    return Action(WARNING_EVENT, job, JobEvent(WARNING_EVENT, "PriorityClass", message, now), cause=message)
