@@ -31,7 +31,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from federation.domain.errors import InvalidInput
-from federation.domain.plans import PodAssignment
 from federation.domain.states import WARNING_EVENT, WorkPhase, WorkState
 from federation.domain.works import payload_generation
 from federation.logs import fields
