@@ -8,8 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from controlplane import ControlPlane
 from fixtures_federation import Tree, WorkDriver, backend_for, cleanup, eventually, unique
 from fixtures_federation import work_for as work_on
+from kubernetes_asyncio.client import ApiClient
 
 from agents.core.records import LABEL_JOB, PodRecord
 from agents.k8s.backend import KubernetesBackend
@@ -56,7 +58,8 @@ def _absent(control_plane: Any, path: str) -> bool:
     return False
 
 
-async def test_deployment_gang_is_bound_inside_the_hypernode_and_repaired(control_plane, kube_clients) -> None:
+async def test_deployment_gang_is_bound_inside_the_hypernode_and_repaired(
+        control_plane: ControlPlane, kube_clients: dict[str, ApiClient]) -> None:
     from kubernetes_asyncio import client
 
     name = unique("serve")
