@@ -58,6 +58,9 @@ class Figures:
     loop_lag_p50_ms: float
     loop_lag_p99_ms: float
     submit_window_cpu_core_fraction: float
+    # The server's CPU per submission (its whole process: handler, store, rounds, fan-out to
+    # every stream): what the streams cost the server, whatever share of the CPU it got.
+    server_cpu_ms_per_submit: float
 
 
 async def _idle_agent(address: str, cluster: str, stop: asyncio.Event) -> None:
@@ -104,10 +107,16 @@ async def _streams(address: str, queue: str, watchers: int, agents: int, expecte
               for i in range(agents)]
     await asyncio.sleep(1.0)
     started.set()
+    # Until every expected arrival, or ``seconds`` after the submitter is done. A process of
+    # agents only (expected 0) stays until the submitter is done: its streams must be open
+    # for the whole measurement (before, they closed at once, and the 50 clusters were
+    # declared lost in the middle of the submissions).
     deadline = None
-    while len(arrivals) < expected and (deadline is None or time.monotonic() < deadline):
-        if deadline is None and submitted.is_set():
-            deadline = time.monotonic() + seconds
+    while not (expected and len(arrivals) >= expected):
+        if submitted.is_set():
+            deadline = deadline or time.monotonic() + seconds
+            if not expected or time.monotonic() >= deadline:
+                break
         await asyncio.sleep(0.1)
     stop.set()
     for task in tasks:
@@ -193,7 +202,8 @@ def measure(address: str, pid: int, watchers: int, agents: int, submits: int, id
     idle = (cpu_seconds(pid) - before) / (time.monotonic() - t0)
     scraped, cpu0, t1 = scrape(metrics), cpu_seconds(pid), time.monotonic()
     latencies, acked = asyncio.run(_submit(address, queue, submits))
-    window_cpu = (cpu_seconds(pid) - cpu0) / (time.monotonic() - t1)
+    window_cpu_seconds = cpu_seconds(pid) - cpu0
+    window_cpu = window_cpu_seconds / (time.monotonic() - t1)
     after = scrape(metrics)
     submitted.set()
     arrivals = [a for pipe in pipes for a in pipe.recv()]
@@ -209,7 +219,8 @@ def measure(address: str, pid: int, watchers: int, agents: int, submits: int, id
                    server_submit_p99_ms=1000 * histogram_quantile(0.99, scraped[_SUBMIT], after[_SUBMIT]),
                    loop_lag_p50_ms=1000 * histogram_quantile(0.5, scraped[_LAG], after[_LAG]),
                    loop_lag_p99_ms=1000 * histogram_quantile(0.99, scraped[_LAG], after[_LAG]),
-                   submit_window_cpu_core_fraction=window_cpu)
+                   submit_window_cpu_core_fraction=window_cpu,
+                   server_cpu_ms_per_submit=1000 * window_cpu_seconds / max(1, submits))
 
 
 _SUBMIT, _LAG = "federation_submit_duration_seconds", "federation_event_loop_lag_seconds"
