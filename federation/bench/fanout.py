@@ -127,7 +127,10 @@ async def _streams(address: str, queue: str, watchers: int, agents: int, expecte
     return arrivals
 
 
-def _stream_process(args: tuple[str, str, int, int, int, float], started: Any, submitted: Any, out: Any) -> None:
+def _stream_process(args: tuple[str, str, int, int, int, float], started: Any, submitted: Any, out: Any,
+                    niceness: int = 0) -> None:
+    if niceness:
+        os.nice(niceness)  # --streams-nice: how much of the busy figure is the clients' own CPU
     out.send(asyncio.run(_streams(*args, started, submitted)))
     out.close()
 
@@ -176,7 +179,7 @@ def histogram_quantile(q: float, before: list[tuple[float, float]], after: list[
 
 
 def measure(address: str, pid: int, watchers: int, agents: int, submits: int, idle_seconds: float,
-            processes: int = 2, metrics: str = "") -> Figures:
+            processes: int = 2, metrics: str = "", streams_nice: int = 0) -> Figures:
     """Streams live in ``processes`` client processes (plus one for the agents), the submitter in
     this one, so a busy watcher process cannot delay the submissions it is measured against.
     Delivery delay compares CLOCK_MONOTONIC readings, which every process on the host shares."""
@@ -190,7 +193,8 @@ def measure(address: str, pid: int, watchers: int, agents: int, submits: int, id
     for w, a in jobs:
         started, (mine, theirs) = ctx.Event(), ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_stream_process,
-                           args=((address, queue, w, a, w * submits, 60.0), started, submitted, theirs))
+                           args=((address, queue, w, a, w * submits, 60.0), started, submitted, theirs,
+                                 streams_nice))
         proc.start()
         procs.append(proc)
         pipes.append(mine)
@@ -232,13 +236,14 @@ async def _create_queue(address: str, queue: str) -> None:
 
 
 def run(db: str, *, watchers: int = 200, agents: int = 50, submits: int = 300, idle_seconds: float = 10.0,
-        serve_args: list[str] | None = None) -> dict[str, Any]:
+        serve_args: list[str] | None = None, streams_nice: int = 0) -> dict[str, Any]:
     metrics = f"127.0.0.1:{_free_port()}"
     load_before = os.getloadavg()[0]
     proc, address = start_server(db, True, [*(serve_args or []), "--metrics-listen", metrics])
     try:
         quiet = measure(address, proc.pid, 1, 0, submits, idle_seconds, processes=1, metrics=metrics)
-        busy = measure(address, proc.pid, watchers, agents, submits, idle_seconds, metrics=metrics)
+        busy = measure(address, proc.pid, watchers, agents, submits, idle_seconds, metrics=metrics,
+                       streams_nice=streams_nice)
     finally:
         proc.terminate()
         proc.wait(30)
@@ -265,10 +270,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--agents", type=int, default=50)
     p.add_argument("--submits", type=int, default=300)
     p.add_argument("--idle-seconds", type=float, default=10.0)
+    p.add_argument("--streams-nice", type=int, default=0,
+                   help="run the busy phase's stream client processes at this niceness (e.g. 19): the part of "
+                        "the busy figures due to the clients' own CPU on this machine")
     p.add_argument("--json", help="also write the figures here")
     args = p.parse_args(argv)
     result = run(args.db, watchers=args.watchers, agents=args.agents, submits=args.submits,
-                 idle_seconds=args.idle_seconds)
+                 idle_seconds=args.idle_seconds, streams_nice=args.streams_nice)
+    result["streams_nice"] = args.streams_nice
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:
