@@ -17,6 +17,8 @@ from collections.abc import Callable
 import pytest
 from ortools.sat.python import cp_model
 from placement_builders import Queue, flat, hard, job, running, snap, soft, tiered
+from test_node_constraints import job as constrained
+from test_node_constraints import labelled, task
 
 from federation.domain import FederationSnapshot, PlanLimits
 from federation.placement.cpsat import objective, solve, windows
@@ -32,6 +34,13 @@ def _fair() -> FederationSnapshot:
     hog = running(job("hog", queue="a"), c, ["a-n0"])
     return snap([c], [job("a1", queue="a"), job("b1", queue="b"), job("b2", queue="b")], [Queue("a"), Queue("b")],
                 [hog])
+
+
+def _preferred() -> FederationSnapshot:
+    zone_b = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 40, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}}]}}
+    c = labelled(tiered("a", [8, 8, 8, 8]), {2: {"zone": "b"}, 3: {"zone": "b"}})
+    return snap([c], [constrained("g", task("w", 2, affinity=zone_b))])
 
 
 def _victim() -> FederationSnapshot:
@@ -50,6 +59,7 @@ ROWS: list[tuple[str, Callable[[], FederationSnapshot], PlanLimits, str]] = [
     ("anticipation: a queued spine gang guards the whole spine",
      lambda: snap([tiered("c", FULL_SPINE1)], [job("small", gpus=1), job("spine-gang", 4, topology=hard(2))]),
      PlanLimits(), "guard"),
+    ("preferred node affinity of the chosen domain", _preferred, PlanLimits(), "preference"),
     ("a victim's cost when a higher priority evicts", _victim, PlanLimits(preemption_grace_seconds=0.0), "victim"),
 ]
 
@@ -91,5 +101,5 @@ def test_the_model_prices_the_greedy_plan_as_score_does(build: Callable[[], Fede
     else:
         greedy = finish(*(lambda r: (r, run_bands(r, s.pending)))(open_round(s, limits)), "GREEDY", 0.0)
         values = [terms.terms(p) for p in greedy.placements]
-        key = {"tier": "tierSteps", "packing": "emptiness", "guard": "guard"}[term]
+        key = {"tier": "tierSteps", "packing": "emptiness", "guard": "guard", "preference": "preference"}[term]
         assert any(t[key] > 0 for t in values), values
