@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from operator import ge
 
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobs import Job
@@ -233,7 +234,7 @@ class PlanningRound:
                 limit = limits[cname]
                 if limit is not None and tier > limit:
                     continue
-                if any(f < n for f, n in zip(dom.free, need, strict=True)) or not st.slots_ok(dom, pods):
+                if not all(map(ge, dom.free, need)) or not st.slots_ok(dom, pods):
                     continue
                 tied.append(dom)
             if tied and fails < MAX_PACK_FAILS:

@@ -318,7 +318,8 @@ class RoundState:
 
     def _known(self, cluster: str, pods: Sequence[tuple[str, Vector]]) -> list[tuple[str, Vector]]:
         known = self.node_free.get(cluster, {})
-        return [(n, d) for n, d in self._merge(pods) if n in known]
+        # No merge needed: ``_apply`` shifts a node named twice twice, which sums the same.
+        return [(n, d) for n, d in pods if n in known]
 
     @staticmethod
     def _merge(pods: Sequence[tuple[str, Vector]]) -> list[tuple[str, Vector]]:

@@ -128,3 +128,29 @@ def test_the_shipped_round_is_never_worse_than_greedy_on_a_decomposed_round() ->
     sc = Scoring(snapshot)
     assert sc.vector(shipped) >= sc.vector(greedy_plan(snapshot, limits))
     assert isinstance(shipped, Plan)
+
+
+def test_a_large_band_of_a_large_round_gets_neighbourhood_steps_not_its_whole_model(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from federation.placement import greedy_plan, plan
+    from federation.placement.cpsat import windows
+
+    calls: list[int] = []
+    real = neighbourhood.improve
+
+    def spy(rnd: PlanningRound, band: int, *rest: object) -> object:
+        calls.append(band)
+        return real(rnd, band, *rest)  # type: ignore[arg-type]
+
+    def no_whole_model(*_: object) -> None:
+        raise AssertionError("a band of more than BAND_MODEL_MAX_JOBS jobs built its whole model")
+
+    monkeypatch.setattr(neighbourhood, "improve", spy)
+    monkeypatch.setattr(windows, "build", no_whole_model)
+    snapshot = synthetic(seed=3, clusters=12, nodes=20, pending=2 * windows.BAND_MODEL_MAX_JOBS + 100)
+    limits = PlanLimits(time_limit_seconds=2.0, workers=1)
+    shipped = plan(snapshot, limits)
+    assert validate(snapshot, shipped) == []
+    sc = Scoring(snapshot)
+    assert sc.vector(shipped) >= sc.vector(greedy_plan(snapshot, limits))
+    assert calls  # the large bands were routed to the steps (which run while their slice lasts)
