@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from federation.domain.annotations import check_annotations, pod_annotations
@@ -154,16 +155,24 @@ def _tolerations(spec: Mapping[str, object], path: str) -> tuple[Toleration, ...
 
 
 def parse_tolerations(value: object, path: str) -> tuple[Toleration, ...]:
-    """Karmada clusterTolerations (against cluster taints).
-
-    ``tolerationSeconds`` is refused: how long a job may stay on a cluster under a NoExecute
-    taint is decided by the service's grace period, not per job. (Pod tolerations in a
-    task's template are passed to the member cluster whole, where Kubernetes honours them.)
-    """
+    """Karmada clusterTolerations (against cluster taints), with ``tolerationSeconds``: how
+    long a job stays on a cluster once a NoExecute taint it tolerates is put on
+    (propagation/taints.py). Pod tolerations in a task's template are passed to the member
+    cluster whole, where Kubernetes honours them."""
+    tolerations = _tolerations({"tolerations": value}, path)
+    out: list[Toleration] = []
     for i, raw in enumerate(sequence(value, path)):
-        check_keys(mapping(raw, f"{path}[{i}]"), f"{path}[{i}]", ("key", "operator", "value", "effect"),
-                   ("tolerationSeconds",))
-    return _tolerations({"tolerations": value}, path)
+        item = mapping(raw, f"{path}[{i}]")
+        check_keys(item, f"{path}[{i}]", ("key", "operator", "value", "effect", "tolerationSeconds"))
+        if "tolerationSeconds" not in item:
+            out.append(tolerations[i])
+            continue
+        seconds = integer(item["tolerationSeconds"], f"{path}[{i}].tolerationSeconds")
+        try:
+            out.append(replace(tolerations[i], seconds=seconds))
+        except InvalidInput as exc:
+            raise exc.under(f"{path}[{i}]") from None
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- policies

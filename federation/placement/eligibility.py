@@ -42,7 +42,7 @@ def cluster_block(job: Job, cluster: ClusterSnapshot, affinity: ClusterAffinity 
     weights = job.propagation.weighted_clusters() if job.propagation is not None else {}
     if weights and cluster.name not in weights:  # Karmada staticWeightList: unlisted clusters get nothing
         return "affinity"
-    tolerations = job.propagation.cluster_tolerations if job.propagation is not None else ()
+    tolerations = job.propagation.placement_tolerations if job.propagation is not None else ()
     if untolerated(cluster.taints, tolerations):
         return "taints"
     return None

@@ -246,8 +246,8 @@ class PlanningRound:
     def _pack_tied(self, job: Job, tied: list[DomainState]) -> tuple[DomainState, list[str]] | None:
         """Pack into the first of equally tight domains, those with the fullest ancestors first."""
         if len(tied) > 1:
-            guard = self.scoring.guard
-            tied.sort(key=lambda d: guard(d.cluster.name, d.domain.name))
+            guard, liked = self.scoring.guard, self.scoring.preference
+            tied.sort(key=lambda d: guard(d.cluster.name, d.domain.name) - liked(job, d.cluster.name, d.domain.name))
         for dom in tied:
             nodes = self.pack(dom, job)
             if nodes is not None:

@@ -88,6 +88,10 @@ class _JobEventTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_JobEvent
     its allowed clusters lost or unhealthy); the message is the reason, and a new event is
     recorded when the reason changes.
     """
+    JOB_EVENT_TYPE_GROWN: _JobEventType.ValueType  # 13
+    """A running elastic job was given more pods inside the HyperNode it runs in (its Work's
+    next generation); the message names how many, where, and the generation.
+    """
 
 class JobEventType(_JobEventType, metaclass=_JobEventTypeEnumTypeWrapper): ...
 
@@ -113,6 +117,10 @@ JOB_EVENT_TYPE_WAITING: JobEventType.ValueType  # 12
 """Still pending for a transient reason (no room right now, queue capability, fairness,
 its allowed clusters lost or unhealthy); the message is the reason, and a new event is
 recorded when the reason changes.
+"""
+JOB_EVENT_TYPE_GROWN: JobEventType.ValueType  # 13
+"""A running elastic job was given more pods inside the HyperNode it runs in (its Work's
+next generation); the message names how many, where, and the generation.
 """
 Global___JobEventType: _TypeAlias = JobEventType  # noqa: Y015
 
