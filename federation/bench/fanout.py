@@ -22,8 +22,11 @@ import contextlib
 import json
 import multiprocessing as mp
 import os
+import re
+import socket
 import sys
 import time
+import urllib.request
 import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -47,6 +50,14 @@ class Figures:
     delivery_max_ms: float
     deliveries: int
     idle_cpu_core_fraction: float
+    # Server-side, over the submission window, from the server's own histograms (/metrics,
+    # quantiles interpolated inside buckets): SubmitJob from handler start to answer, and
+    # the event loop's lag (what a call waits before the server starts on it).
+    server_submit_p50_ms: float
+    server_submit_p99_ms: float
+    loop_lag_p50_ms: float
+    loop_lag_p99_ms: float
+    submit_window_cpu_core_fraction: float
 
 
 async def _idle_agent(address: str, cluster: str, stop: asyncio.Event) -> None:
@@ -125,8 +136,38 @@ async def _submit(address: str, queue: str, submits: int) -> tuple[list[float], 
     return latencies, acked
 
 
+_BUCKET = re.compile(r'^(\w+)_bucket\{le="([^"]+)"\} (\S+)$', re.M)
+
+
+def scrape(metrics: str) -> dict[str, list[tuple[float, float]]]:
+    """Cumulative histogram buckets per family from the server's /metrics (``le`` -> count)."""
+    with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    out: dict[str, list[tuple[float, float]]] = {}
+    for name, le, count in _BUCKET.findall(text):
+        out.setdefault(name, []).append((float(le), float(count)))
+    return out
+
+
+def histogram_quantile(q: float, before: list[tuple[float, float]], after: list[tuple[float, float]]) -> float:
+    """The ``q`` quantile of what was observed between two scrapes, as Prometheus'
+    ``histogram_quantile`` does it (linear inside the bucket; the last finite bound if beyond)."""
+    counts = [(le, a - b) for (le, a), (_, b) in zip(after, before, strict=True)]
+    total = counts[-1][1] if counts else 0.0
+    if total <= 0:
+        return 0.0
+    rank, lower, below = q * total, 0.0, 0.0
+    for le, cumulative in counts:
+        if cumulative >= rank:
+            if le == float("inf"):
+                return lower
+            return lower + (le - lower) * ((rank - below) / (cumulative - below) if cumulative > below else 1.0)
+        lower, below = le, cumulative
+    return lower
+
+
 def measure(address: str, pid: int, watchers: int, agents: int, submits: int, idle_seconds: float,
-            processes: int = 2) -> Figures:
+            processes: int = 2, metrics: str = "") -> Figures:
     """Streams live in ``processes`` client processes (plus one for the agents), the submitter in
     this one, so a busy watcher process cannot delay the submissions it is measured against.
     Delivery delay compares CLOCK_MONOTONIC readings, which every process on the host shares."""
@@ -150,7 +191,10 @@ def measure(address: str, pid: int, watchers: int, agents: int, submits: int, id
     before, t0 = cpu_seconds(pid), time.monotonic()
     time.sleep(idle_seconds)
     idle = (cpu_seconds(pid) - before) / (time.monotonic() - t0)
+    scraped, cpu0, t1 = scrape(metrics), cpu_seconds(pid), time.monotonic()
     latencies, acked = asyncio.run(_submit(address, queue, submits))
+    window_cpu = (cpu_seconds(pid) - cpu0) / (time.monotonic() - t1)
+    after = scrape(metrics)
     submitted.set()
     arrivals = [a for pipe in pipes for a in pipe.recv()]
     for proc in procs:
@@ -160,7 +204,15 @@ def measure(address: str, pid: int, watchers: int, agents: int, submits: int, id
                    submit_p50_ms=_percentile([x * 1000 for x in latencies], 0.5),
                    submit_p99_ms=_percentile([x * 1000 for x in latencies], 0.99),
                    delivery_p50_ms=_percentile(delays, 0.5), delivery_p99_ms=_percentile(delays, 0.99),
-                   delivery_max_ms=max(delays, default=0.0), deliveries=len(delays), idle_cpu_core_fraction=idle)
+                   delivery_max_ms=max(delays, default=0.0), deliveries=len(delays), idle_cpu_core_fraction=idle,
+                   server_submit_p50_ms=1000 * histogram_quantile(0.5, scraped[_SUBMIT], after[_SUBMIT]),
+                   server_submit_p99_ms=1000 * histogram_quantile(0.99, scraped[_SUBMIT], after[_SUBMIT]),
+                   loop_lag_p50_ms=1000 * histogram_quantile(0.5, scraped[_LAG], after[_LAG]),
+                   loop_lag_p99_ms=1000 * histogram_quantile(0.99, scraped[_LAG], after[_LAG]),
+                   submit_window_cpu_core_fraction=window_cpu)
+
+
+_SUBMIT, _LAG = "federation_submit_duration_seconds", "federation_event_loop_lag_seconds"
 
 
 async def _create_queue(address: str, queue: str) -> None:
@@ -170,16 +222,29 @@ async def _create_queue(address: str, queue: str) -> None:
 
 def run(db: str, *, watchers: int = 200, agents: int = 50, submits: int = 300, idle_seconds: float = 10.0,
         serve_args: list[str] | None = None) -> dict[str, Any]:
-    proc, address = start_server(db, True, serve_args or [])
+    metrics = f"127.0.0.1:{_free_port()}"
+    load_before = os.getloadavg()[0]
+    proc, address = start_server(db, True, [*(serve_args or []), "--metrics-listen", metrics])
     try:
-        quiet = measure(address, proc.pid, 1, 0, submits, idle_seconds, processes=1)
-        busy = measure(address, proc.pid, watchers, agents, submits, idle_seconds)
+        quiet = measure(address, proc.pid, 1, 0, submits, idle_seconds, processes=1, metrics=metrics)
+        busy = measure(address, proc.pid, watchers, agents, submits, idle_seconds, metrics=metrics)
     finally:
         proc.terminate()
         proc.wait(30)
     return {"quiet": asdict(quiet), "busy": asdict(busy),
-            "submit_p50_ratio": busy.submit_p50_ms / quiet.submit_p50_ms if quiet.submit_p50_ms else None,
-            "load_average": os.getloadavg()[0], "cores": os.cpu_count()}
+            "submit_p50_ratio": _ratio(busy.submit_p50_ms, quiet.submit_p50_ms),
+            "server_submit_p50_ratio": _ratio(busy.server_submit_p50_ms, quiet.server_submit_p50_ms),
+            "load_average": [load_before, os.getloadavg()[0]], "cores": os.cpu_count()}
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b else None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def main(argv: list[str] | None = None) -> int:

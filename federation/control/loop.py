@@ -65,7 +65,7 @@ from federation.propagation.availability import with_availability
 from federation.propagation.taints import DEFAULT_FAILOVER_GRACE_SECONDS
 from federation.propagation.works import admissible, work_payload, works_to_create
 from federation.store import Store, StoreError
-from federation.store.plan_records import decisions_from_plan, round_from_plan, updates_from_plan
+from federation.store.plan_records import decisions_from_plan, queue_counts, round_from_plan, updates_from_plan
 
 log = logging.getLogger(__name__)
 
@@ -215,10 +215,14 @@ class RoundScheduler:
             with metrics.phase("plan"):
                 plan = await asyncio.to_thread(self._planner, snapshot, self._limits, self._previous)
                 plan = with_availability(plan, snapshot, data.unknown, data.unavailable)  # unavailable ≠ impossible
+            if not snapshot.pending and not plan.growths:  # only growth was possible, and none fits:
+                self.observed, self._last_digest = Observed(snapshot, plan), data.digest  # record nothing
+                return 0
             ended = self._clock()
             round_ = round_from_plan(
                 plan, started_at=_utc(started), ended_at=_utc(ended), trigger=trigger, policy=POLICY,
                 input_digest=data.digest, pending_count=len(snapshot.pending),
+                queue_counts=queue_counts(plan, snapshot),
             )
             with metrics.phase("audit"):
                 result = await asyncio.to_thread(

@@ -1,7 +1,9 @@
 """ClusterService: the member clusters as their agents last reported them (read only).
 
 Agents write cluster state through the AgentService; submitters only read it, so any
-authenticated tenant may list clusters (they need it to understand placements).
+authenticated tenant may list clusters (they need it to understand placements). A
+tenant's ``active_jobs`` counts only the jobs of queues it may use: the rest are other
+tenants' jobs (issue 10). Capacity and free room are the cluster's, shown to all.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -17,7 +19,8 @@ import grpc.aio
 
 from federation.domain.errors import InvalidInput
 from federation.domain.nodes import Taint
-from federation.service.auth import Authenticator
+from federation.domain.queues import Queue
+from federation.service.auth import Authenticator, Identity, usable_queues
 from federation.service.views import cluster_to_view
 from federation.store.records import ClusterRecord
 from federation.v1 import clusters_pb2, clusters_pb2_grpc
@@ -54,9 +57,13 @@ def taints_after(current: tuple[Taint, ...], request: clusters_pb2.TaintClusterR
     return tuple(out)
 
 
+class _Queues(Protocol):
+    def all(self) -> builtins.list[Queue]: ...
+
+
 class _Clusters(Protocol):
-    def list(self) -> builtins.list[ClusterRecord]: ...
-    def get(self, name: str) -> ClusterRecord: ...
+    def list(self, *, queues: Collection[str] | None = None) -> builtins.list[ClusterRecord]: ...
+    def get(self, name: str, *, queues: Collection[str] | None = None) -> ClusterRecord: ...
     def set_admin_taints(self, name: str, taints: tuple[Taint, ...]) -> ClusterRecord: ...
 
 
@@ -65,6 +72,8 @@ class ClusterStore(Protocol):
 
     @property
     def clusters(self) -> _Clusters: ...
+    @property
+    def queues(self) -> _Queues: ...
 
 
 class ClusterServicer(clusters_pb2_grpc.ClusterServiceServicer):
@@ -88,13 +97,19 @@ class ClusterServicer(clusters_pb2_grpc.ClusterServiceServicer):
 
     async def ListClusters(self, request: clusters_pb2.ListClustersRequest,
                            context: Context) -> clusters_pb2.ListClustersResponse:
-        self._auth.require_tenant(context)
-        records: list[ClusterRecord] = await asyncio.to_thread(self._store.clusters.list)
+        who = self._auth.require_tenant(context)
+        records: list[ClusterRecord] = await asyncio.to_thread(self._store.clusters.list,
+                                                               queues=await self._usable_queues(who))
         return clusters_pb2.ListClustersResponse(clusters=[cluster_to_view(c) for c in records])
 
     async def GetCluster(self, request: clusters_pb2.GetClusterRequest, context: Context) -> clusters_pb2.Cluster:
-        self._auth.require_tenant(context)
+        who = self._auth.require_tenant(context)
         if not request.name:
             raise InvalidInput("name", "must not be empty")
-        record: ClusterRecord = await asyncio.to_thread(self._store.clusters.get, request.name)
+        record: ClusterRecord = await asyncio.to_thread(self._store.clusters.get, request.name,
+                                                        queues=await self._usable_queues(who))
         return cluster_to_view(record)
+
+    async def _usable_queues(self, who: Identity) -> list[str] | None:
+        """None for admins (every job counts), else the queues ``who`` may use."""
+        return None if who.admin else usable_queues(who, await asyncio.to_thread(self._store.queues.all))

@@ -57,6 +57,7 @@ from federation.service.jobs import DEFAULT_SPEC_LIMIT, JobServicer, SubmitBatch
 from federation.service.leadership import Elector, Leadership, LeaseTimings
 from federation.service.objects import ObjectServicer
 from federation.service.queues import QueueServicer
+from federation.service.wire_bytes import PassBytes
 from federation.store import Store
 from federation.store.leases import LeaseFence, LeaseRepository
 from federation.v1 import (
@@ -143,6 +144,7 @@ class RunningServer:
     lost: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when this replica lost the leadership it held (``serve`` then exits 1)."""
     _campaign: asyncio.Task[None] | None = field(default=None, repr=False)
+    _lag_probe: asyncio.Task[None] | None = field(default=None, repr=False)
     _stopped: bool = field(default=False, repr=False)
 
     async def stop(self, grace: float = 10.0) -> None:
@@ -150,10 +152,11 @@ class RunningServer:
             return
         self._stopped = True
         await self.health.stop()  # NOT_SERVING first: probes and clients move away during the grace
-        if self._campaign is not None:
-            self._campaign.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._campaign
+        for task in (self._campaign, self._lag_probe):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         stopping = asyncio.create_task(self.server.stop(grace))
         try:
             self.jobs.shutdown()
@@ -256,7 +259,8 @@ async def build_server(
                             interval=health_interval_seconds)
     transport_limit = max(limits.max_agent_message_bytes, limits.max_request_bytes)
     server = grpc.aio.server(
-        interceptors=[ErrorMapping(limits.max_request_bytes, {AGENT_CONNECT_METHOD: limits.max_agent_message_bytes})],
+        interceptors=[ErrorMapping(limits.max_request_bytes, {AGENT_CONNECT_METHOD: limits.max_agent_message_bytes}),
+                      PassBytes()],
         options=[("grpc.max_receive_message_length", transport_limit),
                  ("grpc.max_send_message_length", transport_limit),
                  ("grpc.so_reuseport", 0)],
@@ -295,6 +299,8 @@ async def build_server(
                             rounds=rounds, hub=hub, jobs=jobs, health=health, leadership=leadership,
                             metrics=exporter, retention=retention)
     await health.start()
+    if metrics.enabled:
+        running._lag_probe = asyncio.create_task(metrics.watch_loop_lag(), name="loop-lag-probe")
     if leader_election is None:
         await running._elected(0)
     else:

@@ -15,7 +15,7 @@ agent returns it is told what to remove before it is given anything new.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
@@ -176,17 +176,21 @@ class ClusterRepository:
             row.last_heartbeat = self._db.now()
             return cluster_record(row, _active_jobs(session, name))
 
-    def get(self, name: str) -> ClusterRecord:
+    def get(self, name: str, *, queues: Collection[str] | None = None) -> ClusterRecord:
+        """The cluster; ``active_jobs`` counts only jobs of ``queues`` when given (a tenant's)."""
         with self._db.read() as session:
             row = session.get(ClusterRow, name)
             if row is None:
                 raise NotFound("cluster", name)
-            return cluster_record(row, _active_jobs(session, name))
+            return cluster_record(row, _active_jobs(session, name, queues))
 
-    def list(self) -> builtins.list[ClusterRecord]:
+    def list(self, *, queues: Collection[str] | None = None) -> builtins.list[ClusterRecord]:
+        """Every cluster; ``active_jobs`` counts only jobs of ``queues`` when given (a tenant's)."""
         with self._db.read() as session:
             stmt = (select(JobRow.cluster, func.count()).where(JobRow.state.in_(list(ACTIVE_STATES)))
                     .group_by(JobRow.cluster))
+            if queues is not None:
+                stmt = stmt.where(JobRow.queue.in_(list(queues)))
             counts = {cluster: int(count) for cluster, count in session.execute(stmt)}
             rows = session.scalars(select(ClusterRow).order_by(ClusterRow.name))
             return [cluster_record(r, counts.get(r.name, 0)) for r in rows]
@@ -285,8 +289,10 @@ def _requeue(session: Session, now: datetime, cluster: str, names: Sequence[str]
     return tuple(requeued), tuple(withdrawn)
 
 
-def _active_jobs(session: Session, cluster: str) -> int:
+def _active_jobs(session: Session, cluster: str, queues: Collection[str] | None = None) -> int:
     stmt = select(func.count()).select_from(JobRow).where(
         JobRow.cluster == cluster, JobRow.state.in_(list(ACTIVE_STATES))
     )
+    if queues is not None:
+        stmt = stmt.where(JobRow.queue.in_(list(queues)))
     return int(session.scalar(stmt) or 0)

@@ -178,8 +178,23 @@ class WorkRecord:
 
 
 @dataclass(frozen=True)
+class QueueCounts:
+    """One queue's part of a round: its pending jobs and the round's decisions about them.
+
+    Recorded beside the round so a tenant's ``ListRounds`` shows its own queues' counts,
+    never the federation's totals (issue 10: counts of other tenants' jobs are theirs)."""
+
+    queue: str
+    pending: int = 0
+    placed: int = 0
+    unplaced: int = 0
+    preempted: int = 0
+
+
+@dataclass(frozen=True)
 class RoundRecord:
-    """One planning round; ``id`` is 0 until recorded."""
+    """One planning round; ``id`` is 0 until recorded. ``queue_counts`` is written with the
+    round (``AuditRepository.record_round``) and not read back by ``list_rounds``."""
 
     started_at: datetime
     ended_at: datetime
@@ -195,6 +210,7 @@ class RoundRecord:
     preempted_count: int = 0
     solve_seconds: float = 0.0
     id: int = 0
+    queue_counts: tuple[QueueCounts, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 
 from federation.domain import Job, Placement, Plan, PodAssignment, Preemption, Queue, Resources, Task, Unplaced
+from federation.domain.plans import FederationSnapshot, PendingJob
 from federation.store import Decision, IllegalTransition, JobUpdate, NotFound, RoundRecord, Store
 from federation.store import lifecycle as lifecycle_module
-from federation.store.models import DecisionRow, JobEventRow, RoundRow
-from federation.store.plan_records import decisions_from_plan, round_from_plan, updates_from_plan
+from federation.store.models import DecisionRow, JobEventRow, RoundQueueRow, RoundRow
+from federation.store.plan_records import decisions_from_plan, queue_counts, round_from_plan, updates_from_plan
 
 T0 = datetime(2026, 1, 1, 12, tzinfo=UTC)
 
@@ -207,3 +209,44 @@ def test_a_bad_outcome_is_refused(pending: Store) -> None:
     with pytest.raises(ValueError, match="outcome"):
         pending.audit.record_round(_round(), [Decision("big", "maybe")])
     assert pending.audit.list_rounds().items == ()
+
+
+def test_a_tenants_rounds_count_only_its_own_queues(store: Store) -> None:
+    """Issue 10: ListRounds showed every tenant the round's totals. Each round records its
+    counts per queue; ``list_rounds(queues=…)`` sums those queues alone and skips rounds
+    that counted none of them; the totals stay for admins (``queues=None``)."""
+    store.queues.create(Queue("research"))
+    store.queues.create(Queue("vision"))
+    for name in ("big", "small", "huge"):
+        store.jobs.submit(make_job(name))
+    store.jobs.submit(Job(name="eye", queue="vision", tasks=(Task("worker", 1, Resources.of(gpu=1)),)))
+    snapshot = FederationSnapshot(clusters=(), queues=(Queue("research"), Queue("vision")), pending=tuple(
+        PendingJob(r.job) for r in store.jobs.in_states(["pending"])))
+    both = Plan(placements=PLAN.placements, unplaced=(*PLAN.unplaced, Unplaced("eye", "no room", "capacity")),
+                status="OPTIMAL", objective=7.0, bound=7.0)
+    counts = queue_counts(both, snapshot)
+    assert [(q.queue, q.pending, q.placed, q.unplaced, q.preempted) for q in counts] == [
+        ("research", 3, 2, 1, 0), ("vision", 1, 0, 1, 0)]
+    first = store.audit.record_round(round_from_plan(both, started_at=T0, ended_at=T0, pending_count=4,
+                                                     queue_counts=counts), decisions_from_plan(both)).round_id
+    research_only = Plan(unplaced=(Unplaced("huge", "still no room", "capacity"),), status="OPTIMAL")
+    second = store.audit.record_round(round_from_plan(
+        research_only, started_at=T0, ended_at=T0, pending_count=1,
+        queue_counts=queue_counts(research_only, replace(snapshot, pending=snapshot.pending[2:3]))),
+        decisions_from_plan(research_only)).round_id
+
+    admin = store.audit.list_rounds().items
+    assert [(r.id, r.pending_count, r.placed_count, r.unplaced_count) for r in admin] == [
+        (second, 1, 0, 1), (first, 4, 2, 2)]
+    vision = store.audit.list_rounds(queues=["vision"]).items
+    assert [(r.id, r.pending_count, r.placed_count, r.unplaced_count) for r in vision] == [(first, 1, 0, 1)]
+    research = store.audit.list_rounds(queues=["research"], page_size=1)
+    assert [(r.id, r.pending_count) for r in research.items] == [(second, 1)]
+    rest = store.audit.list_rounds(queues=["research"], page_size=1, page_token=research.next_token)
+    assert [(r.id, r.pending_count, r.placed_count) for r in rest.items] == [(first, 3, 2)] and not rest.next_token
+    assert store.audit.list_rounds(queues=[]).items == ()
+    # deleting a round (retention) deletes its counts
+    with store.db.write() as session:
+        session.execute(delete(RoundRow).where(RoundRow.id == first))
+    with store.db.read() as session:
+        assert session.scalar(select(func.count()).select_from(RoundQueueRow)) == 1
