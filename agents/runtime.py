@@ -395,7 +395,7 @@ class AgentRuntime:
         if not slot.unsent and key == slot.reported:
             return
         status = agent_pb2.WorkStatus(
-            work_id=work.work_id, job=work.name, version=work.version,
+            work_id=work.work_id, job=work.name, version=work.version, generation=report.generation,
             phase=work_phase_to_proto(phase_name),
             message=message, time=timestamp_to_proto(self.clock()),
             pods=[agent_pb2.PodStatus(task=p.task, index=p.index, node=p.node or "", phase=p.phase,

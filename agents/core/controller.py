@@ -68,6 +68,7 @@ class PassReport:
     events: tuple[JobEvent, ...]  # their records
     wake_at: float | None  # when a delayed action falls due (re-run the pass then)
     error: str = ""  # an operation the cluster refused (the next pass retries)
+    generation: int = 0  # the Work generation this pass converged to (a grown elastic job)
 
 
 class JobController:
@@ -86,6 +87,8 @@ class JobController:
         moves the job, it does not forgive its failures."""
         if work.job.name != self.work.job.name or work.version < self.work.version:
             return False
+        if work.version == self.work.version and work.generation < self.work.generation:
+            return False  # an older pod set of this version (reordered after a growth)
         if work.version > self.work.version:
             self.state = replace(self.state, phase=RUNNING, handled=frozenset(), reason="")
             self.hints = ()
@@ -127,7 +130,7 @@ class JobController:
         if replans:
             phase, message = WorkPhase.REPLAN, replans[-1].record.message
         return PassReport(work.work_id, work.name, work.version, phase, message, pods, (*executed, *notes),
-                          tuple(a.record for a in executed), wake_at, error)
+                          tuple(a.record for a in executed), wake_at, error, work.generation)
 
     async def _observe(self, backend: ClusterBackend, tree: HyperNodeTree | None) -> Observed:
         job = self.work.job

@@ -34,6 +34,10 @@ docs/design/rounds.md explains the choices; in short:
 - **Unavailable is not impossible.** A job that only a lost, unhealthy or not yet
   reporting cluster could hold is recorded as waiting ("allowed clusters unavailable"),
   not unschedulable (``propagation.availability``): it is placed when the cluster returns.
+- **Running elastic jobs grow** (``Plan.growths``): a round also runs when nothing is
+  pending but such a job runs short of its replicas, and each growth adds pods to the
+  job's active Work under the same version and the next generation (``_grow``,
+  docs/design/elastic-gangs.md).
   Pending jobs' reason changes are ``Waiting`` events; ``Unschedulable`` is kept for jobs
   no allowed cluster could ever hold.
 """
@@ -51,10 +55,12 @@ from federation.control.snapshot import PlanningInput, load
 from federation.domain.jobflows import STOP
 from federation.domain.plans import FederationSnapshot, Placement, Plan, PlanLimits
 from federation.domain.states import WAITING_EVENT
+from federation.domain.works import payload_generation
 from federation.logs import fields
 from federation.metrics.gauges import Observed
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
 from federation.placement import plan as plan_round
+from federation.placement.growth import growable
 from federation.propagation.availability import with_availability
 from federation.propagation.taints import DEFAULT_FAILOVER_GRACE_SECONDS
 from federation.propagation.works import admissible, work_payload, works_to_create
@@ -201,7 +207,7 @@ class RoundScheduler:
                                                    self._failover_grace)
             self._wake_for_eviction(data.next_eviction, started)
             snapshot = data.snapshot
-            if not snapshot.pending:
+            if not snapshot.pending and not growable(snapshot):
                 self.observed = Observed(snapshot, Plan())
                 return 0
             if data.digest == self._last_digest and trigger in ("snapshot", "retry"):
@@ -230,6 +236,7 @@ class RoundScheduler:
                        if v.job in result.applied and v.job in data.running_clusters}
             with metrics.phase("dispatch"):
                 changed |= await self._dispatch(works_to_create(plan, result.applied), snapshot, result.round_id)
+                changed |= await self._grow(plan.growths, result.round_id)
                 self._notify(changed)
             log.info("round %d (%s): %d pending, %d placed, %d unplaced, %d preempted, %s in %.3fs",
                      result.round_id, trigger, len(snapshot.pending), len(plan.placements), len(plan.unplaced),
@@ -272,6 +279,27 @@ class RoundScheduler:
             log.info("job %s placed in %s (%s, tier %d): work created", placement.job, placement.cluster,
                      placement.hypernode or "whole cluster", placement.tier, extra=ids)
             clusters.add(placement.cluster)
+        return clusters
+
+    async def _grow(self, growths: Iterable[Placement], round_id: int | None = None) -> set[str]:
+        """Add the pods of each growth to its job's active Work (same version, next
+        generation; ``WorkRepository.grow``); returns the clusters whose agent must hear.
+
+        A growth whose Work changed meanwhile (cancelled, re-planned, finished) is a
+        ``Conflict`` and dropped: the next round decides again from what runs then.
+        """
+        clusters: set[str] = set()
+        for growth in growths:
+            ids = fields(job=growth.job, cluster=growth.cluster, round=round_id)
+            try:
+                work = await asyncio.to_thread(self._store.works.grow, growth.job, growth.cluster, growth.hypernode,
+                                               growth.pods)
+            except StoreError as exc:
+                log.info("growth of %s not applied (%s); the next round decides again", growth.job, exc, extra=ids)
+                continue
+            log.info("job %s grows by %d pod(s) in %s (%s): work %d generation %d", growth.job, len(growth.pods),
+                     growth.cluster, growth.hypernode, work.id, payload_generation(work.payload), extra=ids)
+            clusters.add(growth.cluster)
         return clusters
 
     async def _evict(self, data: PlanningInput) -> bool:

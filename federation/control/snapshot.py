@@ -10,7 +10,8 @@ Two things are decided here, both so that consecutive rounds agree with each oth
   round N+1 that trusted the snapshot alone would hand the same GPUs to another gang. For
   every active job whose binding the cluster's latest snapshot does not reflect yet
   (``propagation.reflected_in_snapshot``), its pods' requests are taken off their nodes'
-  free resources here.
+  free resources here. So are the pods a growth added to a running elastic job until the
+  agent reports them bound (the payload's ``growing`` pods).
 
 - **Unavailable clusters are passed too, as ``healthy=False``.** A lost cluster enters
   with its last valid snapshot, so the planner never places on it but 'could any allowed
@@ -44,7 +45,7 @@ from federation.domain.resources import Resources
 from federation.domain.states import ACTIVE_STATES, ACTIVE_WORK_STATES, JobState
 from federation.propagation.matching import govern
 from federation.propagation.taints import DEFAULT_FAILOVER_GRACE_SECONDS, evicting_taints, eviction
-from federation.propagation.works import placement_from_payload, reflected_in_snapshot
+from federation.propagation.works import growing_pods, placement_from_payload, reflected_in_snapshot
 from federation.store import ClusterRecord, Conflict, JobRecord, Store, WorkRecord
 from federation.store.errors import NotFound
 
@@ -214,10 +215,13 @@ def build(
         running.append(RunningJob(rec.job, placement, started_at=rec.updated_at.timestamp()))
         cluster = by_name.get(rec.cluster)
         received = cluster.summary.taken_at if cluster is not None and cluster.summary is not None else None
+        requests = {(task, index): res for task, index, res in rec.job.pods()}
         if not reflected_in_snapshot(work.state if work else None, work.updated_at if work else None, received):
-            requests = {(task, index): res for task, index, res in rec.job.pods()}
             reserve.setdefault(rec.cluster, []).extend(
                 (p.node, requests.get((p.task, p.index), Resources())) for p in placement.pods)
+        elif work is not None:  # pods a growth added that the agent has not reported bound yet
+            reserve.setdefault(rec.cluster, []).extend(
+                (p.node, requests.get((p.task, p.index), Resources())) for p in growing_pods(rec.name, work.payload))
     clusters = []
     unavailable: dict[str, str] = {}
     for snap in snapshots:

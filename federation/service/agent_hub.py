@@ -46,6 +46,7 @@ from typing import Any, TypeVar
 
 from federation.control.loop import RoundScheduler
 from federation.domain.errors import InvalidInput
+from federation.domain.works import payload_generation
 from federation.logs import fields, set_fields
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
 from federation.propagation.failover import loss_reason, lost_clusters
@@ -77,7 +78,8 @@ class Session:
     agent_id: str
     out: asyncio.Queue[agent_pb2.CentralMessage | None] = field(default_factory=asyncio.Queue)
     inbox: Inbox = field(default_factory=Inbox)  # received, store work not yet done
-    sent: dict[str, tuple[int, int]] = field(default_factory=dict)  # job -> (work id, version)
+    # job -> (work id, version, generation) of the Work last sent
+    sent: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     dirty: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
 
@@ -260,7 +262,7 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
             record = await self._call(self._store.jobs.get, work.job)
             out.append(agent_pb2.CentralMessage(work=work_to_proto(
                 work_from_payload(work.id, record.job, work.version, work.payload))))
-            session.sent[work.job] = (work.id, work.version)
+            session.sent[work.job] = (work.id, work.version, payload_generation(work.payload))
         return out
 
     async def _push(self, session: Session) -> None:
@@ -277,7 +279,7 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
 
     async def _refresh(self, session: Session) -> None:
         active = {w.job: w for w in await self._call(self._store.works.active, session.cluster)}
-        for job, (work_id, version) in sorted(session.sent.items()):
+        for job, (work_id, version, _) in sorted(session.sent.items()):
             if job in active and (active[job].id, active[job].version) == (work_id, version):
                 continue
             if job not in active or active[job].version > version:
@@ -286,14 +288,14 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
                     work_id=str(work_id), job=job, version=version, reason=old.message or "withdrawn")))
                 del session.sent[job]
         for job, work in sorted(active.items()):
-            if session.sent.get(job) == (work.id, work.version):
-                continue
+            if session.sent.get(job) == (work.id, work.version, payload_generation(work.payload)):
+                continue  # a grown Work (same version, next generation) is sent again
             record = await self._call(self._store.jobs.get, job)
             session.send(agent_pb2.CentralMessage(work=work_to_proto(
                 work_from_payload(work.id, record.job, work.version, work.payload))))
             if job not in session.sent:  # a new Work, not a new version of one already sent
                 self._metrics.work_dispatched(self._clock() - work.created_at.timestamp())
-            session.sent[job] = (work.id, work.version)
+            session.sent[job] = (work.id, work.version, payload_generation(work.payload))
 
     async def _read(self, session: Session, messages: AsyncIterator[agent_pb2.AgentMessage]) -> None:
         """Record liveness on receipt, then queue the message for the stream's worker."""

@@ -88,7 +88,11 @@ class _JobEventTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_JobEvent
     its allowed clusters lost or unhealthy); the message is the reason, and a new event is
     recorded when the reason changes.
     """
-    JOB_EVENT_TYPE_WARNING: _JobEventType.ValueType  # 13
+    JOB_EVENT_TYPE_GROWN: _JobEventType.ValueType  # 13
+    """A running elastic job was given more pods inside the HyperNode it runs in (its Work's
+    next generation); the message names how many, where, and the generation.
+    """
+    JOB_EVENT_TYPE_WARNING: _JobEventType.ValueType  # 14
     """A member cluster could not honour part of the job as the federation has it (its
     PriorityClass there, say); the message says what and why. The job runs on.
     """
@@ -118,7 +122,11 @@ JOB_EVENT_TYPE_WAITING: JobEventType.ValueType  # 12
 its allowed clusters lost or unhealthy); the message is the reason, and a new event is
 recorded when the reason changes.
 """
-JOB_EVENT_TYPE_WARNING: JobEventType.ValueType  # 13
+JOB_EVENT_TYPE_GROWN: JobEventType.ValueType  # 13
+"""A running elastic job was given more pods inside the HyperNode it runs in (its Work's
+next generation); the message names how many, where, and the generation.
+"""
+JOB_EVENT_TYPE_WARNING: JobEventType.ValueType  # 14
 """A member cluster could not honour part of the job as the federation has it (its
 PriorityClass there, say); the message says what and why. The job runs on.
 """
