@@ -147,7 +147,7 @@ def test_rbac_namespaces_renders_cluster_reads_and_one_writing_role_per_namespac
     verbs = {v for rule in cluster_role["rules"] for v in rule["verbs"]}
     assert verbs == {"get", "list", "watch"}, cluster_role  # nothing written cluster-wide
     assert {r for rule in cluster_role["rules"] for r in rule["resources"]} == {
-        "nodes", "pods", "services", "configmaps", "hypernodes", "priorityclasses"}
+        "nodes", "pods", "services", "configmaps", "hypernodes"}
     writes = {(d["kind"], d["metadata"]["namespace"]) for d in docs
               if d["kind"] in ("Role", "RoleBinding") and d["metadata"]["name"] == f"{CONFINED}-write"}
     assert writes == {(k, ns) for k in ("Role", "RoleBinding") for ns in ("team-a", "team-b")}
