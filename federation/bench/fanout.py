@@ -56,6 +56,9 @@ class Figures:
     loop_lag_p50_ms: float
     loop_lag_p99_ms: float
     submit_window_cpu_core_fraction: float
+    # The server's CPU per submission (its whole process: handler, store, rounds, fan-out to
+    # every stream): what the streams cost the server, whatever share of the CPU it got.
+    server_cpu_ms_per_submit: float
 
 
 async def _idle_agent(address: str, cluster: str, stop: asyncio.Event) -> None:
@@ -102,10 +105,16 @@ async def _streams(address: str, queue: str, watchers: int, agents: int, expecte
               for i in range(agents)]
     await asyncio.sleep(1.0)
     started.set()
+    # Until every expected arrival, or ``seconds`` after the submitter is done. A process of
+    # agents only (expected 0) stays until the submitter is done: its streams must be open
+    # for the whole measurement (before, they closed at once, and the 50 clusters were
+    # declared lost in the middle of the submissions).
     deadline = None
-    while len(arrivals) < expected and (deadline is None or time.monotonic() < deadline):
-        if deadline is None and submitted.is_set():
-            deadline = time.monotonic() + seconds
+    while not (expected and len(arrivals) >= expected):
+        if submitted.is_set():
+            deadline = deadline or time.monotonic() + seconds
+            if not expected or time.monotonic() >= deadline:
+                break
         await asyncio.sleep(0.1)
     stop.set()
     for task in tasks:
@@ -116,7 +125,10 @@ async def _streams(address: str, queue: str, watchers: int, agents: int, expecte
     return arrivals
 
 
-def _stream_process(args: tuple[str, str, int, int, int, float], started: Any, submitted: Any, out: Any) -> None:
+def _stream_process(args: tuple[str, str, int, int, int, float], started: Any, submitted: Any, out: Any,
+                    niceness: int = 0) -> None:
+    if niceness:
+        os.nice(niceness)  # --streams-nice: how much of the busy figure is the clients' own CPU
     out.send(asyncio.run(_streams(*args, started, submitted)))
     out.close()
 
@@ -165,7 +177,7 @@ def histogram_quantile(q: float, before: list[tuple[float, float]], after: list[
 
 
 def measure(address: str, pid: int, watchers: int, agents: int, submits: int, idle_seconds: float,
-            processes: int = 2, metrics: str = "") -> Figures:
+            processes: int = 2, metrics: str = "", streams_nice: int = 0) -> Figures:
     """Streams live in ``processes`` client processes (plus one for the agents), the submitter in
     this one, so a busy watcher process cannot delay the submissions it is measured against.
     Delivery delay compares CLOCK_MONOTONIC readings, which every process on the host shares."""
@@ -179,7 +191,8 @@ def measure(address: str, pid: int, watchers: int, agents: int, submits: int, id
     for w, a in jobs:
         started, (mine, theirs) = ctx.Event(), ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_stream_process,
-                           args=((address, queue, w, a, w * submits, 60.0), started, submitted, theirs))
+                           args=((address, queue, w, a, w * submits, 60.0), started, submitted, theirs,
+                                 streams_nice))
         proc.start()
         procs.append(proc)
         pipes.append(mine)
@@ -191,7 +204,8 @@ def measure(address: str, pid: int, watchers: int, agents: int, submits: int, id
     idle = (cpu_seconds(pid) - before) / (time.monotonic() - t0)
     scraped, cpu0, t1 = scrape(metrics), cpu_seconds(pid), time.monotonic()
     latencies, acked = asyncio.run(_submit(address, queue, submits))
-    window_cpu = (cpu_seconds(pid) - cpu0) / (time.monotonic() - t1)
+    window_cpu_seconds = cpu_seconds(pid) - cpu0
+    window_cpu = window_cpu_seconds / (time.monotonic() - t1)
     after = scrape(metrics)
     submitted.set()
     arrivals = [a for pipe in pipes for a in pipe.recv()]
@@ -207,7 +221,8 @@ def measure(address: str, pid: int, watchers: int, agents: int, submits: int, id
                    server_submit_p99_ms=1000 * histogram_quantile(0.99, scraped[_SUBMIT], after[_SUBMIT]),
                    loop_lag_p50_ms=1000 * histogram_quantile(0.5, scraped[_LAG], after[_LAG]),
                    loop_lag_p99_ms=1000 * histogram_quantile(0.99, scraped[_LAG], after[_LAG]),
-                   submit_window_cpu_core_fraction=window_cpu)
+                   submit_window_cpu_core_fraction=window_cpu,
+                   server_cpu_ms_per_submit=1000 * window_cpu_seconds / max(1, submits))
 
 
 _SUBMIT, _LAG = "federation_submit_duration_seconds", "federation_event_loop_lag_seconds"
@@ -230,24 +245,27 @@ class FanoutConfig:
     submits: int = 300
     idle_seconds: float = 10.0
     serve_args: tuple[str, ...] = ()
+    streams_nice: int = 0  # niceness of the busy phase's stream client processes (e.g. 19)
 
 
 def run(config: FanoutConfig) -> dict[str, Any]:
     db, watchers, agents, submits = config.db, config.watchers, config.agents, config.submits
-    idle_seconds, serve_args = config.idle_seconds, config.serve_args
+    idle_seconds, serve_args, streams_nice = config.idle_seconds, config.serve_args, config.streams_nice
     metrics = f"127.0.0.1:{_free_port()}"
     load_before = os.getloadavg()[0]
     proc, address = start_server(db, True, [*serve_args, "--metrics-listen", metrics])
     try:
         quiet = measure(address, proc.pid, 1, 0, submits, idle_seconds, processes=1, metrics=metrics)
-        busy = measure(address, proc.pid, watchers, agents, submits, idle_seconds, metrics=metrics)
+        busy = measure(address, proc.pid, watchers, agents, submits, idle_seconds, metrics=metrics,
+                       streams_nice=streams_nice)
     finally:
         proc.terminate()
         proc.wait(30)
     return {"quiet": asdict(quiet), "busy": asdict(busy),
             "submit_p50_ratio": _ratio(busy.submit_p50_ms, quiet.submit_p50_ms),
             "server_submit_p50_ratio": _ratio(busy.server_submit_p50_ms, quiet.server_submit_p50_ms),
-            "load_average": [load_before, os.getloadavg()[0]], "cores": os.cpu_count()}
+            "load_average": [load_before, os.getloadavg()[0]], "cores": os.cpu_count(),
+            "streams_nice": streams_nice}
 
 
 def _ratio(a: float, b: float) -> float | None:

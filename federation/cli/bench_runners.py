@@ -66,10 +66,13 @@ def fanout_config(argv: Sequence[str] | None = None) -> tuple[FanoutConfig, str 
     p.add_argument("--agents", type=int, default=50)
     p.add_argument("--submits", type=int, default=300)
     p.add_argument("--idle-seconds", type=float, default=10.0)
+    p.add_argument("--streams-nice", type=int, default=0,
+                   help="run the busy phase's stream client processes at this niceness (e.g. 19): the part of "
+                        "the busy figures due to the clients' own CPU on this machine")
     p.add_argument("--json", help="also write the figures here")
     a = p.parse_args(argv)
     return FanoutConfig(a.db, watchers=a.watchers, agents=a.agents, submits=a.submits,
-                        idle_seconds=a.idle_seconds), a.json
+                        idle_seconds=a.idle_seconds, streams_nice=a.streams_nice), a.json
 
 
 def fanout_main(argv: Sequence[str] | None = None) -> int:

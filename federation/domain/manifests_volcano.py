@@ -73,8 +73,9 @@ PRIORITY_CLASSES: Mapping[str, int] = {
 }
 
 _JOB_SPEC_KEYS = ("queue", "minAvailable", "priorityClassName", "maxRetry", "tasks", "policies", "plugins",
-                  "networkTopology", "schedulerName", "ttlSecondsAfterFinished", "runningEstimate")
-_JOB_SPEC_UNSUPPORTED = ("volumes", "minSuccess")
+                  "networkTopology", "schedulerName")
+# Refused with their own reasons first (_check_job_fields), then these generic ones.
+_JOB_SPEC_UNSUPPORTED = ("volumes", "minSuccess", "ttlSecondsAfterFinished", "runningEstimate")
 _TASK_KEYS = ("name", "replicas", "minAvailable", "template", "policies", "maxRetry", "dependsOn")
 _TASK_UNSUPPORTED = ("topologyPolicy", "partitionPolicy")
 _QUEUE_SPEC_KEYS = ("weight", "priority", "capability", "guarantee", "deserved", "reclaimable", "parent")
@@ -337,8 +338,8 @@ def parse_job(doc: Mapping[str, object], path: str, propagation: PropagationPoli
     """One Volcano Job document (``path`` is ``documents[i]``) into a domain Job."""
     meta = mapping(doc.get("metadata"), f"{path}.metadata")
     spec = mapping(doc.get("spec"), f"{path}.spec")
-    check_keys(spec, f"{path}.spec", _JOB_SPEC_KEYS, _JOB_SPEC_UNSUPPORTED)
     _check_job_fields(meta, spec, path)
+    check_keys(spec, f"{path}.spec", _JOB_SPEC_KEYS, _JOB_SPEC_UNSUPPORTED)
     annotations = string_map(meta.get("annotations"), f"{path}.metadata.annotations")
     check_annotations(annotations, f"{path}.metadata.annotations")
     carried = pod_annotations(annotations)

@@ -45,7 +45,8 @@ def _env(pod: dict[str, Any]) -> dict[str, str]:
 async def test_volcano_mpi_example_gets_its_secret_mounts_and_environment(control_plane: ControlPlane) -> None:
     corpus()
     [published] = load_jobs(MPI_GUIDE.read_text())
-    job = replace(published, name=unique("mpi"), tolerations=(KWOK_TOLERATION,))
+    # namespace: what admission gives a job whose manifest names none (its queue's default)
+    job = replace(published, name=unique("mpi"), tolerations=(KWOK_TOLERATION,), namespace="default")
     backend = await backend_for(control_plane, "east")
     pods_path = "/api/v1/namespaces/default/pods"
     secret_path = f"/api/v1/namespaces/default/secrets/{job.name}-ssh"

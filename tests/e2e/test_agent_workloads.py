@@ -5,6 +5,7 @@ bound in the same HyperNode; cancelling removes the Deployment and its pods."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -64,6 +65,7 @@ async def test_deployment_gang_is_bound_inside_the_hypernode_and_repaired(
 
     name = unique("serve")
     [job] = load_jobs(deployment(name))
+    job = replace(job, namespace="default")  # what admission gives a manifest without one (the queue's default)
     backend = await backend_for(control_plane, "east")
     apps = f"/apis/apps/v1/namespaces/default/deployments/{name}"
     with Tree(control_plane, "east") as tree:

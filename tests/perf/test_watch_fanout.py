@@ -21,3 +21,5 @@ def test_every_submission_reaches_every_watcher(tmp_path: Path) -> None:
     for config in ("quiet", "busy"):
         figures = result[config]
         assert figures["deliveries"] == figures["submits"] * figures["watchers"], figures
+        # the server's own histograms were read for the submission window
+        assert figures["server_submit_p50_ms"] > 0 and figures["server_cpu_ms_per_submit"] > 0, figures
