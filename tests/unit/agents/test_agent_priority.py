@@ -15,6 +15,7 @@ from agents.core.priority import NONE, ClusterPriority, decide, ensure_priority_
 from agents.fake.clock import ManualClock
 from agents.fake.cluster import FakeCluster
 from agents.k8s.convert import pod_body
+from federation.domain.jobs import Job
 
 
 @pytest.mark.parametrize(("existing", "carried", "create", "warned"), [
@@ -33,14 +34,14 @@ def test_a_job_without_a_class_leaves_the_pods_to_the_cluster() -> None:
     assert decide("", 5, None, "east") == (NONE, False)
 
 
-def _high(name: str = "train") -> object:
+def _high(name: str = "train") -> Job:
     return replace(job(name), priority_class="high", priority=10_000)
 
 
 async def test_the_class_is_created_once_and_the_pods_carry_it() -> None:
     clock = ManualClock()
     cluster = fake(clock=clock, runtime=100.0)
-    ctl = JobController(work(_high()))  # type: ignore[arg-type]
+    ctl = JobController(work(_high()))
     report = await ctl.sync(cluster, clock(), None)
     assert cluster.priority_classes == {"high": 10_000} and report.actions == ()
     manifest = cluster.manifest("train-worker-0")
@@ -55,7 +56,7 @@ async def test_a_class_the_cluster_defines_otherwise_is_used_as_it_is_and_report
     clock = ManualClock()
     cluster = fake(clock=clock, runtime=100.0)
     cluster.priority_classes["high"] = 7
-    ctl = JobController(work(_high()))  # type: ignore[arg-type]
+    ctl = JobController(work(_high()))
     first = await ctl.sync(cluster, clock(), None)
     [note] = first.actions
     assert note.kind == "Warning" and "has value 7" in note.cause
@@ -72,9 +73,9 @@ class Refusing(FakeCluster):
 async def test_a_class_that_cannot_be_created_leaves_the_pods_without_one_and_says_why() -> None:
     clock = ManualClock()
     cluster = Refusing("c1", fabric(), clock=clock, runtime=lambda _m: 100.0)
-    priority = await ensure_priority_class(cluster, _high())  # type: ignore[arg-type]
+    priority = await ensure_priority_class(cluster, _high())
     assert priority.name == "" and "could not be ensured in cluster c1 (HTTP 403" in priority.warning
-    ctl = JobController(work(_high()))  # type: ignore[arg-type]
+    ctl = JobController(work(_high()))
     report = await ctl.sync(cluster, clock(), None)
     assert [a.kind for a in report.actions] == ["Warning"]
     manifest = cluster.manifest("train-worker-0")
@@ -83,7 +84,7 @@ async def test_a_class_that_cannot_be_created_leaves_the_pods_without_one_and_sa
 
 
 def test_for_cluster_leaves_a_workload_and_an_unchanged_job_alone() -> None:
-    w = work(_high())  # type: ignore[arg-type]
+    w = work(_high())
     assert for_cluster(w, ClusterPriority("high", 10_000)) is w
     assert for_cluster(w, ClusterPriority("high", 7)).job.priority == 7
     assert for_cluster(w, NONE).job.priority_class == ""
