@@ -48,6 +48,7 @@ from agents.metrics import NO_AGENT_METRICS, AgentMetrics
 from agents.runtime_jobs import JobBook, JobSlot, orphan_ops, signature
 from agents.runtime_snapshots import snapshot_message
 from agents.telemetry import watch_reconnected
+from federation.domain.states import WARNING_EVENT
 from federation.domain.topology import HyperNodeTree
 from federation.domain.works import Work
 from federation.logs import fields
@@ -388,13 +389,13 @@ class AgentRuntime:
     def _report(self, slot: JobSlot, report: PassReport) -> None:
         work = slot.work
         slot.unsent.extend(report.actions)
-        self.metrics.actions(a.kind for a in report.actions)
+        self.metrics.actions(a.kind for a in report.actions if a.kind != WARNING_EVENT)  # restarts only
         phase_name, message = slot.outcome(report)
         key = (*signature(report), phase_name, message)
         if not slot.unsent and key == slot.reported:
             return
         status = agent_pb2.WorkStatus(
-            work_id=work.work_id, job=work.name, version=work.version,
+            work_id=work.work_id, job=work.name, version=work.version, generation=report.generation,
             phase=work_phase_to_proto(phase_name),
             message=message, time=timestamp_to_proto(self.clock()),
             pods=[agent_pb2.PodStatus(task=p.task, index=p.index, node=p.node or "", phase=p.phase,

@@ -38,7 +38,7 @@ from federation.domain.works import Work
 def signature(report: PassReport) -> tuple[object, ...]:
     """What must change for a new status report to be worth sending."""
     pods = tuple((p.task, p.index, p.node or "", p.phase, p.restarts) for p in report.pods)
-    return (report.version, report.phase, report.message, pods)
+    return (report.version, report.generation, report.phase, report.message, pods)
 
 
 @dataclass
@@ -65,8 +65,11 @@ class JobSlot:
     def accept(self, work: Work) -> bool:
         """Take a newer Work or a cancel; False for a stale or duplicate one."""
         held = self.work
-        if work.version < held.version or (work.version == held.version and (held.cancelled or not work.cancelled)):
+        if work.version < held.version:
             return False
+        if work.version == held.version and (held.cancelled or (not work.cancelled
+                                                                and work.generation <= held.generation)):
+            return False  # a duplicate, or not a growth (a newer generation of this version)
         if not self.controller.update(work):
             return False
         self.replan, self.reported, self.final = "", None, False

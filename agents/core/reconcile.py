@@ -17,6 +17,9 @@ Rules, in order:
    inspection and deletes the rest; nothing is created.
 5. Missing pods are created unbound. Pod names are deterministic, so a pod is never
    created twice. A task with ``dependsOn`` gets its pods only once its dependencies run.
+   An elastic job gets only the pods its Work lists; a grown Work (same version, next
+   generation) lists more, so exactly the added pods are created and bound while the
+   running ones are left alone.
 6. **All-or-nothing binding.** Unbound pods are bound only when every pod of the gang
    exists and the gang reaches ``minAvailable`` inside the Work's HyperNode: planned
    nodes are reused when still valid, the rest re-packed in the same domain
@@ -32,7 +35,7 @@ next pass could not complete.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from agents.core.binding import bind_gang
@@ -119,6 +122,13 @@ def reconcile(
     if work.cancelled:
         return _withdraw(work, observed, mine)
     desired = render(work)
+    if job.elastic and work.placement.pods:
+        # An elastic job runs the pods its Work lists, no more: central chose them (and,
+        # when the job grows, adds pods in a new generation of the same version, so the
+        # running ones stay and only the added ones are created and bound).
+        listed = {(p.task, p.index) for p in work.placement.pods}
+        desired = replace(desired, pods=tuple(
+            m for m in desired.pods if (m.labels[LABEL_TASK], int(m.labels[LABEL_TASK_INDEX])) in listed))
     ops: list[Op] = []
     ops += _sync(observed.services, desired.service, job.namespace, CreateService, DeleteService)
     ops += _sync(observed.config_maps, desired.config_map, job.namespace, CreateConfigMap, DeleteConfigMap)

@@ -28,9 +28,16 @@ docs/design/rounds.md explains the choices; in short:
   outside it keep their last decision. An ``unplaced`` decision is written only when its
   reason, constraint or closest cluster changed (``record_round``), so a steady backlog
   does not write a row per job per round.
+- **Jobs leave a tainted cluster when their tolerations run out** (Karmada's taint
+  manager, ``propagation.taints``): each round requeues those whose time has come before
+  planning, and asks for a round at the next such time.
 - **Unavailable is not impossible.** A job that only a lost, unhealthy or not yet
   reporting cluster could hold is recorded as waiting ("allowed clusters unavailable"),
   not unschedulable (``propagation.availability``): it is placed when the cluster returns.
+- **Running elastic jobs grow** (``Plan.growths``): a round also runs when nothing is
+  pending but such a job runs short of its replicas, and each growth adds pods to the
+  job's active Work under the same version and the next generation (``_grow``,
+  docs/design/elastic-gangs.md).
   Pending jobs' reason changes are ``Waiting`` events; ``Unschedulable`` is kept for jobs
   no allowed cluster could ever hold.
 """
@@ -48,11 +55,14 @@ from federation.control.snapshot import PlanningInput, load
 from federation.domain.jobflows import STOP
 from federation.domain.plans import FederationSnapshot, Placement, Plan, PlanLimits
 from federation.domain.states import WAITING_EVENT
+from federation.domain.works import payload_generation
 from federation.logs import fields
 from federation.metrics.gauges import Observed
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
 from federation.placement import plan as plan_round
+from federation.placement.growth import growable
 from federation.propagation.availability import with_availability
+from federation.propagation.taints import DEFAULT_FAILOVER_GRACE_SECONDS
 from federation.propagation.works import admissible, work_payload, works_to_create
 from federation.store import Store, StoreError
 from federation.store.plan_records import decisions_from_plan, queue_counts, round_from_plan, updates_from_plan
@@ -85,11 +95,16 @@ class RoundScheduler:
         on_plan: Callable[[Plan], Awaitable[None]] | None = None,
         max_pending: int = DEFAULT_MAX_PENDING,
         metrics: ServiceMetrics = NO_METRICS,
+        failover_grace_seconds: float = DEFAULT_FAILOVER_GRACE_SECONDS,
     ) -> None:
+        """``failover_grace_seconds``: how long a job without a toleration of its own stays
+        on a cluster tainted unreachable or not-ready (propagation/taints.py)."""
         if max_pending < 1:
             raise ValueError(f"max_pending must be >= 1, got {max_pending}")
         self._store = store
         self._max_pending = max_pending
+        self._failover_grace = failover_grace_seconds
+        self._eviction_timer: asyncio.TimerHandle | None = None
         self._debounce = debounce_seconds
         self._limits = limits
         self._clock = clock
@@ -131,6 +146,8 @@ class RoundScheduler:
     async def stop(self) -> None:
         """Stop the loop; a round in flight finishes first (its transaction is never cut)."""
         task, self._task = self._task, None
+        if self._eviction_timer is not None:
+            self._eviction_timer.cancel()
         if task is None:
             return
         async with self._lock:  # wait for the round in flight
@@ -179,15 +196,18 @@ class RoundScheduler:
         async with self._lock:
             started = self._clock()
             with metrics.phase("load"):
-                data: PlanningInput = await asyncio.to_thread(load, self._store, started, self._max_pending)
+                data: PlanningInput = await asyncio.to_thread(load, self._store, started, self._max_pending,
+                                                              self._failover_grace)
             with metrics.phase("repair"):
-                repaired = (await self._fail_over_stranded(data) | await self._repair(data)
+                repaired = (await self._evict(data) | await self._repair(data)
                             | await self._hold_flows(data))
             if repaired:  # re-read what changed
                 with metrics.phase("load"):
-                    data = await asyncio.to_thread(load, self._store, started, self._max_pending)
+                    data = await asyncio.to_thread(load, self._store, started, self._max_pending,
+                                                   self._failover_grace)
+            self._wake_for_eviction(data.next_eviction, started)
             snapshot = data.snapshot
-            if not snapshot.pending:
+            if not snapshot.pending and not growable(snapshot):
                 self.observed = Observed(snapshot, Plan())
                 return 0
             if data.digest == self._last_digest and trigger in ("snapshot", "retry"):
@@ -195,6 +215,9 @@ class RoundScheduler:
             with metrics.phase("plan"):
                 plan = await asyncio.to_thread(self._planner, snapshot, self._limits, self._previous)
                 plan = with_availability(plan, snapshot, data.unknown, data.unavailable)  # unavailable ≠ impossible
+            if not snapshot.pending and not plan.growths:  # only growth was possible, and none fits:
+                self.observed, self._last_digest = Observed(snapshot, plan), data.digest  # record nothing
+                return 0
             ended = self._clock()
             round_ = round_from_plan(
                 plan, started_at=_utc(started), ended_at=_utc(ended), trigger=trigger, policy=POLICY,
@@ -217,6 +240,7 @@ class RoundScheduler:
                        if v.job in result.applied and v.job in data.running_clusters}
             with metrics.phase("dispatch"):
                 changed |= await self._dispatch(works_to_create(plan, result.applied), snapshot, result.round_id)
+                changed |= await self._grow(plan.growths, result.round_id)
                 self._notify(changed)
             log.info("round %d (%s): %d pending, %d placed, %d unplaced, %d preempted, %s in %.3fs",
                      result.round_id, trigger, len(snapshot.pending), len(plan.placements), len(plan.unplaced),
@@ -261,14 +285,55 @@ class RoundScheduler:
             clusters.add(placement.cluster)
         return clusters
 
-    async def _fail_over_stranded(self, data: PlanningInput) -> bool:
-        """Requeue active jobs left on clusters that are lost (placed by a round that read
-        the cluster just before the watchdog declared it lost)."""
-        for cluster in sorted(data.stranded):
-            loss = await asyncio.to_thread(self._store.clusters.mark_lost, cluster, f"cluster {cluster} lost")
-            log.warning("requeued %d job(s) placed on lost cluster %s", len(loss.requeued), cluster,
-                        extra=fields(cluster=cluster))
-        return bool(data.stranded)
+    async def _grow(self, growths: Iterable[Placement], round_id: int | None = None) -> set[str]:
+        """Add the pods of each growth to its job's active Work (same version, next
+        generation; ``WorkRepository.grow``); returns the clusters whose agent must hear.
+
+        A growth whose Work changed meanwhile (cancelled, re-planned, finished) is a
+        ``Conflict`` and dropped: the next round decides again from what runs then.
+        """
+        clusters: set[str] = set()
+        for growth in growths:
+            ids = fields(job=growth.job, cluster=growth.cluster, round=round_id)
+            try:
+                work = await asyncio.to_thread(self._store.works.grow, growth.job, growth.cluster, growth.hypernode,
+                                               growth.pods)
+            except StoreError as exc:
+                log.info("growth of %s not applied (%s); the next round decides again", growth.job, exc, extra=ids)
+                continue
+            log.info("job %s grows by %d pod(s) in %s (%s): work %d generation %d", growth.job, len(growth.pods),
+                     growth.cluster, growth.hypernode, work.id, payload_generation(work.payload), extra=ids)
+            clusters.add(growth.cluster)
+        return clusters
+
+    async def _evict(self, data: PlanningInput) -> bool:
+        """Requeue the jobs whose cluster's NoExecute taints they no longer tolerate (Karmada's
+        taint manager; propagation/taints.py) and tell the clusters' agents: each job is
+        re-planned elsewhere by this round, and its Work there is withdrawn."""
+        changed: set[str] = set()
+        for cluster, reasons in sorted(data.evictions.items()):
+            try:
+                done = await asyncio.to_thread(self._store.clusters.evict, cluster, reasons)
+            except StoreError as exc:
+                log.warning("eviction from %s not recorded yet (%s); retrying", cluster, exc,
+                            extra=fields(cluster=cluster))
+                self._retry_soon = True
+                continue
+            for job in done.requeued:
+                log.warning("job %s %s; re-planning it", job, reasons[job], extra=fields(job=job, cluster=cluster))
+            if done.requeued:
+                changed.add(cluster)
+        self._notify(changed)
+        return bool(changed)
+
+    def _wake_for_eviction(self, at: float | None, now: float) -> None:
+        """Run a round when the next toleration runs out (nothing else may trigger one then)."""
+        if self._eviction_timer is not None:
+            self._eviction_timer.cancel()
+            self._eviction_timer = None
+        if at is not None:
+            delay = max(0.0, at - now) + 0.05
+            self._eviction_timer = asyncio.get_running_loop().call_later(delay, self.trigger, "taint-eviction")
 
     async def _hold_flows(self, data: PlanningInput) -> bool:
         """Cancel the jobs whose flow dependency failed, naming it (Volcano's flow goes

@@ -8,21 +8,27 @@ strictly increase per job, a cancel bumps the version) is docs/design/work-proto
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from federation.domain.jobs import Job
-from federation.domain.plans import Placement
+from federation.domain.plans import Placement, PodAssignment
 
 
 @dataclass(frozen=True)
 class Work:
-    """``cancelled``: the agent was told to withdraw it (a Cancel for this version)."""
+    """``cancelled``: the agent was told to withdraw it (a Cancel for this version).
+    ``generation``: revision of this version's placement — a running elastic job that
+    grows keeps its version and pods and gets the next generation, whose placement adds
+    pods (docs/design/elastic-gangs.md)."""
 
     work_id: str
     job: Job
     version: int
     placement: Placement
     cancelled: bool = False
+    generation: int = 0
 
     @property
     def name(self) -> str:
@@ -35,3 +41,16 @@ class Work:
     @property
     def cluster(self) -> str:
         return self.placement.cluster
+
+
+def payload_generation(payload: Mapping[str, Any]) -> int:
+    """The Work generation a payload is at (0 until its job first grows)."""
+    return int(payload.get("generation", 0))
+
+
+def grown_payload(payload: Mapping[str, Any], added: Sequence[PodAssignment]) -> dict[str, Any]:
+    """``payload`` after a growth: the added pods appended (running pods untouched), held
+    as ``growing`` until reported bound, and the next generation."""
+    pods = [*payload.get("pods", ()), *([a.task, a.index, a.node] for a in added)]
+    growing = [*payload.get("growing", ()), *([a.task, a.index, a.node] for a in added)]
+    return {**payload, "pods": pods, "growing": growing, "generation": payload_generation(payload) + 1}

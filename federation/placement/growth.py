@@ -37,8 +37,10 @@ _NOT_WAITING_FOR_ROOM = frozenset({"queue-capability", "unschedulable", "node-co
 
 
 def growable(snapshot: FederationSnapshot) -> tuple[RunningJob, ...]:
-    """Running elastic jobs that run fewer pods than their replicas."""
-    return tuple(r for r in snapshot.running if r.job.elastic and len(r.placement.pods) < r.job.total_replicas)
+    """Running elastic jobs that run fewer pods than their replicas (and whose placement
+    records its pods: a placed job whose Work is not created yet has none to grow from)."""
+    return tuple(r for r in snapshot.running
+                 if r.job.elastic and r.placement.pods and len(r.placement.pods) < r.job.total_replicas)
 
 
 def grow(snapshot: FederationSnapshot, plan: Plan) -> Plan:

@@ -23,7 +23,10 @@ Layering (docs/design/placement.md has the full argument):
      when an 8-node gang waits for a spine): whole room is kept whole for the queued
      gangs that need it (``guard``, ``cpsat/anticipation.py``);
    * **packing**: up to ``PACK_PENALTY_MAX`` per unit for landing in an emptier domain
-     (best fit keeps whole domains free for the next big gang).
+     (best fit keeps whole domains free for the next big gang);
+   * **preferred node affinity**: up to ``PREFER_MAX`` per unit for a domain whose nodes
+     match the tasks' preferred terms (``placement/preference.py``); what is left of one
+     tier step above packing and anticipation, so it never buys a wider tier.
 
 A *unit* is a dominant share of federation capacity scaled so that one unit is about one
 GPU on a GPU fleet (``units = round(dominant_share x max(1000, total GPUs))``, at least 1).
@@ -38,8 +41,9 @@ from federation.domain.jobs import Job
 from federation.domain.nodes import Node
 from federation.domain.plans import FederationSnapshot, Placement, Plan, RunningJob
 from federation.domain.resources import GPU
-from federation.placement.eligibility import allowed_clusters, lowest_feasible_tier, shape_key
+from federation.placement.eligibility import allowed_clusters, lowest_feasible_tiers, shape_key
 from federation.placement.ledger import Bands, QueueLedger, band_key, bands_of
+from federation.placement.preference import domain_preference, prefers
 
 VALUE = 64
 FAIR_BONUS = 256
@@ -48,6 +52,9 @@ MAX_TIER_STEPS = 3
 PACK_PENALTY_MAX = 7
 GUARD_MAX = 6  # anticipation + packing (<= 13) stay below one tier step (16)
 RUN_COST_MAX = 32
+# Preferred node affinity (placement/preference.py): below one tier step even against the
+# worst packing and anticipation of a lower tier.
+PREFER_MAX = max(0, TIER_PENALTY - PACK_PENALTY_MAX - GUARD_MAX - 1)
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,7 @@ class Scoring:
         self.running = {r.job.name: r for r in snapshot.running}
         self._base: int | None = None
         self._guard: dict[tuple[str, str], int] = {}
+        self._preference: dict[tuple[object, str, str], int] = {}
         self._needed: frozenset[int] | None = None
 
     def units(self, job: Job) -> int:
@@ -100,12 +108,7 @@ class Scoring:
             return self._job_lowest[job.name]
         key = (shape_key(job), job.propagation)
         if key not in self._lowest:
-            tiers = [
-                t
-                for group in allowed_clusters(job, self.snapshot)
-                for c in group
-                if (t := lowest_feasible_tier(job, c)) is not None
-            ]
+            tiers = lowest_feasible_tiers(job, (c for group in allowed_clusters(job, self.snapshot) for c in group))
             self._lowest[key] = min(tiers) if tiers else None
         self._job_lowest[job.name] = self._lowest[key]
         return self._lowest[key]
@@ -179,7 +182,19 @@ class Scoring:
         """Base value of a placement without the fairness bonus (always > 0)."""
         u = self.units(job)
         return u * (VALUE - TIER_PENALTY * self.tier_steps(job, tier) - self.emptiness(cluster, hypernode)
-                    - self.guard(cluster, hypernode))
+                    - self.guard(cluster, hypernode) + self.preference(job, cluster, hypernode))
+
+    def preference(self, job: Job, cluster: str, hypernode: str) -> int:
+        """``0..PREFER_MAX`` per unit: the domain's match with the job's preferred node affinity."""
+        if not prefers(job):
+            return 0
+        key = (job.node_constraints, cluster, hypernode)
+        found = self._preference.get(key)
+        if found is None:
+            snap = self.snapshot.cluster(cluster)
+            found = 0 if snap is None else domain_preference(snap, hypernode, job.node_constraints, PREFER_MAX)
+            self._preference[key] = found
+        return found
 
     def run_cost(self, running: RunningJob) -> int:
         gpu_hours = running.job.requests.get(GPU) * max(0.0, self.snapshot.now - running.started_at) / 3600.0
@@ -235,6 +250,7 @@ class Scoring:
             "tierSteps": float(self.tier_steps(job, placement.tier)),
             "emptiness": float(self.emptiness(placement.cluster, placement.hypernode)),
             "guard": float(self.guard(placement.cluster, placement.hypernode)),
+            "preference": float(self.preference(job, placement.cluster, placement.hypernode)),
             "value": float(self.placement_value(job, placement.cluster, placement.hypernode, placement.tier)),
         }
 

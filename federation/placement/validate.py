@@ -12,8 +12,9 @@ from collections.abc import Iterator
 
 from federation.domain.jobs import Job
 from federation.domain.nodes import Node
-from federation.domain.plans import BLOCKED_BY, FederationSnapshot, Placement, Plan
+from federation.domain.plans import BLOCKED_BY, FederationSnapshot, Placement, Plan, PodAssignment
 from federation.domain.resources import Resources
+from federation.domain.topology import Domain
 from federation.placement.elastic import placed_requests
 from federation.placement.eligibility import (
     affinity_terms,
@@ -97,22 +98,28 @@ def _placement(snapshot: FederationSnapshot, p: Placement, jobs: dict[str, Job],
             if task.min_available is not None and have < task.min_available:
                 yield f"job {p.job}: task {task.name} has {have} pods, fewer than its minAvailable {task.min_available}"
     known = nodes.setdefault(cluster.name, {n.name: n for n in cluster.nodes})
+    yield from _pods(f"job {p.job}", job, p.pods, known, domain, set())
+
+
+def _pods(who: str, job: Job, pods: tuple[PodAssignment, ...], known: dict[str, Node], domain: Domain,
+          exclusive: set[tuple[str, str]]) -> Iterator[str]:
+    """Each pod on a known, usable node its task allows, inside ``domain``, and at most one
+    per node for a task with required pod anti-affinity (``exclusive``: (task, node) taken)."""
     constraints = {t.name: c for t, c in zip(job.tasks, job.node_constraints, strict=True)}
-    exclusive: set[tuple[str, str]] = set()
-    for a in p.pods:
+    for a in pods:
         node = known.get(a.node)
         c = constraints.get(a.task)
         if node is None:
-            yield f"job {p.job}: pod {a.task}-{a.index} on unknown node {a.node}"
+            yield f"{who}: pod {a.task}-{a.index} on unknown node {a.node}"
         elif not node.usable:
-            yield f"job {p.job}: pod {a.task}-{a.index} on node {a.node} that is not ready or cordoned"
+            yield f"{who}: pod {a.task}-{a.index} on node {a.node} that is not ready or cordoned"
         elif c is not None and not c.allows(node):
-            yield f"job {p.job}: pod {a.task}-{a.index} on node {a.node} that its {c.describe()} excludes"
+            yield f"{who}: pod {a.task}-{a.index} on node {a.node} that its {c.describe()} excludes"
         elif a.node not in domain.nodes:
-            yield f"job {p.job}: pod {a.task}-{a.index} on node {a.node} outside HyperNode {p.hypernode}"
+            yield f"{who}: pod {a.task}-{a.index} on node {a.node} outside HyperNode {domain.name}"
         if c is not None and c.one_per_node:
             if (a.task, a.node) in exclusive:
-                yield f"job {p.job}: two pods of task {a.task} on node {a.node} (required pod anti-affinity)"
+                yield f"{who}: two pods of task {a.task} on node {a.node} (required pod anti-affinity)"
             exclusive.add((a.task, a.node))
 
 
@@ -302,20 +309,7 @@ def _growths(snapshot: FederationSnapshot, plan: Plan, nodes: dict[str, dict[str
         if not cluster.healthy:
             yield f"growth of {g.job}: cluster {g.cluster} is unhealthy"
         known = nodes.setdefault(cluster.name, {n.name: n for n in cluster.nodes})
-        constraints = {t.name: c for t, c in zip(run.job.tasks, run.job.node_constraints, strict=True)}
-        exclusive = {(a.task, a.node) for a in was.pods}
-        for a in g.pods:
-            node, c = known.get(a.node), constraints.get(a.task)
-            if node is None or not node.usable:
-                yield f"growth of {g.job}: pod {a.task}-{a.index} on unknown or unusable node {a.node}"
-            elif c is not None and not c.allows(node):
-                yield f"growth of {g.job}: pod {a.task}-{a.index} on node {a.node} that its {c.describe()} excludes"
-            elif a.node not in domain.nodes:
-                yield f"growth of {g.job}: pod {a.task}-{a.index} on node {a.node} outside HyperNode {g.hypernode}"
-            if c is not None and c.one_per_node:
-                if (a.task, a.node) in exclusive:
-                    yield f"growth of {g.job}: two pods of task {a.task} on node {a.node} (required pod anti-affinity)"
-                exclusive.add((a.task, a.node))
+        yield from _pods(f"growth of {g.job}", run.job, g.pods, known, domain, {(a.task, a.node) for a in was.pods})
 
 
 def validate(snapshot: FederationSnapshot, plan: Plan) -> list[str]:

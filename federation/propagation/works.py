@@ -21,7 +21,7 @@ from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobs import Job
 from federation.domain.plans import Placement, Plan, PodAssignment
 from federation.domain.states import BOUND_WORK_STATES
-from federation.domain.works import Work
+from federation.domain.works import Work, payload_generation
 from federation.placement.eligibility import affinity_terms, cluster_block
 
 
@@ -44,7 +44,14 @@ def placement_from_payload(job: str, payload: Mapping[str, Any]) -> Placement:
 
 def work_from_payload(work_id: int, job: Job, version: int, payload: Mapping[str, Any]) -> Work:
     """The domain ``Work`` of a stored work: its id, the job spec and the placement it carries."""
-    return Work(str(work_id), job, version, placement_from_payload(job.name, payload))
+    return Work(str(work_id), job, version, placement_from_payload(job.name, payload),
+                generation=payload_generation(payload))
+
+
+def growing_pods(job: str, payload: Mapping[str, Any]) -> tuple[PodAssignment, ...]:
+    """Pods a growth added that the agent has not yet reported bound (their room must be
+    held by the planner even when the cluster's snapshot reflects the rest of the job)."""
+    return placement_from_payload(job, {"pods": payload.get("growing", ())}).pods
 
 
 def admissible(job: Job, cluster: ClusterSnapshot) -> str | None:

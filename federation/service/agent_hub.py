@@ -19,8 +19,11 @@ stream plumbing and the lost-agent watchdog. Why each rule:
   stream instead would also stop heartbeats and status reports, and a typo in a HyperNode
   object must not fail over every job running in the cluster.
 - **Silence, not a dropped stream, loses a cluster.** Streams drop on every blip; only a
-  cluster not heard from for ``grace_seconds`` is marked lost (jobs requeued and works
-  withdrawn in one transaction) and a round is triggered to re-plan its jobs.
+  cluster not heard from for ``grace_seconds`` is marked lost: fenced (its agent must
+  say hello again and be synced) and tainted ``cluster.karmada.io/unreachable:NoExecute``
+  in one transaction, and a round is triggered; each of its jobs is re-planned elsewhere
+  when its tolerations run out (the service's failover grace by default;
+  ``propagation.taints``). The taint goes with the agent's next accepted hello.
 - **Heard is recorded on receipt, on a monotonic clock.** The reader notes the time a
   message arrives before anything else and hands the message to the stream's worker
   (``agent_inbox``), so a slow store call for one message (a big snapshot, a busy
@@ -43,9 +46,11 @@ from typing import Any, TypeVar
 
 from federation.control.loop import RoundScheduler
 from federation.domain.errors import InvalidInput
+from federation.domain.works import payload_generation
 from federation.logs import fields, set_fields
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
 from federation.propagation.failover import loss_reason, lost_clusters
+from federation.propagation.taints import UNREACHABLE, unreachable_taint
 from federation.propagation.works import work_from_payload
 from federation.service.agent_inbox import Inbox
 from federation.service.agent_messages import ack, fence, rejection
@@ -73,7 +78,8 @@ class Session:
     agent_id: str
     out: asyncio.Queue[agent_pb2.CentralMessage | None] = field(default_factory=asyncio.Queue)
     inbox: Inbox = field(default_factory=Inbox)  # received, store work not yet done
-    sent: dict[str, tuple[int, int]] = field(default_factory=dict)  # job -> (work id, version)
+    # job -> (work id, version, generation) of the Work last sent
+    sent: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     dirty: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
 
@@ -256,7 +262,7 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
             record = await self._call(self._store.jobs.get, work.job)
             out.append(agent_pb2.CentralMessage(work=work_to_proto(
                 work_from_payload(work.id, record.job, work.version, work.payload))))
-            session.sent[work.job] = (work.id, work.version)
+            session.sent[work.job] = (work.id, work.version, payload_generation(work.payload))
         return out
 
     async def _push(self, session: Session) -> None:
@@ -273,7 +279,7 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
 
     async def _refresh(self, session: Session) -> None:
         active = {w.job: w for w in await self._call(self._store.works.active, session.cluster)}
-        for job, (work_id, version) in sorted(session.sent.items()):
+        for job, (work_id, version, _) in sorted(session.sent.items()):
             if job in active and (active[job].id, active[job].version) == (work_id, version):
                 continue
             if job not in active or active[job].version > version:
@@ -282,14 +288,14 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
                     work_id=str(work_id), job=job, version=version, reason=old.message or "withdrawn")))
                 del session.sent[job]
         for job, work in sorted(active.items()):
-            if session.sent.get(job) == (work.id, work.version):
-                continue
+            if session.sent.get(job) == (work.id, work.version, payload_generation(work.payload)):
+                continue  # a grown Work (same version, next generation) is sent again
             record = await self._call(self._store.jobs.get, job)
             session.send(agent_pb2.CentralMessage(work=work_to_proto(
                 work_from_payload(work.id, record.job, work.version, work.payload))))
             if job not in session.sent:  # a new Work, not a new version of one already sent
                 self._metrics.work_dispatched(self._clock() - work.created_at.timestamp())
-            session.sent[job] = (work.id, work.version)
+            session.sent[job] = (work.id, work.version, payload_generation(work.payload))
 
     async def _read(self, session: Session, messages: AsyncIterator[agent_pb2.AgentMessage]) -> None:
         """Record liveness on receipt, then queue the message for the stream's worker."""
@@ -397,7 +403,8 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         session = self._sessions.get(cluster)
         reason = loss_reason(cluster, silent, self._grace)
         try:
-            loss = await self._call(self._store.clusters.mark_lost, cluster, reason, unless_heard_within=self._grace)
+            loss = await self._call(self._store.clusters.mark_unreachable, cluster, unreachable_taint(self._clock()),
+                                    unless_heard_within=self._grace)
         except StoreError as exc:
             log.warning("cannot mark %s lost yet (%s); retrying", cluster, exc, extra=fields(cluster=cluster))
             return False
@@ -410,8 +417,8 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
             self._last_seen.pop(cluster, None)
             if session is not None:
                 session.close()
-        log.warning("%s: requeued %d job(s), withdrew %d work(s)", reason, len(loss.requeued),
-                    len(loss.withdrawn_works), extra=fields(cluster=cluster))
+        log.warning("%s: tainted %s:NoExecute; its %d active job(s) leave as their tolerations run out",
+                    reason, UNREACHABLE, loss.cluster.active_jobs, extra=fields(cluster=cluster))
         self._rounds.trigger("cluster-lost")
         return True
 

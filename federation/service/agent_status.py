@@ -19,18 +19,20 @@ meaning itself is the pure ``propagation.status.effect``; this adapter performs 
 - a report of a bound gang carries the node of every pod; when that differs from the
   Work's recorded placement (the agent re-packed the gang inside its HyperNode or
   replaced a pod), the placement is updated (``WorkRepository.record_pods``), so
-  ``fedctl explain`` and the next planning round see where the pods really are.
+  ``fedctl explain`` and the next planning round see where the pods really are. Only a
+  report of the Work's newest generation counts (a grown elastic job's older reports
+  describe the pod set before the growth).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from federation.domain.errors import InvalidInput
-from federation.domain.plans import PodAssignment
-from federation.domain.states import WorkPhase, WorkState
+from federation.domain.states import WARNING_EVENT, WorkPhase, WorkState
+from federation.domain.works import payload_generation
 from federation.logs import fields
 from federation.propagation.status import ReportedPod, actual_pods, effect
 from federation.propagation.works import placement_from_payload
@@ -87,7 +89,7 @@ class StatusHandler:
             self._notify(cluster)
             self._trigger("replan")
             return []
-        await self._record_pods(work_id, phase, msg, placement_from_payload(work.job, work.payload).pods, epoch)
+        await self._record_pods(work_id, phase, msg, work.payload, epoch)
         if change.job_steps:
             await self._call(self._store.clusters.heartbeat, cluster, epoch)  # refuses a deposed agent
         await self._steps(record, change.job_steps, msg.message)
@@ -96,13 +98,21 @@ class StatusHandler:
         return []
 
     async def _record_pods(self, work_id: int, phase: WorkPhase | None, msg: agent_pb2.WorkStatus,
-                           recorded: tuple[PodAssignment, ...], epoch: int) -> None:
+                           payload: Mapping[str, Any], epoch: int) -> None:
+        """Record where the pods are; a report of an older generation (before a growth the
+        agent has not applied yet) is skipped, and a bound report of the newest one
+        settles the growth even when the pods are where they were planned."""
+        if msg.generation < payload_generation(payload):
+            return
+        recorded = placement_from_payload(msg.job, payload).pods
         reported = (ReportedPod(p.task, p.index, p.node, p.phase) for p in msg.pods)
         pods = actual_pods(phase, reported, recorded)
+        if pods is None and payload.get("growing") and phase in (WorkPhase.BOUND, WorkPhase.RUNNING):
+            pods = recorded
         if pods is None:
             return
         try:
-            await self._call(self._store.works.record_pods, work_id, pods, epoch=epoch)
+            await self._call(self._store.works.record_pods, work_id, pods, epoch=epoch, generation=msg.generation)
         except Conflict as exc:
             log.info("work %d: actual pods not recorded: %s", work_id, exc, extra=fields(work=work_id))
 
@@ -125,6 +135,14 @@ class StatusHandler:
     async def _record_events(self, record: JobRecord, msg: agent_pb2.WorkStatus) -> JobRecord:
         restarts = record.restarts
         for event in msg.events:
+            if event.action == WARNING_EVENT:  # the cluster could not honour part of the job; it runs on
+                try:
+                    record = await self._call(self._store.jobs.annotate, record.name, message=event.reason,
+                                              event=WARNING_EVENT)
+                except (IllegalTransition, Conflict) as exc:
+                    log.info("job %s: warning not recorded: %s", record.name, exc,
+                             extra=fields(job=record.name, queue=record.queue))
+                continue
             if event.action not in RESTART_ACTIONS:
                 continue  # job-ending actions and Replan are recorded by the state change they cause
             restarts += 1

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import Collection
+import time
+from collections.abc import Callable, Collection
+from dataclasses import replace
 from typing import Any, Protocol
 
 import grpc.aio
@@ -31,8 +33,11 @@ class Trigger(Protocol):
     def trigger(self, reason: str) -> None: ...
 
 
-def taints_after(current: tuple[Taint, ...], request: clusters_pb2.TaintClusterRequest) -> tuple[Taint, ...]:
-    """The admin taints after ``request`` (kubectl taint semantics); refusals name the field."""
+def taints_after(current: tuple[Taint, ...], request: clusters_pb2.TaintClusterRequest,
+                 now: float) -> tuple[Taint, ...]:
+    """The admin taints after ``request`` (kubectl taint semantics); refusals name the field.
+    A NoExecute taint records ``now`` as its time added (kept when it is set again), from
+    which the jobs' ``tolerationSeconds`` count (propagation/taints.py)."""
     out = list(current)
     for i, spec in enumerate(request.remove):
         key, _, effect = spec.partition(":")
@@ -44,10 +49,11 @@ def taints_after(current: tuple[Taint, ...], request: clusters_pb2.TaintClusterR
         out = kept
     for i, msg in enumerate(request.add):
         taint = build(f"add[{i}]", Taint, key=msg.key, value=msg.value, effect=msg.effect or "NoSchedule")
+        same = next((t for t in out if (t.key, t.effect) == (taint.key, taint.effect)), None)
         if taint.effect == "NoExecute":
-            raise InvalidInput(f"add[{i}].effect", "NoExecute not supported for admin taints: the federation "
-                               "does not evict running jobs for them; use NoSchedule (no new placements)")
-        out = [t for t in out if (t.key, t.effect) != (taint.key, taint.effect)] + [taint]
+            since = same.time_added if same is not None and same.value == taint.value else None
+            taint = replace(taint, time_added=since if since is not None else now)
+        out = [t for t in out if t is not same] + [taint]
     return tuple(out)
 
 
@@ -71,7 +77,9 @@ class ClusterStore(Protocol):
 
 
 class ClusterServicer(clusters_pb2_grpc.ClusterServiceServicer):
-    def __init__(self, store: ClusterStore, auth: Authenticator, rounds: Trigger | None = None) -> None:
+    def __init__(self, store: ClusterStore, auth: Authenticator, rounds: Trigger | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
         self._store = store
         self._auth = auth
         self._rounds = rounds
@@ -81,7 +89,7 @@ class ClusterServicer(clusters_pb2_grpc.ClusterServiceServicer):
         if not request.name:
             raise InvalidInput("name", "must not be empty")
         record: ClusterRecord = await asyncio.to_thread(self._store.clusters.get, request.name)
-        taints = taints_after(record.admin_taints, request)
+        taints = taints_after(record.admin_taints, request, self._clock())
         updated: ClusterRecord = await asyncio.to_thread(self._store.clusters.set_admin_taints, request.name, taints)
         if self._rounds is not None:
             self._rounds.trigger("taint")

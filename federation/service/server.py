@@ -37,6 +37,7 @@ from federation.logs import FORMATS, configure, redact
 from federation.metrics.exporter import MetricsServer, parse_listen, serve_metrics, with_process_metrics
 from federation.metrics.gauges import FederationCollector
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
+from federation.propagation.taints import DEFAULT_FAILOVER_GRACE_SECONDS
 from federation.service.agent_hub import AgentHub
 from federation.service.audit import AuditServicer
 from federation.service.auth import Authenticator
@@ -108,6 +109,7 @@ class ServeConfig:
     tls_client_ca: str | None = None
     migrate: bool = True
     agent_grace_seconds: float = 30.0
+    failover_grace_seconds: float = DEFAULT_FAILOVER_GRACE_SECONDS  # default tolerationSeconds (propagation/taints.py)
     round_debounce_seconds: float = 0.2
     plan_limits: PlanLimits = field(default_factory=PlanLimits)
     max_pending_per_round: int = DEFAULT_MAX_PENDING
@@ -211,6 +213,7 @@ async def build_server(
     auth: Authenticator | None = None,
     tls: ServerTls | None = None,
     agent_grace_seconds: float = 30.0,
+    failover_grace_seconds: float = DEFAULT_FAILOVER_GRACE_SECONDS,
     round_debounce_seconds: float = 0.2,
     plan_limits: PlanLimits | None = None,
     max_pending_per_round: int = DEFAULT_MAX_PENDING,
@@ -248,7 +251,8 @@ async def build_server(
     if control_loop:
         rounds = RoundScheduler(store, debounce_seconds=round_debounce_seconds,
                                 limits=plan_limits or PlanLimits(), clock=clock,
-                                max_pending=max_pending_per_round, metrics=metrics)
+                                max_pending=max_pending_per_round, metrics=metrics,
+                                failover_grace_seconds=failover_grace_seconds)
         hub = AgentHub(store, rounds, auth, grace_seconds=agent_grace_seconds, clock=clock, metrics=metrics,
                        leading=leadership.leading, limits=limits)
     health = HealthReporter(store.ping, leadership.leading, agents=hub is not None,
@@ -268,7 +272,7 @@ async def build_server(
     # The QueueService invalidates the submit path's queue cache, so an owner removed here loses
     # SubmitJob and WatchJobs access at once in this process (other replicas: within its ttl).
     queues_pb2_grpc.add_QueueServiceServicer_to_server(QueueServicer(store, auth, jobs.queues), server)
-    clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth, rounds), server)
+    clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth, rounds, clock), server)
     audit_pb2_grpc.add_AuditServiceServicer_to_server(AuditServicer(store, auth), server)
     objects_pb2_grpc.add_ObjectServiceServicer_to_server(
         ObjectServicer(store, auth, rounds=rounds, on_classes_changed=jobs.classes.invalidate), server)
@@ -408,6 +412,7 @@ async def _serve(store: Store, auth: Authenticator, tls: ServerTls | None, confi
     running = await build_server(
         store, listen=config.listen, auth=auth, tls=tls,
         agent_grace_seconds=config.agent_grace_seconds,
+        failover_grace_seconds=config.failover_grace_seconds,
         round_debounce_seconds=config.round_debounce_seconds,
         plan_limits=config.plan_limits,
         max_pending_per_round=config.max_pending_per_round,

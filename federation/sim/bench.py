@@ -72,7 +72,9 @@ def run_bench(
             for name, run in starts.items():
                 bad = placements.disallowed(scenario, run)
                 first = f" (first: {bad[0]})" if bad else ""
-                console.print(f"{name}: {sum(len(s.placement.pods) for s in run)} pods started, "
+                grown = [s for s in run if s.growth]
+                console.print(f"{name}: {sum(len(s.placement.pods) for s in run)} pods started "
+                              f"({sum(len(s.placement.pods) for s in grown)} by {len(grown)} growths), "
                               f"{len(bad)} on a node their task does not allow{first}")
     if json_out is not None:
         Path(json_out).write_text(json.dumps(document, indent=2, sort_keys=False) + "\n", encoding="utf-8")

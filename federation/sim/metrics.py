@@ -56,13 +56,14 @@ def gpu_utilization(result: SimResult) -> float:
 def gpu_goodput(result: SimResult) -> float:
     """Useful GPU-seconds over usable GPU-seconds in the makespan window.
 
-    Useful work is each finished job's GPUs x its nominal (lowest-tier) duration. Unlike
+    Useful work is each finished job's GPUs (of all its replicas: an elastic job running
+    fewer runs proportionally longer) x its nominal (lowest-tier) duration. Unlike
     ``gpuUtilization`` it does not reward placements that run slower in a wide domain, nor
     count work lost to preemption or faults.
     """
     start, end = window(result)
     cap = sum(sample.capacity.get(GPU) * dt for sample, dt in _intervals(result.samples, start, end))
-    useful = sum(j.gpus * j.duration_seconds for j in result.jobs if j.finished_at is not None)
+    useful = sum(j.work_gpus * j.duration_seconds for j in result.jobs if j.finished_at is not None)
     return useful / cap if cap > 0 else 0.0
 
 

@@ -70,6 +70,9 @@ class JobOutcome:
     restarts_in_place: int = 0
     preempted_gpu_seconds: float = 0.0  # GPU-seconds of progress lost to preemption
     fault_gpu_seconds: float = 0.0  # ... lost to faults (node, cluster, pod)
+    # GPUs of all replicas: the job's work is this x ``duration_seconds`` (an elastic job
+    # running fewer replicas runs proportionally slower, simulator.py)
+    work_gpus: int = 0
 
     @property
     def jct(self) -> float | None:
@@ -90,7 +93,7 @@ class Tracker:
         info = self._feasible[spec.job.name]
         self._jobs[spec.job.name] = JobOutcome(
             spec.job.name, spec.job.queue, spec.job.gang_size, spec.submit_at, spec.duration_seconds,
-            info.holdable, info.best_tier,
+            info.holdable, info.best_tier, work_gpus=spec.job.requests.gpus,
         )
 
     def started(self, name: str, now: float, cluster: str, tier: int, requests: Resources) -> None:

@@ -18,11 +18,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from federation.domain.plans import PodAssignment
-from federation.domain.states import ACTIVE_WORK_STATES, WORK_TRANSITIONS, WorkState
+from federation.domain.states import ACTIVE_WORK_STATES, GROWN_EVENT, WORK_TRANSITIONS, WorkState
+from federation.domain.works import grown_payload, payload_generation
 from federation.store.clusters import check_epoch
 from federation.store.engine import Database
 from federation.store.errors import Conflict, NotFound
-from federation.store.lifecycle import lock_job, withdraw_works
+from federation.store.lifecycle import add_event, lock_job, withdraw_works
 from federation.store.models import ClusterRow, WorkRow
 from federation.store.records import WorkRecord
 
@@ -100,7 +101,34 @@ class WorkRepository:
             row.updated_at = now
             return work_record(row)
 
-    def record_pods(self, work_id: int, pods: Sequence[PodAssignment], *, epoch: int | None = None) -> WorkRecord:
+    def grow(self, job: str, cluster: str, hypernode: str, added: Sequence[PodAssignment]) -> WorkRecord:
+        """Add pods to the job's active Work: same version, next generation.
+
+        A running elastic job grows inside the cluster and HyperNode it runs in; its running
+        pods keep their names and nodes, so the version (which the agent labels its pods
+        with) stays, and the generation tells the agent to bind the added pods only
+        (``propagation.works.grown_payload``). ``Conflict`` when the job has no active Work
+        there any more (cancelled, re-planned or finished while the round ran) or a pod is
+        already in it: the growth is stale and the next round decides again.
+        """
+        now = self._db.now()
+        with self._db.write() as session:
+            job_row = lock_job(session, job)
+            row = session.scalars(select(WorkRow).where(
+                WorkRow.job == job, WorkRow.state.in_(list(ACTIVE_WORK_STATES))).with_for_update()).one_or_none()
+            if row is None or row.cluster != cluster or row.payload.get("hypernode") != hypernode:
+                raise Conflict(f"job {job!r} has no active work in {cluster}/{hypernode} to grow")
+            have = {(str(t), int(i)) for t, i, _ in row.payload.get("pods", ())}
+            if not added or any((a.task, a.index) in have for a in added):
+                raise Conflict(f"work {row.id} (job {job!r}) already runs a pod of the growth")
+            row.payload = grown_payload(row.payload, added)
+            row.updated_at = now
+            add_event(session, job_row, GROWN_EVENT, f"grew by {len(added)} pod(s) in {cluster}/{hypernode} "
+                      f"(work {row.id} version {row.version} generation {payload_generation(row.payload)})", now)
+            return work_record(row)
+
+    def record_pods(self, work_id: int, pods: Sequence[PodAssignment], *, epoch: int | None = None,
+                    generation: int = 0) -> WorkRecord:
         """Replace the pod → node assignment the Work records with where the agent actually
         bound the pods, in one transaction (epoch-checked like ``update_status``).
 
@@ -110,15 +138,21 @@ class WorkRepository:
         job — so it must follow the pods, not keep the planned nodes. The version is not
         bumped: the Work's meaning (cluster, HyperNode) is unchanged and the agent must not
         see a new Work for it. ``updated_at`` is, so a snapshot received before this report
-        is not taken to reflect the new binding. Only an active Work can change
-        (``Conflict`` otherwise: the report is stale).
+        is not taken to reflect the new binding. Only an active Work can change, and only
+        from a report of its newest ``generation`` (``Conflict`` otherwise: the report is
+        stale — about the pod set before a growth). Such a report also settles the growth:
+        its pods are no longer held as ``growing``.
         """
         now = self._db.now()
         with self._db.write() as session:
             row = _locked_work(session, work_id, epoch)
             if row.state not in ACTIVE_WORK_STATES:
                 raise Conflict(f"work {work_id} (job {row.job!r}) is {row.state}; its pods are no longer recorded")
-            row.payload = {**row.payload, "pods": [[p.task, p.index, p.node] for p in pods]}
+            if generation < payload_generation(row.payload):
+                raise Conflict(f"work {work_id} (job {row.job!r}) is at generation "
+                               f"{payload_generation(row.payload)}; a report of generation {generation} is stale")
+            payload = {k: v for k, v in row.payload.items() if k != "growing"}
+            row.payload = {**payload, "pods": [[p.task, p.index, p.node] for p in pods]}
             row.updated_at = now
             return work_record(row)
 

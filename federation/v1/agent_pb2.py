@@ -26,15 +26,15 @@ from federation.v1 import types_pb2 as federation_dot_v1_dot_types__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x66\x65\x64\x65ration/v1/agent.proto\x12\rfederation.v1\x1a\x19\x66\x65\x64\x65ration/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"9\n\x05Hello\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\"5\n\tHeartbeat\x12(\n\x04time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"h\n\tPodStatus\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\x05\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\r\n\x05phase\x18\x04 \x01(\t\x12\x10\n\x08restarts\x18\x05 \x01(\x05\x12\x0f\n\x07message\x18\x06 \x01(\t\"r\n\tWorkEvent\x12\x0e\n\x06\x61\x63tion\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0c\n\x04task\x18\x03 \x01(\t\x12\r\n\x05index\x18\x04 \x01(\x05\x12(\n\x04time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xf1\x01\n\nWorkStatus\x12\x0f\n\x07work_id\x18\x01 \x01(\t\x12\x0b\n\x03job\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x03\x12\'\n\x05phase\x18\x04 \x01(\x0e\x32\x18.federation.v1.WorkPhase\x12&\n\x04pods\x18\x05 \x03(\x0b\x32\x18.federation.v1.PodStatus\x12(\n\x06\x65vents\x18\x06 \x03(\x0b\x32\x18.federation.v1.WorkEvent\x12\x0f\n\x07message\x18\x07 \x01(\t\x12(\n\x04time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xcd\x01\n\x0c\x41gentMessage\x12%\n\x05hello\x18\x01 \x01(\x0b\x32\x14.federation.v1.HelloH\x00\x12\x32\n\x08snapshot\x18\x02 \x01(\x0b\x32\x1e.federation.v1.ClusterSnapshotH\x00\x12+\n\x06status\x18\x03 \x01(\x0b\x32\x19.federation.v1.WorkStatusH\x00\x12-\n\theartbeat\x18\x04 \x01(\x0b\x32\x18.federation.v1.HeartbeatH\x00\x42\x06\n\x04\x62ody\"\x99\x01\n\x04Work\x12\x0f\n\x07work_id\x18\x01 \x01(\t\x12\x0b\n\x03job\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x03\x12\x0f\n\x07\x63luster\x18\x04 \x01(\t\x12$\n\x04spec\x18\x05 \x01(\x0b\x32\x16.federation.v1.JobSpec\x12+\n\tplacement\x18\x06 \x01(\x0b\x32\x18.federation.v1.Placement\"G\n\x06\x43\x61ncel\x12\x0f\n\x07work_id\x18\x01 \x01(\t\x12\x0b\n\x03job\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x03\x12\x0e\n\x06reason\x18\x04 \x01(\t\"[\n\x03\x41\x63k\x12\x0c\n\x04what\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12+\n\trejection\x18\x04 \x01(\x0b\x32\x18.federation.v1.Rejection\";\n\tRejection\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x12\n\nfield_path\x18\x02 \x01(\t\x12\x0c\n\x04rule\x18\x03 \x01(\t\".\n\x05\x46\x65nce\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x15\n\rcurrent_epoch\x18\x02 \x01(\x03\"\xb0\x01\n\x0e\x43\x65ntralMessage\x12#\n\x04work\x18\x01 \x01(\x0b\x32\x13.federation.v1.WorkH\x00\x12\'\n\x06\x63\x61ncel\x18\x02 \x01(\x0b\x32\x15.federation.v1.CancelH\x00\x12!\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x12.federation.v1.AckH\x00\x12%\n\x05\x66\x65nce\x18\x04 \x01(\x0b\x32\x14.federation.v1.FenceH\x00\x42\x06\n\x04\x62ody*\xcf\x01\n\tWorkPhase\x12\x1a\n\x16WORK_PHASE_UNSPECIFIED\x10\x00\x12\x16\n\x12WORK_PHASE_PENDING\x10\x01\x12\x14\n\x10WORK_PHASE_BOUND\x10\x02\x12\x16\n\x12WORK_PHASE_RUNNING\x10\x03\x12\x18\n\x14WORK_PHASE_SUCCEEDED\x10\x04\x12\x15\n\x11WORK_PHASE_FAILED\x10\x05\x12\x18\n\x14WORK_PHASE_CANCELLED\x10\x06\x12\x15\n\x11WORK_PHASE_REPLAN\x10\x07\x32Y\n\x0c\x41gentService\x12I\n\x07\x43onnect\x12\x1b.federation.v1.AgentMessage\x1a\x1d.federation.v1.CentralMessage(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x66\x65\x64\x65ration/v1/agent.proto\x12\rfederation.v1\x1a\x19\x66\x65\x64\x65ration/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"9\n\x05Hello\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\"5\n\tHeartbeat\x12(\n\x04time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"h\n\tPodStatus\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\x05\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\r\n\x05phase\x18\x04 \x01(\t\x12\x10\n\x08restarts\x18\x05 \x01(\x05\x12\x0f\n\x07message\x18\x06 \x01(\t\"r\n\tWorkEvent\x12\x0e\n\x06\x61\x63tion\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0c\n\x04task\x18\x03 \x01(\t\x12\r\n\x05index\x18\x04 \x01(\x05\x12(\n\x04time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x85\x02\n\nWorkStatus\x12\x0f\n\x07work_id\x18\x01 \x01(\t\x12\x0b\n\x03job\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x03\x12\'\n\x05phase\x18\x04 \x01(\x0e\x32\x18.federation.v1.WorkPhase\x12&\n\x04pods\x18\x05 \x03(\x0b\x32\x18.federation.v1.PodStatus\x12(\n\x06\x65vents\x18\x06 \x03(\x0b\x32\x18.federation.v1.WorkEvent\x12\x0f\n\x07message\x18\x07 \x01(\t\x12(\n\x04time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ngeneration\x18\t \x01(\x03\"\xcd\x01\n\x0c\x41gentMessage\x12%\n\x05hello\x18\x01 \x01(\x0b\x32\x14.federation.v1.HelloH\x00\x12\x32\n\x08snapshot\x18\x02 \x01(\x0b\x32\x1e.federation.v1.ClusterSnapshotH\x00\x12+\n\x06status\x18\x03 \x01(\x0b\x32\x19.federation.v1.WorkStatusH\x00\x12-\n\theartbeat\x18\x04 \x01(\x0b\x32\x18.federation.v1.HeartbeatH\x00\x42\x06\n\x04\x62ody\"\xad\x01\n\x04Work\x12\x0f\n\x07work_id\x18\x01 \x01(\t\x12\x0b\n\x03job\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x03\x12\x0f\n\x07\x63luster\x18\x04 \x01(\t\x12$\n\x04spec\x18\x05 \x01(\x0b\x32\x16.federation.v1.JobSpec\x12+\n\tplacement\x18\x06 \x01(\x0b\x32\x18.federation.v1.Placement\x12\x12\n\ngeneration\x18\x07 \x01(\x03\"G\n\x06\x43\x61ncel\x12\x0f\n\x07work_id\x18\x01 \x01(\t\x12\x0b\n\x03job\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\x03\x12\x0e\n\x06reason\x18\x04 \x01(\t\"[\n\x03\x41\x63k\x12\x0c\n\x04what\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12+\n\trejection\x18\x04 \x01(\x0b\x32\x18.federation.v1.Rejection\";\n\tRejection\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x12\n\nfield_path\x18\x02 \x01(\t\x12\x0c\n\x04rule\x18\x03 \x01(\t\".\n\x05\x46\x65nce\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x15\n\rcurrent_epoch\x18\x02 \x01(\x03\"\xb0\x01\n\x0e\x43\x65ntralMessage\x12#\n\x04work\x18\x01 \x01(\x0b\x32\x13.federation.v1.WorkH\x00\x12\'\n\x06\x63\x61ncel\x18\x02 \x01(\x0b\x32\x15.federation.v1.CancelH\x00\x12!\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x12.federation.v1.AckH\x00\x12%\n\x05\x66\x65nce\x18\x04 \x01(\x0b\x32\x14.federation.v1.FenceH\x00\x42\x06\n\x04\x62ody*\xcf\x01\n\tWorkPhase\x12\x1a\n\x16WORK_PHASE_UNSPECIFIED\x10\x00\x12\x16\n\x12WORK_PHASE_PENDING\x10\x01\x12\x14\n\x10WORK_PHASE_BOUND\x10\x02\x12\x16\n\x12WORK_PHASE_RUNNING\x10\x03\x12\x18\n\x14WORK_PHASE_SUCCEEDED\x10\x04\x12\x15\n\x11WORK_PHASE_FAILED\x10\x05\x12\x18\n\x14WORK_PHASE_CANCELLED\x10\x06\x12\x15\n\x11WORK_PHASE_REPLAN\x10\x07\x32Y\n\x0c\x41gentService\x12I\n\x07\x43onnect\x12\x1b.federation.v1.AgentMessage\x1a\x1d.federation.v1.CentralMessage(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'federation.v1.agent_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_WORKPHASE']._serialized_start=1503
-  _globals['_WORKPHASE']._serialized_end=1710
+  _globals['_WORKPHASE']._serialized_start=1543
+  _globals['_WORKPHASE']._serialized_end=1750
   _globals['_HELLO']._serialized_start=104
   _globals['_HELLO']._serialized_end=161
   _globals['_HEARTBEAT']._serialized_start=163
@@ -44,21 +44,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WORKEVENT']._serialized_start=324
   _globals['_WORKEVENT']._serialized_end=438
   _globals['_WORKSTATUS']._serialized_start=441
-  _globals['_WORKSTATUS']._serialized_end=682
-  _globals['_AGENTMESSAGE']._serialized_start=685
-  _globals['_AGENTMESSAGE']._serialized_end=890
-  _globals['_WORK']._serialized_start=893
-  _globals['_WORK']._serialized_end=1046
-  _globals['_CANCEL']._serialized_start=1048
-  _globals['_CANCEL']._serialized_end=1119
-  _globals['_ACK']._serialized_start=1121
-  _globals['_ACK']._serialized_end=1212
-  _globals['_REJECTION']._serialized_start=1214
-  _globals['_REJECTION']._serialized_end=1273
-  _globals['_FENCE']._serialized_start=1275
-  _globals['_FENCE']._serialized_end=1321
-  _globals['_CENTRALMESSAGE']._serialized_start=1324
-  _globals['_CENTRALMESSAGE']._serialized_end=1500
-  _globals['_AGENTSERVICE']._serialized_start=1712
-  _globals['_AGENTSERVICE']._serialized_end=1801
+  _globals['_WORKSTATUS']._serialized_end=702
+  _globals['_AGENTMESSAGE']._serialized_start=705
+  _globals['_AGENTMESSAGE']._serialized_end=910
+  _globals['_WORK']._serialized_start=913
+  _globals['_WORK']._serialized_end=1086
+  _globals['_CANCEL']._serialized_start=1088
+  _globals['_CANCEL']._serialized_end=1159
+  _globals['_ACK']._serialized_start=1161
+  _globals['_ACK']._serialized_end=1252
+  _globals['_REJECTION']._serialized_start=1254
+  _globals['_REJECTION']._serialized_end=1313
+  _globals['_FENCE']._serialized_start=1315
+  _globals['_FENCE']._serialized_end=1361
+  _globals['_CENTRALMESSAGE']._serialized_start=1364
+  _globals['_CENTRALMESSAGE']._serialized_end=1540
+  _globals['_AGENTSERVICE']._serialized_start=1752
+  _globals['_AGENTSERVICE']._serialized_end=1841
 # @@protoc_insertion_point(module_scope)

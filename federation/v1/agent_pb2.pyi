@@ -202,11 +202,17 @@ class WorkStatus(_message.Message):
     EVENTS_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     TIME_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
     work_id: _builtins.str
     job: _builtins.str
     version: _builtins.int
     phase: Global___WorkPhase.ValueType
     message: _builtins.str
+    generation: _builtins.int
+    """The Work generation this report describes (Work.generation): central records the
+    reported pods only from a report of the newest generation, so a report about the pod
+    set before a growth never undoes the growth.
+    """
     @_builtins.property
     def pods(self) -> _containers.RepeatedCompositeFieldContainer[Global___PodStatus]: ...
     @_builtins.property
@@ -224,10 +230,11 @@ class WorkStatus(_message.Message):
         events: _abc.Iterable[Global___WorkEvent] | None = ...,
         message: _builtins.str = ...,
         time: _timestamp_pb2.Timestamp | None = ...,
+        generation: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["time", b"time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events", "job", b"job", "message", b"message", "phase", b"phase", "pods", b"pods", "time", b"time", "version", b"version", "work_id", b"work_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events", "generation", b"generation", "job", b"job", "message", b"message", "phase", b"phase", "pods", b"pods", "time", b"time", "version", b"version", "work_id", b"work_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -282,10 +289,18 @@ class Work(_message.Message):
     CLUSTER_FIELD_NUMBER: _builtins.int
     SPEC_FIELD_NUMBER: _builtins.int
     PLACEMENT_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
     work_id: _builtins.str
     job: _builtins.str
     version: _builtins.int
     cluster: _builtins.str
+    generation: _builtins.int
+    """Revision of this version's placement. A running elastic job that grows keeps its
+    version (its pods, labelled with the version, are untouched) and gets the next
+    generation, whose placement lists the running pods plus the added ones; the agent
+    creates and binds only the added pods. 0 for a version never grown
+    (docs/design/elastic-gangs.md, docs/design/work-protocol.md).
+    """
     @_builtins.property
     def spec(self) -> _types_pb2.JobSpec: ...
     @_builtins.property
@@ -299,10 +314,11 @@ class Work(_message.Message):
         cluster: _builtins.str = ...,
         spec: _types_pb2.JobSpec | None = ...,
         placement: _types_pb2.Placement | None = ...,
+        generation: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["placement", b"placement", "spec", b"spec"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "job", b"job", "placement", b"placement", "spec", b"spec", "version", b"version", "work_id", b"work_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "generation", b"generation", "job", b"job", "placement", b"placement", "spec", b"spec", "version", b"version", "work_id", b"work_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

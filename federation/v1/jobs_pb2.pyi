@@ -88,6 +88,14 @@ class _JobEventTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_JobEvent
     its allowed clusters lost or unhealthy); the message is the reason, and a new event is
     recorded when the reason changes.
     """
+    JOB_EVENT_TYPE_GROWN: _JobEventType.ValueType  # 13
+    """A running elastic job was given more pods inside the HyperNode it runs in (its Work's
+    next generation); the message names how many, where, and the generation.
+    """
+    JOB_EVENT_TYPE_WARNING: _JobEventType.ValueType  # 14
+    """A member cluster could not honour part of the job as the federation has it (its
+    PriorityClass there, say); the message says what and why. The job runs on.
+    """
 
 class JobEventType(_JobEventType, metaclass=_JobEventTypeEnumTypeWrapper): ...
 
@@ -113,6 +121,14 @@ JOB_EVENT_TYPE_WAITING: JobEventType.ValueType  # 12
 """Still pending for a transient reason (no room right now, queue capability, fairness,
 its allowed clusters lost or unhealthy); the message is the reason, and a new event is
 recorded when the reason changes.
+"""
+JOB_EVENT_TYPE_GROWN: JobEventType.ValueType  # 13
+"""A running elastic job was given more pods inside the HyperNode it runs in (its Work's
+next generation); the message names how many, where, and the generation.
+"""
+JOB_EVENT_TYPE_WARNING: JobEventType.ValueType  # 14
+"""A member cluster could not honour part of the job as the federation has it (its
+PriorityClass there, say); the message says what and why. The job runs on.
 """
 Global___JobEventType: _TypeAlias = JobEventType  # noqa: Y015
 

@@ -163,7 +163,7 @@ def placement_from_proto(msg: types_pb2.Placement, path: str = "placement") -> P
 def work_to_proto(work: Work) -> agent_pb2.Work:
     return agent_pb2.Work(
         work_id=work.work_id, job=work.name, version=work.version, cluster=work.cluster,
-        spec=job_to_proto(work.job), placement=placement_to_proto(work.placement),
+        spec=job_to_proto(work.job), placement=placement_to_proto(work.placement), generation=work.generation,
     )
 
 
@@ -174,7 +174,9 @@ def work_from_proto(msg: agent_pb2.Work, path: str = "work") -> Work:
         raise InvalidInput(f"{path}.job", f"names {msg.job!r} but the spec is job {job.name!r}")
     if msg.cluster and msg.cluster != placement.cluster:
         raise InvalidInput(f"{path}.cluster", f"is {msg.cluster!r} but the placement is in {placement.cluster!r}")
-    return Work(work_id=msg.work_id, job=job, version=msg.version, placement=placement)
+    if msg.generation < 0:
+        raise InvalidInput(f"{path}.generation", f"must be >= 0, got {msg.generation}")
+    return Work(work_id=msg.work_id, job=job, version=msg.version, placement=placement, generation=msg.generation)
 
 
 # ---------------------------------------------------------------- work phases

@@ -37,7 +37,9 @@ LEASE_DURATION = 3.0
 class Federation:
     """Central service + one agent process per cluster (more on demand) + one tree per cluster."""
 
-    def __init__(self, control_plane: Any, tmp: Path) -> None:
+    def __init__(self, control_plane: Any, tmp: Path, **server_kwargs: Any) -> None:
+        """``server_kwargs`` go to ``build_server`` (default: a 30 s agent grace)."""
+        self.server_kwargs = {"agent_grace_seconds": 30.0, **server_kwargs}
         self.control_plane = control_plane
         self.tmp = tmp
         self.trees = {c: Tree(control_plane, c) for c in CLUSTERS}
@@ -54,7 +56,7 @@ class Federation:
             tree.__enter__()
         self.store = open_store(f"sqlite:///{self.tmp / 'federation.db'}", migrate=True)
         self.running = await build_server(self.store, listen="127.0.0.1:0", round_debounce_seconds=0.1,
-                                          agent_grace_seconds=30.0)
+                                          **self.server_kwargs)
         self.address = self.running.address
         self.client = FederationClient(self.address)
         for cluster in CLUSTERS:

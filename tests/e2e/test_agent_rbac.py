@@ -5,6 +5,8 @@ hook Job and Secrets) passes the apiserver's validation (server-side dry run).""
 
 from __future__ import annotations
 
+import contextlib
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -99,10 +101,15 @@ async def test_agent_service_account_can_do_its_job_and_no_more(control_plane) -
         _create(control_plane, "west", doc)
     api = await _impersonating(control_plane, "west")
     backend = KubernetesBackend(api, "west")
-    # ssh: the Secret is created, read by name and deleted as the service account.
-    job = gpu_job(unique("rbac"), (("worker", 2, 2),), plugins=(("svc", ()), ("ssh", ())))
+    # ssh: the Secret is created, read by name and deleted as the service account; the
+    # job's PriorityClass is created (get/create on priorityclasses).
+    priority_class = unique("rbac-prio")
+    job = replace(gpu_job(unique("rbac"), (("worker", 2, 2),), plugins=(("svc", ()), ("ssh", ()))),
+                  priority_class=priority_class, priority=777)
     try:
         await _gang_runs(control_plane, backend, job)
+        made = control_plane.request("west", "GET", f"/apis/scheduling.k8s.io/v1/priorityclasses/{priority_class}")
+        assert made["value"] == 777
 
         elector = LeaderElector(KubernetesLeaseStore(api, "federation-system", unique("agent")), "sa-replica",
                                 lease_duration=3, renew_deadline=2, retry_period=0.5)
@@ -119,6 +126,8 @@ async def test_agent_service_account_can_do_its_job_and_no_more(control_plane) -
     finally:
         await cleanup(backend, job.name)
         await backend.close()
+        with contextlib.suppress(Exception):
+            control_plane.request("west", "DELETE", f"/apis/scheduling.k8s.io/v1/priorityclasses/{priority_class}")
 
 
 CONFINED = "federation-agent-confined"  # the release, so its RBAC sits beside the default one's
@@ -137,7 +146,7 @@ def test_rbac_namespaces_renders_cluster_reads_and_one_writing_role_per_namespac
     verbs = {v for rule in cluster_role["rules"] for v in rule["verbs"]}
     assert verbs == {"get", "list", "watch"}, cluster_role  # nothing written cluster-wide
     assert {r for rule in cluster_role["rules"] for r in rule["resources"]} == {
-        "nodes", "pods", "services", "configmaps", "hypernodes"}
+        "nodes", "pods", "services", "configmaps", "hypernodes", "priorityclasses"}
     writes = {(d["kind"], d["metadata"]["namespace"]) for d in docs
               if d["kind"] in ("Role", "RoleBinding") and d["metadata"]["name"] == f"{CONFINED}-write"}
     assert writes == {(k, ns) for k in ("Role", "RoleBinding") for ns in ("team-a", "team-b")}

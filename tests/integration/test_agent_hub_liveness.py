@@ -146,8 +146,8 @@ async def test_a_heartbeat_arriving_while_another_cluster_is_marked_lost_spares_
     mono = Monotonic()
     hub = hub_over(store, mono)
     agents = [await connect(hub, "alpha"), await connect(hub, "beta")]
-    held = Held(store.clusters.mark_lost)
-    store.clusters.mark_lost = held  # type: ignore[method-assign]
+    held = Held(store.clusters.mark_unreachable)
+    store.clusters.mark_unreachable = held  # type: ignore[method-assign]
     try:
         mono.now += GRACE + 1  # both silent past the grace period when the sweep starts
         clock.advance(GRACE + 1)

@@ -149,10 +149,14 @@ def test_placed_job_without_work_is_flagged_for_repair_and_lost_clusters_enter_u
     assert data.unavailable == {"west": "lost", "north": "no snapshot yet"}
 
 
-def test_active_job_on_a_lost_cluster_is_stranded_not_running() -> None:
+def test_active_job_on_a_lost_cluster_leaves_it_and_is_not_running_there() -> None:
+    """A cluster lost without the unreachable taint (``mark_lost``, or before the taint
+    existed) is unreachable since its last heartbeat; a job without tolerations leaves."""
     lost = ClusterRecord(**{**_cluster_record("east", T0).__dict__, "lost": True})
-    data = build([], [lost], [Queue("q")], [], [_record("held", "running", "east")], [], now=1.0)
-    assert data.stranded == frozenset({"east"}) and data.snapshot.running == ()
+    data = build([], [lost], [Queue("q")], [], [_record("held", "running", "east")], [], now=T0.timestamp() + 1)
+    assert dict(data.evictions) == {"east": {"held": "left cluster east: taint "
+                                             "cluster.karmada.io/unreachable:NoExecute: failover grace 0s"}}
+    assert data.snapshot.running == () and data.next_eviction is None
 
 
 def test_digest_ignores_snapshot_times_but_not_free_resources() -> None:

@@ -14,6 +14,7 @@ Structure — variables in one module, one module per constraint or objective te
 ``topology``     hard tier limits prune candidates; penalty per tier above the lowest
 ``fit``          best-fit packing preference (fuller domains first)
 ``anticipation`` whole room above the chosen domain kept for queued gangs (``guard``)
+``preference``   preferred node affinity of the domain's nodes, below one tier step
 ``preemption``   who may be evicted (preempt within a queue, reclaim across queues),
                  linking to the beneficiaries, cost of victims
 ``objective``    the sum of all terms

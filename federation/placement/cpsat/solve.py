@@ -27,6 +27,7 @@ from federation.placement.cpsat import (
     hint,
     objective,
     preemption,
+    preference,
     priority,
     quota,
     topology,
@@ -35,7 +36,7 @@ from federation.placement.cpsat import (
 from federation.placement.cpsat.variables import Vars, Window
 
 QUICK_SECONDS = 5.0
-MODULES = (assignment, capacity, quota, fairness, priority, topology, fit, anticipation, preemption)
+MODULES = (assignment, capacity, quota, fairness, priority, topology, fit, anticipation, preference, preemption)
 
 
 @dataclass

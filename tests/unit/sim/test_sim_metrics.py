@@ -66,7 +66,7 @@ def test_gpu_utilization_is_time_weighted_over_usable_capacity() -> None:
 
 
 def test_goodput_counts_nominal_work_of_finished_jobs_only() -> None:
-    done = JobOutcome("done", "a", 1, 0.0, 100.0, True, 1, 0.0, 0.0, 200.0, "c1", 2, gpus=8, starts=1)
+    done = JobOutcome("done", "a", 1, 0.0, 100.0, True, 1, 0.0, 0.0, 200.0, "c1", 2, gpus=8, starts=1, work_gpus=8)
     result = toy([sample(0, 8, 16, {}, {})], [done, rec("never", tier=None)])
     assert gpu_goodput(result) == pytest.approx(8 * 100 / (16 * 200))
 
