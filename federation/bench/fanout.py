@@ -16,10 +16,8 @@ stream open and nothing submitted), then ``--submits`` SubmitJob calls one at a 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import json
 import multiprocessing as mp
 import os
 import re
@@ -68,7 +66,7 @@ async def _idle_agent(address: str, cluster: str, stop: asyncio.Event) -> None:
 
     async with grpc.aio.insecure_channel(address) as channel:
         stub = agent_pb2_grpc.AgentServiceStub(channel)
-        call = stub.Connect()  # type: ignore[call-arg]
+        call = stub.Connect()  # type: ignore[call-arg]  # grpc-stubs lack the no-argument stream-stream call; requests go through write()
         await call.write(agent_pb2.AgentMessage(hello=agent_pb2.Hello(cluster=cluster, agent_id=cluster, epoch=1)))
         reader = asyncio.ensure_future(_drain(call))
         while not stop.is_set():
@@ -235,11 +233,27 @@ async def _create_queue(address: str, queue: str) -> None:
         await admin.create_queue(queues_pb2.Queue(name=queue))
 
 
-def run(db: str, *, watchers: int = 200, agents: int = 50, submits: int = 300, idle_seconds: float = 10.0,
-        serve_args: list[str] | None = None, streams_nice: int = 0) -> dict[str, Any]:
+@dataclass(frozen=True)
+class FanoutConfig:
+    """One fan-out run (built by ``federation/cli/bench_runners.py``): the busy side's
+    watchers and idle agents, the submissions timed on each side, the idle CPU window, and
+    extra ``federation serve`` flags."""
+
+    db: str
+    watchers: int = 200
+    agents: int = 50
+    submits: int = 300
+    idle_seconds: float = 10.0
+    serve_args: tuple[str, ...] = ()
+    streams_nice: int = 0  # niceness of the busy phase's stream client processes (e.g. 19)
+
+
+def run(config: FanoutConfig) -> dict[str, Any]:
+    db, watchers, agents, submits = config.db, config.watchers, config.agents, config.submits
+    idle_seconds, serve_args, streams_nice = config.idle_seconds, config.serve_args, config.streams_nice
     metrics = f"127.0.0.1:{_free_port()}"
     load_before = os.getloadavg()[0]
-    proc, address = start_server(db, True, [*(serve_args or []), "--metrics-listen", metrics])
+    proc, address = start_server(db, True, [*serve_args, "--metrics-listen", metrics])
     try:
         quiet = measure(address, proc.pid, 1, 0, submits, idle_seconds, processes=1, metrics=metrics)
         busy = measure(address, proc.pid, watchers, agents, submits, idle_seconds, metrics=metrics,
@@ -250,7 +264,8 @@ def run(db: str, *, watchers: int = 200, agents: int = 50, submits: int = 300, i
     return {"quiet": asdict(quiet), "busy": asdict(busy),
             "submit_p50_ratio": _ratio(busy.submit_p50_ms, quiet.submit_p50_ms),
             "server_submit_p50_ratio": _ratio(busy.server_submit_p50_ms, quiet.server_submit_p50_ms),
-            "load_average": [load_before, os.getloadavg()[0]], "cores": os.cpu_count()}
+            "load_average": [load_before, os.getloadavg()[0]], "cores": os.cpu_count(),
+            "streams_nice": streams_nice}
 
 
 def _ratio(a: float, b: float) -> float | None:
@@ -263,28 +278,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m federation.bench.fanout", description=__doc__.splitlines()[0])
-    p.add_argument("--db", required=True, help="database URL (migrated), e.g. postgresql+psycopg://...")
-    p.add_argument("--watchers", type=int, default=200)
-    p.add_argument("--agents", type=int, default=50)
-    p.add_argument("--submits", type=int, default=300)
-    p.add_argument("--idle-seconds", type=float, default=10.0)
-    p.add_argument("--streams-nice", type=int, default=0,
-                   help="run the busy phase's stream client processes at this niceness (e.g. 19): the part of "
-                        "the busy figures due to the clients' own CPU on this machine")
-    p.add_argument("--json", help="also write the figures here")
-    args = p.parse_args(argv)
-    result = run(args.db, watchers=args.watchers, agents=args.agents, submits=args.submits,
-                 idle_seconds=args.idle_seconds, streams_nice=args.streams_nice)
-    result["streams_nice"] = args.streams_nice
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            fh.write(text + "\n")
-    return 0
+if __name__ == "__main__":  # ``python -m federation.bench.fanout`` (docs/benchmarks.md): cli/ parses
+    from federation.cli.bench_runners import fanout_main
 
-
-if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(fanout_main())

@@ -18,6 +18,7 @@ from federation.cli.policy_flags import add_policy_flags, policy_limits
 from federation.domain.errors import InvalidInput
 
 if TYPE_CHECKING:
+    from federation.demo.main import DemoOptions
     from federation.service.server import ServeConfig
 
 DEFAULT_DB = "sqlite:///federation.db"
@@ -107,6 +108,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _demo_options(args: argparse.Namespace) -> DemoOptions:
+    """``federation demo``'s typed options: every flag it accepts, the policy flags included."""
+    from federation.demo.main import DemoOptions
+
+    return DemoOptions(scenario=args.scenario, speed=args.speed, db=args.db, out=args.out, plain=args.plain,
+                       hold=args.hold, max_wall_seconds=args.max_wall_seconds,
+                       agent_grace_seconds=args.agent_grace_seconds,
+                       limits=policy_limits(args, DemoOptions().limits))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -126,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             from federation.demo.main import demo_main
 
-            return demo_main(args)
+            return demo_main(_demo_options(args))
         if args.command == "bench":
             return _bench(args)
     except InvalidInput as exc:

@@ -43,9 +43,10 @@ from federation.domain.plans import FederationSnapshot, PendingJob, Placement, R
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
 from federation.domain.states import ACTIVE_STATES, ACTIVE_WORK_STATES, JobState
+from federation.domain.works import placement_from_payload
 from federation.propagation.matching import govern
 from federation.propagation.taints import DEFAULT_FAILOVER_GRACE_SECONDS, evicting_taints, eviction
-from federation.propagation.works import growing_pods, placement_from_payload, reflected_in_snapshot
+from federation.propagation.works import growing_pods, reflected_in_snapshot
 from federation.store import ClusterRecord, Conflict, JobRecord, Store, WorkRecord
 from federation.store.errors import NotFound
 

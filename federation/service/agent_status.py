@@ -32,10 +32,9 @@ from typing import Any
 
 from federation.domain.errors import InvalidInput
 from federation.domain.states import WARNING_EVENT, WorkPhase, WorkState
-from federation.domain.works import payload_generation
+from federation.domain.works import payload_generation, placement_from_payload
 from federation.logs import fields
 from federation.propagation.status import ReportedPod, actual_pods, effect
-from federation.propagation.works import placement_from_payload
 from federation.store import Conflict, IllegalTransition, JobRecord, NotFound, Store
 from federation.v1 import agent_pb2
 from federation.wire.convert import work_phase_from_proto

@@ -16,7 +16,7 @@ from federation.domain.plans import PodAssignment
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
 from federation.domain.states import ACTIVE_STATES, TERMINAL_STATES, JobState
-from federation.propagation.works import placement_from_payload
+from federation.domain.works import placement_from_payload
 from federation.store.records import ClusterRecord, DecisionRecord, JobEvent, JobRecord, RoundRecord, WorkRecord
 from federation.v1 import audit_pb2, clusters_pb2, jobs_pb2, queues_pb2, types_pb2
 from federation.wire.base import taint_to_proto

@@ -35,8 +35,9 @@ from federation.store.audit_retention import PruneBatch, Pruning, prune_batch, p
 from federation.store.engine import Database
 from federation.store.errors import NotFound
 from federation.store.lifecycle import add_event, lock_jobs, move, touch, withdraw_works
-from federation.store.models import OUTCOMES, DecisionRow, RoundQueueRow, RoundRow
+from federation.store.models import OUTCOMES, DecisionRow, RoundQueueRow, RoundRow, WorkRow
 from federation.store.records import Decision, DecisionRecord, JobUpdate, Page, RoundRecord, RoundResult
+from federation.store.works import add_work, work_record
 
 _ROUND_FIELDS = (
     "started_at", "ended_at", "trigger", "policy", "solver_status", "objective", "bound", "input_digest",
@@ -104,13 +105,18 @@ class AuditRepository:
     ) -> RoundResult:
         """Write the round, its decisions and its job changes atomically (module doc).
 
-        Raises (and writes nothing) on an unknown job or a transition the state machine
-        refuses for an update without ``expected_version``.
+        Raises (and writes nothing) on an unknown job, a transition the state machine
+        refuses for an update without ``expected_version``, a placement without its Work
+        (``JobUpdate.work``) or a Work for an unknown cluster.
         """
         now = self._db.now()
         applied: list[str] = []
         skipped: list[str] = []
         requeued: list[str] = []
+        created: list[WorkRow] = []
+        for update in job_updates:
+            if update.state == JobState.PLACED and update.work is None:
+                raise ValueError(f"job update for {update.job!r}: a placement must carry its Work")
         with self._db.write() as session:
             round_row = RoundRow(**{f: getattr(round, f) for f in _ROUND_FIELDS})
             session.add(round_row)
@@ -141,9 +147,12 @@ class AuditRepository:
                          hypernode=update.hypernode, tier=update.tier, event=update.event)
                     if update.state == JobState.PENDING:
                         requeued.append(update.job)
+                    elif update.state == JobState.PLACED and update.cluster and update.work is not None:
+                        created.append(add_work(session, update.job, update.cluster, update.work, now))
                 applied.append(update.job)
             withdrawn = withdraw_works(session, now, jobs=requeued, message="preempted") if requeued else []
-            return RoundResult(round_row.id, tuple(applied), tuple(skipped), tuple(withdrawn))
+            return RoundResult(round_row.id, tuple(applied), tuple(skipped), tuple(withdrawn),
+                               tuple(work_record(w) for w in created))
 
     def job_audit(self, job: str, *, limit: int = 200) -> list[DecisionRecord]:
         """The job's decisions, oldest round first (the newest ``limit`` of them)."""

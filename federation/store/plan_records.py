@@ -14,6 +14,7 @@ from datetime import datetime
 
 from federation.domain.plans import FederationSnapshot, Plan
 from federation.domain.states import JobState, pending_event
+from federation.domain.works import work_payload
 from federation.store.records import Decision, JobUpdate, QueueCounts, RoundRecord
 
 
@@ -32,7 +33,8 @@ def decisions_from_plan(plan: Plan) -> tuple[Decision, ...]:
 
 def updates_from_plan(plan: Plan, versions: Mapping[str, int] | None = None) -> tuple[JobUpdate, ...]:
     """Job changes for a plan; ``versions`` (job → version the planner read) makes each
-    update conditional, so jobs changed during the round are skipped instead of clobbered."""
+    update conditional, so jobs changed during the round are skipped instead of clobbered.
+    A placement carries its Work's payload, written in the same transaction."""
     seen = versions or {}
     out: list[JobUpdate] = []
     for v in plan.preemptions:
@@ -40,7 +42,7 @@ def updates_from_plan(plan: Plan, versions: Mapping[str, int] | None = None) -> 
                              expected_version=seen.get(v.job)))
     for p in plan.placements:
         out.append(JobUpdate(job=p.job, state=JobState.PLACED, cluster=p.cluster, hypernode=p.hypernode, tier=p.tier,
-                             expected_version=seen.get(p.job)))
+                             expected_version=seen.get(p.job), work=work_payload(p)))
     for u in plan.unplaced:
         out.append(JobUpdate(job=u.job, reason=u.reason, unschedulable=u.unschedulable,
                              expected_version=seen.get(u.job), event=pending_event(u.unschedulable)))

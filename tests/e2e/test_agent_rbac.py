@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from controlplane import ControlPlane
 from fixtures_federation import Tree, WorkDriver, cleanup, eventually, gpu_job, unique, work_for
 
 from agents.core.records import LABEL_JOB
@@ -85,7 +86,7 @@ async def _gang_runs(control_plane: Any, backend: KubernetesBackend, job: Any) -
         await cleanup(backend, job.name)
 
 
-def test_manifests_pass_server_side_validation(control_plane) -> None:
+def test_manifests_pass_server_side_validation(control_plane: ControlPlane) -> None:
     for doc in _rbac():
         _create(control_plane, "west", doc)
     checked = []
@@ -96,7 +97,7 @@ def test_manifests_pass_server_side_validation(control_plane) -> None:
     assert {"DaemonSet", "Deployment", "Service", "Job", "Secret"} <= set(checked)
 
 
-async def test_agent_service_account_can_do_its_job_and_no_more(control_plane) -> None:
+async def test_agent_service_account_can_do_its_job_and_no_more(control_plane: ControlPlane) -> None:
     for doc in _rbac():
         _create(control_plane, "west", doc)
     api = await _impersonating(control_plane, "west")
@@ -146,7 +147,7 @@ def test_rbac_namespaces_renders_cluster_reads_and_one_writing_role_per_namespac
     verbs = {v for rule in cluster_role["rules"] for v in rule["verbs"]}
     assert verbs == {"get", "list", "watch"}, cluster_role  # nothing written cluster-wide
     assert {r for rule in cluster_role["rules"] for r in rule["resources"]} == {
-        "nodes", "pods", "services", "configmaps", "hypernodes", "priorityclasses"}
+        "nodes", "pods", "services", "configmaps", "hypernodes"}
     writes = {(d["kind"], d["metadata"]["namespace"]) for d in docs
               if d["kind"] in ("Role", "RoleBinding") and d["metadata"]["name"] == f"{CONFINED}-write"}
     assert writes == {(k, ns) for k in ("Role", "RoleBinding") for ns in ("team-a", "team-b")}
@@ -159,7 +160,8 @@ def test_rbac_namespaces_renders_cluster_reads_and_one_writing_role_per_namespac
     assert not [d for d in default if d["metadata"]["name"] == f"{CONFINED}-write"]
 
 
-async def test_a_confined_agent_works_in_its_namespaces_and_cannot_create_pods_elsewhere(control_plane) -> None:
+async def test_a_confined_agent_works_in_its_namespaces_and_cannot_create_pods_elsewhere(
+        control_plane: ControlPlane) -> None:
     """The chart with ``rbac.namespaces={default}``: the gang runs in default as the agent's
     service account; a pod in kube-system, kube-public or an unlisted namespace is
     forbidden (403) whatever the central service sends."""

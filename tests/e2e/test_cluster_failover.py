@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -90,12 +91,14 @@ async def test_a_tainted_cluster_keeps_its_tolerating_job_and_the_others_leave_a
         path.write_text(volcano_job(name, replicas=1, gpus=1) + policy_yaml(name, seconds, tolerate))
         await fed.fedctl("submit", "-f", str(path))
     for name in jobs:
-        await eventually(f"{name} running in east", lambda n=name: _on(fed, n, "east"), 90, interval=0.5)
-        await eventually(f"{name}'s pod running in east", lambda n=name: _running(fed, "east", n, 1), 90)
+        await eventually(f"{name} running in east", partial(_on, fed, name, "east"), 90, interval=0.5)
+        await eventually(f"{name}'s pod running in east", partial(_running, fed, "east", name, 1), 90)
     loyal_pods = _uids(fed, "east", loyal)
 
     await fed.kill("east-a")  # SIGKILL: silent from now on; its pods keep running in east
-    since = await eventually("east tainted unreachable", lambda: _unreachable_since(fed), AGENT_GRACE + 60)
+    seen = await eventually("east tainted unreachable", lambda: _unreachable_since(fed), AGENT_GRACE + 60)
+    assert seen is not None  # eventually returns only a truthy answer
+    since = seen
     await eventually("plain re-placed in west", lambda: _on(fed, plain, "west"), FAILOVER_GRACE + 60,
                      interval=0.5)
     # plain left after the failover grace; patient tolerates the taint for PATIENCE seconds

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from fleetkit import GRACE, eventually, fleet, job_spec
+from fleetkit import GRACE, Fleet, eventually, fleet, job_spec
 from servicekit import ADMIN
 
 from federation.propagation.taints import UNREACHABLE
@@ -28,17 +28,17 @@ def _tolerating(name: str, seconds: int | None, key: str = UNREACHABLE) -> types
     return spec
 
 
-async def _where(f, name: str) -> tuple[int, str]:  # type: ignore[no-untyped-def]
+async def _where(f: Fleet, name: str) -> tuple[int, str]:
     async with f.client() as c:
         job = await c.get_job(name)
     return job.state, job.cluster
 
 
-async def _running_in(f, name: str, cluster: str) -> bool:  # type: ignore[no-untyped-def]
+async def _running_in(f: Fleet, name: str, cluster: str) -> bool:
     return await _where(f, name) == (jobs_pb2.JOB_STATE_RUNNING, cluster)
 
 
-async def _taints(f, cluster: str) -> list[types_pb2.Taint]:  # type: ignore[no-untyped-def]
+async def _taints(f: Fleet, cluster: str) -> list[types_pb2.Taint]:
     async with f.client() as c:
         clusters = await c.list_clusters()
     return [t for c in clusters for t in c.taints if c.name == cluster]

@@ -96,7 +96,7 @@ def test_more_than_one_window_is_tried_and_windows_are_disjoint(monkeypatch: pyt
 
     def spy(rnd: PlanningRound, jobs: list[object], hood: frozenset[str], *rest: object) -> object:
         hoods.append(hood)
-        return real(rnd, jobs, hood, *rest)  # type: ignore[arg-type]
+        return real(rnd, jobs, hood, *rest)  # type: ignore[arg-type]  # the spy forwards exactly what it was called with
 
     monkeypatch.setattr(neighbourhood, "_window", spy)
     monkeypatch.setattr(neighbourhood, "STEP_SECONDS", 0.05)
@@ -140,7 +140,7 @@ def test_a_large_band_of_a_large_round_gets_neighbourhood_steps_not_its_whole_mo
 
     def spy(rnd: PlanningRound, band: int, *rest: object) -> object:
         calls.append(band)
-        return real(rnd, band, *rest)  # type: ignore[arg-type]
+        return real(rnd, band, *rest)  # type: ignore[arg-type]  # the spy forwards exactly what it was called with
 
     def no_whole_model(*_: object) -> None:
         raise AssertionError("a band of more than BAND_MODEL_MAX_JOBS jobs built its whole model")
