@@ -49,6 +49,7 @@ unit: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	MYPY=$(BIN)/mypy ./hack/mypy-tests.sh
 	$(BIN)/lint-imports --no-cache
 
 proto: setup

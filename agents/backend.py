@@ -105,6 +105,14 @@ class ClusterBackend(Protocol):
 
     async def delete_secret(self, namespace: str, name: str) -> bool: ...
 
+    async def read_priority_class(self, name: str) -> int | None:
+        """The value of the cluster's PriorityClass ``name`` (None when absent)."""
+        ...
+
+    async def create_priority_class(self, name: str, value: int, description: str) -> None:
+        """Create a PriorityClass (``AlreadyExists`` when the name is taken)."""
+        ...
+
     async def read_workload(self, kind: str, namespace: str, name: str) -> WorkloadManifest | None:
         """A Deployment or StatefulSet by name, metadata only (None when absent)."""
         ...

@@ -330,6 +330,13 @@ class GuardedBackend:
     async def read_secret(self, namespace: str, name: str) -> SecretManifest | None:
         return await self._backend.read_secret(namespace, name)
 
+    async def read_priority_class(self, name: str) -> int | None:
+        return await self._backend.read_priority_class(name)
+
+    async def create_priority_class(self, name: str, value: int, description: str) -> None:
+        self._check()
+        await self._backend.create_priority_class(name, value, description)
+
     async def create_secret(self, manifest: SecretManifest) -> None:
         self._check()
         await self._backend.create_secret(manifest)

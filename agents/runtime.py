@@ -48,6 +48,7 @@ from agents.metrics import NO_AGENT_METRICS, AgentMetrics
 from agents.runtime_jobs import JobBook, JobSlot, orphan_ops, signature
 from agents.runtime_snapshots import snapshot_message
 from agents.telemetry import watch_reconnected
+from federation.domain.states import WARNING_EVENT
 from federation.domain.topology import HyperNodeTree
 from federation.domain.works import Work
 from federation.logs import fields
@@ -388,7 +389,7 @@ class AgentRuntime:
     def _report(self, slot: JobSlot, report: PassReport) -> None:
         work = slot.work
         slot.unsent.extend(report.actions)
-        self.metrics.actions(a.kind for a in report.actions)
+        self.metrics.actions(a.kind for a in report.actions if a.kind != WARNING_EVENT)  # restarts only
         phase_name, message = slot.outcome(report)
         key = (*signature(report), phase_name, message)
         if not slot.unsent and key == slot.reported:

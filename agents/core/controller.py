@@ -27,6 +27,7 @@ from agents.core.apply import Applied, apply_ops, observe_job
 from agents.core.events import job_pods, observe, pod_events
 from agents.core.operations import BindPod, CreatePod, DeletePod
 from agents.core.plugins import secret_refs
+from agents.core.priority import NONE, ClusterPriority, ensure_priority_class, for_cluster, priority_warning
 from agents.core.reconcile import Observed, ops_for_actions, reconcile
 from agents.core.records import LABEL_JOB, PodRecord
 from agents.core.recovery import (
@@ -78,6 +79,7 @@ class JobController:
         self.label_keys = tuple(label_keys)
         self.state = JobRuntimeState()
         self.hints: tuple[PodAssignment, ...] = ()
+        self.priority: ClusterPriority | None = None  # the class as this cluster holds it, once ensured
 
     def update(self, work: Work) -> bool:
         """Accept a newer Work (or a cancel); stale or duplicate versions are ignored
@@ -94,14 +96,19 @@ class JobController:
         return True
 
     async def sync(self, backend: ClusterBackend, now: float, tree: HyperNodeTree | None) -> PassReport:
-        work = self.work
+        notes: list[Action] = []
+        if self.priority is None and not self.work.cancelled:
+            self.priority = await ensure_priority_class(backend, self.work.job)
+            if self.priority.warning:  # reported once, as a job Warning event
+                notes.append(priority_warning(self.work.name, self.priority.warning, now))
+        work = for_cluster(self.work, self.priority or NONE)
         observed = await self._observe(backend, tree)
         pods = tuple(job_pods(work.job, observed.pods, work.version))
         executed: list[Action] = []
         wake_at: float | None = None
         error = ""
         if not work.cancelled and work.job.workload is None:  # a workload's controller repairs its pods
-            executed, wake_at, applied = await self._recover(backend, observed, pods, now)
+            executed, wake_at, applied = await self._recover(backend, work, observed, pods, now)
             error = applied.error
             if executed and applied.ok:
                 observed = await self._observe(backend, tree)
@@ -122,7 +129,7 @@ class JobController:
         replans = [a for a in executed if a.kind == WorkPhase.REPLAN]
         if replans:
             phase, message = WorkPhase.REPLAN, replans[-1].record.message
-        return PassReport(work.work_id, work.name, work.version, phase, message, pods, tuple(executed),
+        return PassReport(work.work_id, work.name, work.version, phase, message, pods, (*executed, *notes),
                           tuple(a.record for a in executed), wake_at, error, work.generation)
 
     async def _observe(self, backend: ClusterBackend, tree: HyperNodeTree | None) -> Observed:
@@ -131,11 +138,11 @@ class JobController:
                                  secrets=secret_refs(job), workloads=workload_refs(job))
 
     async def _recover(
-        self, backend: ClusterBackend, observed: Observed, pods: Sequence[PodRecord], now: float
+        self, backend: ClusterBackend, work: Work, observed: Observed, pods: Sequence[PodRecord], now: float
     ) -> tuple[list[Action], float | None, Applied]:
-        job = self.work.job
+        job = work.job
         state = observe(self.state, job, pods)
-        domain = observed.tree.domains.get(self.work.placement.hypernode) if observed.tree is not None else None
+        domain = observed.tree.domains.get(work.placement.hypernode) if observed.tree is not None else None
         room = Room(domain, observed.nodes) if domain is not None else None
         covered: set[str] = set()
         job_wide = False
@@ -152,7 +159,7 @@ class JobController:
                 state = record(job, state, [action], now)
                 covered.update(action.pods)
                 job_wide = job_wide or action.kind not in (RESTART_POD, RESTART_TASK, WorkPhase.REPLAN)
-        applied = await apply_ops(backend, ops_for_actions(self.work, observed, ready, now))
+        applied = await apply_ops(backend, ops_for_actions(work, observed, ready, now))
         if applied.ok:
             self.state = state
             targets = tuple(t for a in ready for t in a.targets)

@@ -22,6 +22,8 @@ LABEL_JOB = "federation.io/job"
 LABEL_TASK = "federation.io/task"
 LABEL_TASK_INDEX = "federation.io/task-index"
 LABEL_WORK_VERSION = "federation.io/work-version"
+# On cluster-scoped objects the agent created for the federation (PriorityClasses); never deleted by it.
+LABEL_MANAGED = "federation.io/managed"
 ANNOTATION_WORK_ID = "federation.io/work-id"
 ANNOTATION_SPEC_HASH = "federation.io/spec-hash"
 SCHEDULER_NAME = "federation-scheduler"
@@ -142,6 +144,10 @@ class PodManifest:
     ports: tuple[tuple[str, int], ...] = ()
     # Canonical JSON of the user's pod template; the adapter merges the fields above into it.
     template_json: str = ""
+    # The job's PriorityClass as the member cluster holds it (agents/core/priority.py);
+    # "" leaves the template's (or the cluster's default) alone.
+    priority_class_name: str = ""
+    priority: int | None = None
 
     def __hash__(self) -> int:
         return hash((self.namespace, self.name))

@@ -132,4 +132,6 @@ def _pod(work: Work, task: str, index: int, mounts: tuple[tuple[str, str], ...],
         ssh=ssh,
         ports=container_ports(job),
         template_json=spec.template_json,
+        priority_class_name=job.priority_class,
+        priority=job.priority if job.priority_class else None,
     )

@@ -92,6 +92,7 @@ class FakeCluster:
         self._services: dict[Key, ServiceManifest] = {}
         self._config_maps: dict[Key, ConfigMapManifest] = {}
         self._secrets: dict[Key, SecretManifest] = {}
+        self.priority_classes: dict[str, int] = {}  # name -> value; tests may pre-set the cluster's own
         self._workloads: dict[tuple[str, str, str], WorkloadManifest] = {}
         self._subscribers: list[asyncio.Queue[ChangeEvent]] = []
         self.calls: list[tuple[str, str]] = []  # (method, object) for every mutating call
@@ -176,6 +177,15 @@ class FakeCluster:
     async def delete_config_map(self, namespace: str, name: str) -> bool:
         self.calls.append(("delete_config_map", name))
         return self._delete(self._config_maps, namespace, name, "ConfigMap")
+
+    async def read_priority_class(self, name: str) -> int | None:
+        return self.priority_classes.get(name)
+
+    async def create_priority_class(self, name: str, value: int, description: str) -> None:
+        self.calls.append(("create_priority_class", name))
+        if name in self.priority_classes:
+            raise AlreadyExists(f"PriorityClass {name} already exists")
+        self.priority_classes[name] = value
 
     async def read_secret(self, namespace: str, name: str) -> SecretManifest | None:
         secret = self._secrets.get((namespace, name))

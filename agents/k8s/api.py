@@ -129,6 +129,10 @@ def apps_api(api: Any) -> Any:
     return k8s_client.AppsV1Api(api)
 
 
+def scheduling_api(api: Any) -> Any:
+    return k8s_client.SchedulingV1Api(api)
+
+
 def custom_api(api: Any) -> Any:
     return k8s_client.CustomObjectsApi(api)
 

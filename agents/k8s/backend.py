@@ -118,6 +118,7 @@ class KubernetesBackend(NamedObjects):
         self._sync_timeout = sync_timeout
         self._core = k8s.core_api(api_client)
         self._apps = k8s.apps_api(api_client)
+        self._scheduling = k8s.scheduling_api(api_client)
         custom = k8s.custom_api(api_client)
         self._subscribers: list[asyncio.Queue[ChangeEvent]] = []
         self._tasks: list[asyncio.Task[None]] = []

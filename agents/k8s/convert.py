@@ -281,6 +281,12 @@ def pod_body(m: PodManifest) -> JSON:
             tolerations.append(t)
     if tolerations:
         spec["tolerations"] = tolerations
+    if m.priority_class_name:  # as the member cluster holds the class (agents/core/priority.py)
+        spec["priorityClassName"] = m.priority_class_name
+        if m.priority is not None:
+            spec["priority"] = m.priority
+        else:
+            spec.pop("priority", None)
 
     requests = {k: format_quantity(k, v) for k, v in m.requests}
     containers = [dict(c) for c in spec.get("containers") or []]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.backend import AlreadyExists, BackendError
-from agents.core.records import ANNOTATION_SPEC_HASH, LABEL_JOB, SecretManifest, WorkloadManifest
+from agents.core.records import ANNOTATION_SPEC_HASH, LABEL_JOB, LABEL_MANAGED, SecretManifest, WorkloadManifest
 from agents.k8s import api as k8s
 from agents.k8s.api import ApiError, call
 from agents.k8s.convert import secret_body, secret_record, workload_body
@@ -38,6 +38,7 @@ class NamedObjects:
 
     _core: Any
     _apps: Any
+    _scheduling: Any
 
     async def _get(self, read: Any, namespace: str, name: str) -> dict[str, Any] | None:
         try:
@@ -84,6 +85,29 @@ class NamedObjects:
 
     async def delete_secret(self, namespace: str, name: str) -> bool:
         return await self._remove(self._core.delete_namespaced_secret, "secret", namespace, name)
+
+    # ------------------------------------------------------------------ priority classes
+    async def read_priority_class(self, name: str) -> int | None:
+        try:
+            obj = await call(self._scheduling.read_priority_class(name, _preload_content=False,
+                                                                 _request_timeout=k8s.REQUEST_TIMEOUT))
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise fail(f"read priorityclass {name}", exc) from exc
+        return int(obj.get("value") or 0)
+
+    async def create_priority_class(self, name: str, value: int, description: str) -> None:
+        body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": name, "labels": {LABEL_MANAGED: "true"}},
+                "value": value, "description": description}
+        try:
+            await call(self._scheduling.create_priority_class(body, _preload_content=False,
+                                                              _request_timeout=k8s.REQUEST_TIMEOUT))
+        except ApiError as exc:
+            if exc.status == 409:
+                raise AlreadyExists(f"priorityclass {name} already exists") from exc
+            raise fail(f"create priorityclass {name}", exc) from exc
 
     # ------------------------------------------------------------------ workloads
     def _calls(self, kind: str) -> tuple[Any, Any, Any]:

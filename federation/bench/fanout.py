@@ -16,14 +16,15 @@ stream open and nothing submitted), then ``--submits`` SubmitJob calls one at a 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import json
 import multiprocessing as mp
 import os
+import re
+import socket
 import sys
 import time
+import urllib.request
 import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -47,6 +48,17 @@ class Figures:
     delivery_max_ms: float
     deliveries: int
     idle_cpu_core_fraction: float
+    # Server-side, over the submission window, from the server's own histograms (/metrics,
+    # quantiles interpolated inside buckets): SubmitJob from handler start to answer, and
+    # the event loop's lag (what a call waits before the server starts on it).
+    server_submit_p50_ms: float
+    server_submit_p99_ms: float
+    loop_lag_p50_ms: float
+    loop_lag_p99_ms: float
+    submit_window_cpu_core_fraction: float
+    # The server's CPU per submission (its whole process: handler, store, rounds, fan-out to
+    # every stream): what the streams cost the server, whatever share of the CPU it got.
+    server_cpu_ms_per_submit: float
 
 
 async def _idle_agent(address: str, cluster: str, stop: asyncio.Event) -> None:
@@ -54,7 +66,7 @@ async def _idle_agent(address: str, cluster: str, stop: asyncio.Event) -> None:
 
     async with grpc.aio.insecure_channel(address) as channel:
         stub = agent_pb2_grpc.AgentServiceStub(channel)
-        call = stub.Connect()  # type: ignore[call-arg]
+        call = stub.Connect()  # type: ignore[call-arg]  # grpc-stubs lack the no-argument stream-stream call; requests go through write()
         await call.write(agent_pb2.AgentMessage(hello=agent_pb2.Hello(cluster=cluster, agent_id=cluster, epoch=1)))
         reader = asyncio.ensure_future(_drain(call))
         while not stop.is_set():
@@ -93,10 +105,16 @@ async def _streams(address: str, queue: str, watchers: int, agents: int, expecte
               for i in range(agents)]
     await asyncio.sleep(1.0)
     started.set()
+    # Until every expected arrival, or ``seconds`` after the submitter is done. A process of
+    # agents only (expected 0) stays until the submitter is done: its streams must be open
+    # for the whole measurement (before, they closed at once, and the 50 clusters were
+    # declared lost in the middle of the submissions).
     deadline = None
-    while len(arrivals) < expected and (deadline is None or time.monotonic() < deadline):
-        if deadline is None and submitted.is_set():
-            deadline = time.monotonic() + seconds
+    while not (expected and len(arrivals) >= expected):
+        if submitted.is_set():
+            deadline = deadline or time.monotonic() + seconds
+            if not expected or time.monotonic() >= deadline:
+                break
         await asyncio.sleep(0.1)
     stop.set()
     for task in tasks:
@@ -107,7 +125,10 @@ async def _streams(address: str, queue: str, watchers: int, agents: int, expecte
     return arrivals
 
 
-def _stream_process(args: tuple[str, str, int, int, int, float], started: Any, submitted: Any, out: Any) -> None:
+def _stream_process(args: tuple[str, str, int, int, int, float], started: Any, submitted: Any, out: Any,
+                    niceness: int = 0) -> None:
+    if niceness:
+        os.nice(niceness)  # --streams-nice: how much of the busy figure is the clients' own CPU
     out.send(asyncio.run(_streams(*args, started, submitted)))
     out.close()
 
@@ -125,8 +146,38 @@ async def _submit(address: str, queue: str, submits: int) -> tuple[list[float], 
     return latencies, acked
 
 
+_BUCKET = re.compile(r'^(\w+)_bucket\{le="([^"]+)"\} (\S+)$', re.M)
+
+
+def scrape(metrics: str) -> dict[str, list[tuple[float, float]]]:
+    """Cumulative histogram buckets per family from the server's /metrics (``le`` -> count)."""
+    with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    out: dict[str, list[tuple[float, float]]] = {}
+    for name, le, count in _BUCKET.findall(text):
+        out.setdefault(name, []).append((float(le), float(count)))
+    return out
+
+
+def histogram_quantile(q: float, before: list[tuple[float, float]], after: list[tuple[float, float]]) -> float:
+    """The ``q`` quantile of what was observed between two scrapes, as Prometheus'
+    ``histogram_quantile`` does it (linear inside the bucket; the last finite bound if beyond)."""
+    counts = [(le, a - b) for (le, a), (_, b) in zip(after, before, strict=True)]
+    total = counts[-1][1] if counts else 0.0
+    if total <= 0:
+        return 0.0
+    rank, lower, below = q * total, 0.0, 0.0
+    for le, cumulative in counts:
+        if cumulative >= rank:
+            if le == float("inf"):
+                return lower
+            return lower + (le - lower) * ((rank - below) / (cumulative - below) if cumulative > below else 1.0)
+        lower, below = le, cumulative
+    return lower
+
+
 def measure(address: str, pid: int, watchers: int, agents: int, submits: int, idle_seconds: float,
-            processes: int = 2) -> Figures:
+            processes: int = 2, metrics: str = "", streams_nice: int = 0) -> Figures:
     """Streams live in ``processes`` client processes (plus one for the agents), the submitter in
     this one, so a busy watcher process cannot delay the submissions it is measured against.
     Delivery delay compares CLOCK_MONOTONIC readings, which every process on the host shares."""
@@ -140,7 +191,8 @@ def measure(address: str, pid: int, watchers: int, agents: int, submits: int, id
     for w, a in jobs:
         started, (mine, theirs) = ctx.Event(), ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_stream_process,
-                           args=((address, queue, w, a, w * submits, 60.0), started, submitted, theirs))
+                           args=((address, queue, w, a, w * submits, 60.0), started, submitted, theirs,
+                                 streams_nice))
         proc.start()
         procs.append(proc)
         pipes.append(mine)
@@ -150,7 +202,11 @@ def measure(address: str, pid: int, watchers: int, agents: int, submits: int, id
     before, t0 = cpu_seconds(pid), time.monotonic()
     time.sleep(idle_seconds)
     idle = (cpu_seconds(pid) - before) / (time.monotonic() - t0)
+    scraped, cpu0, t1 = scrape(metrics), cpu_seconds(pid), time.monotonic()
     latencies, acked = asyncio.run(_submit(address, queue, submits))
+    window_cpu_seconds = cpu_seconds(pid) - cpu0
+    window_cpu = window_cpu_seconds / (time.monotonic() - t1)
+    after = scrape(metrics)
     submitted.set()
     arrivals = [a for pipe in pipes for a in pipe.recv()]
     for proc in procs:
@@ -160,7 +216,16 @@ def measure(address: str, pid: int, watchers: int, agents: int, submits: int, id
                    submit_p50_ms=_percentile([x * 1000 for x in latencies], 0.5),
                    submit_p99_ms=_percentile([x * 1000 for x in latencies], 0.99),
                    delivery_p50_ms=_percentile(delays, 0.5), delivery_p99_ms=_percentile(delays, 0.99),
-                   delivery_max_ms=max(delays, default=0.0), deliveries=len(delays), idle_cpu_core_fraction=idle)
+                   delivery_max_ms=max(delays, default=0.0), deliveries=len(delays), idle_cpu_core_fraction=idle,
+                   server_submit_p50_ms=1000 * histogram_quantile(0.5, scraped[_SUBMIT], after[_SUBMIT]),
+                   server_submit_p99_ms=1000 * histogram_quantile(0.99, scraped[_SUBMIT], after[_SUBMIT]),
+                   loop_lag_p50_ms=1000 * histogram_quantile(0.5, scraped[_LAG], after[_LAG]),
+                   loop_lag_p99_ms=1000 * histogram_quantile(0.99, scraped[_LAG], after[_LAG]),
+                   submit_window_cpu_core_fraction=window_cpu,
+                   server_cpu_ms_per_submit=1000 * window_cpu_seconds / max(1, submits))
+
+
+_SUBMIT, _LAG = "federation_submit_duration_seconds", "federation_event_loop_lag_seconds"
 
 
 async def _create_queue(address: str, queue: str) -> None:
@@ -168,38 +233,52 @@ async def _create_queue(address: str, queue: str) -> None:
         await admin.create_queue(queues_pb2.Queue(name=queue))
 
 
-def run(db: str, *, watchers: int = 200, agents: int = 50, submits: int = 300, idle_seconds: float = 10.0,
-        serve_args: list[str] | None = None) -> dict[str, Any]:
-    proc, address = start_server(db, True, serve_args or [])
+@dataclass(frozen=True)
+class FanoutConfig:
+    """One fan-out run (built by ``federation/cli/bench_runners.py``): the busy side's
+    watchers and idle agents, the submissions timed on each side, the idle CPU window, and
+    extra ``federation serve`` flags."""
+
+    db: str
+    watchers: int = 200
+    agents: int = 50
+    submits: int = 300
+    idle_seconds: float = 10.0
+    serve_args: tuple[str, ...] = ()
+    streams_nice: int = 0  # niceness of the busy phase's stream client processes (e.g. 19)
+
+
+def run(config: FanoutConfig) -> dict[str, Any]:
+    db, watchers, agents, submits = config.db, config.watchers, config.agents, config.submits
+    idle_seconds, serve_args, streams_nice = config.idle_seconds, config.serve_args, config.streams_nice
+    metrics = f"127.0.0.1:{_free_port()}"
+    load_before = os.getloadavg()[0]
+    proc, address = start_server(db, True, [*serve_args, "--metrics-listen", metrics])
     try:
-        quiet = measure(address, proc.pid, 1, 0, submits, idle_seconds, processes=1)
-        busy = measure(address, proc.pid, watchers, agents, submits, idle_seconds)
+        quiet = measure(address, proc.pid, 1, 0, submits, idle_seconds, processes=1, metrics=metrics)
+        busy = measure(address, proc.pid, watchers, agents, submits, idle_seconds, metrics=metrics,
+                       streams_nice=streams_nice)
     finally:
         proc.terminate()
         proc.wait(30)
     return {"quiet": asdict(quiet), "busy": asdict(busy),
-            "submit_p50_ratio": busy.submit_p50_ms / quiet.submit_p50_ms if quiet.submit_p50_ms else None,
-            "load_average": os.getloadavg()[0], "cores": os.cpu_count()}
+            "submit_p50_ratio": _ratio(busy.submit_p50_ms, quiet.submit_p50_ms),
+            "server_submit_p50_ratio": _ratio(busy.server_submit_p50_ms, quiet.server_submit_p50_ms),
+            "load_average": [load_before, os.getloadavg()[0]], "cores": os.cpu_count(),
+            "streams_nice": streams_nice}
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m federation.bench.fanout", description=__doc__.splitlines()[0])
-    p.add_argument("--db", required=True, help="database URL (migrated), e.g. postgresql+psycopg://...")
-    p.add_argument("--watchers", type=int, default=200)
-    p.add_argument("--agents", type=int, default=50)
-    p.add_argument("--submits", type=int, default=300)
-    p.add_argument("--idle-seconds", type=float, default=10.0)
-    p.add_argument("--json", help="also write the figures here")
-    args = p.parse_args(argv)
-    result = run(args.db, watchers=args.watchers, agents=args.agents, submits=args.submits,
-                 idle_seconds=args.idle_seconds)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            fh.write(text + "\n")
-    return 0
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b else None
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+if __name__ == "__main__":  # ``python -m federation.bench.fanout`` (docs/benchmarks.md): cli/ parses
+    from federation.cli.bench_runners import fanout_main
+
+    sys.exit(fanout_main())

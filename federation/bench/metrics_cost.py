@@ -12,8 +12,6 @@ duration. Same database, same flags otherwise; every acknowledged job is checked
 
 from __future__ import annotations
 
-import argparse
-import json
 import socket
 import statistics
 import threading
@@ -22,7 +20,7 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from federation.bench.submit import Report, run
+from federation.bench.submit import Report, SubmitConfig, run
 
 
 def _free_port() -> int:
@@ -81,23 +79,38 @@ class Side:
         return {k: statistics.median(v) for k, v in asdict(self).items() if isinstance(v, list) and v}
 
 
-def compare(db: str, *, rounds: int, seconds: float, clients: int, concurrency: int, scrape_interval: float,
-            control_loop: bool) -> dict[str, Any]:
+@dataclass(frozen=True)
+class MetricsCostConfig:
+    """Pairs of submission runs without and with ``--metrics-listen`` (built by
+    ``federation/cli/bench_runners.py``), the endpoint scraped every ``scrape_interval``."""
+
+    db: str
+    rounds: int = 3
+    seconds: float = 30.0
+    clients: int = 2
+    concurrency: int = 32
+    scrape_interval: float = 1.0
+    control_loop: bool = False
+
+
+def compare(config: MetricsCostConfig) -> dict[str, Any]:
+    db, rounds, seconds, clients = config.db, config.rounds, config.seconds, config.clients
+    concurrency, scrape_interval, control_loop = config.concurrency, config.scrape_interval, config.control_loop
     off, on = Side(), Side()
     scrapes: list[float] = []
     for i in range(rounds):
         for metrics in ((False, True) if i % 2 == 0 else (True, False)):
-            serve_args: list[str] = []
+            serve_args: tuple[str, ...] = ()
             scraper = None
             if metrics:
                 port = _free_port()
-                serve_args = ["--metrics-listen", f"127.0.0.1:{port}"]
+                serve_args = ("--metrics-listen", f"127.0.0.1:{port}")
                 scraper = Scraper(f"http://127.0.0.1:{port}/metrics", scrape_interval)
                 scraper.start()
             try:
-                report = run(db, seconds=seconds, clients=clients, concurrency=concurrency, warmup=2.0,
-                             baseline_seconds=0.4, baseline_threads=1, control_loop=control_loop,
-                             serve_args=serve_args)
+                report = run(SubmitConfig(db, seconds=seconds, clients=clients, concurrency=concurrency, warmup=2.0,
+                                          baseline_seconds=0.4, baseline_threads=1, control_loop=control_loop,
+                                          serve_args=serve_args))
             finally:
                 if scraper is not None:
                     scraper.stop()
@@ -118,30 +131,7 @@ def compare(db: str, *, rounds: int, seconds: float, clients: int, concurrency: 
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m federation.bench.metrics_cost", description=__doc__.split("\n")[0])
-    p.add_argument("--db", required=True, help="SQLAlchemy URL (PostgreSQL at head, or a SQLite file)")
-    p.add_argument("--rounds", type=int, default=3, help="pairs of runs (one without metrics, one with)")
-    p.add_argument("--seconds", type=float, default=30.0, help="length of each run")
-    p.add_argument("--clients", type=int, default=2)
-    p.add_argument("--concurrency", type=int, default=32)
-    p.add_argument("--scrape-interval", type=float, default=1.0)
-    p.add_argument("--control-loop", action="store_true", help="run planning rounds while submitting")
-    p.add_argument("--json", dest="json_out")
-    args = p.parse_args(argv)
-    result = compare(args.db, rounds=args.rounds, seconds=args.seconds, clients=args.clients,
-                     concurrency=args.concurrency, scrape_interval=args.scrape_interval,
-                     control_loop=args.control_loop)
-    print(f"median jobs/s: off {result['off']['jobs_per_second']:,.0f}, on {result['on']['jobs_per_second']:,.0f} "
-          f"(on/off {result['throughput_ratio_on_over_off']:.3f}); server CPU ms/job: off "
-          f"{result['off']['server_cpu_ms_per_job']:.3f}, on {result['on']['server_cpu_ms_per_job']:.3f} "
-          f"(on/off {result['server_cpu_ratio_on_over_off']:.3f}); {result['scrapes']} scrapes, median "
-          f"{result['scrape_ms_median'] or 0:.1f} ms, max {result['scrape_ms_max'] or 0:.1f} ms")
-    if args.json_out:
-        with open(args.json_out, "w") as fh:
-            json.dump(result, fh, indent=2)
-    return 0 if result["off"]["runs"]["missing"] == 0 and result["on"]["runs"]["missing"] == 0 else 1
+if __name__ == "__main__":  # ``python -m federation.bench.metrics_cost`` (docs/benchmarks.md): cli/ parses
+    from federation.cli.bench_runners import metrics_cost_main
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(metrics_cost_main())

@@ -26,9 +26,7 @@ the cores as a real deployment would.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import multiprocessing as mp
 import os
 import signal
@@ -234,13 +232,36 @@ def stored_names(store: Any, queue: str) -> set[str]:
             return names
 
 
-def run(db: str, *, seconds: float = 60.0, clients: int = 2, concurrency: int = 64, warmup: float = 2.0,
-        baseline_seconds: float = 10.0, baseline_threads: int = 4, control_loop: bool = False,
-        token: str | None = None, serve_args: list[str] | None = None, batch_size: int = 64,
-        batch_delay_ms: float = 2.0) -> Report:
+@dataclass(frozen=True)
+class SubmitConfig:
+    """One submission benchmark run (built by ``federation/cli/bench_runners.py``).
+
+    ``warmup`` seconds of each run are not measured; ``baseline_*`` size the direct-store
+    baseline measured before and after; ``serve_args`` are extra ``federation serve``
+    flags; ``batch_*`` the server's group commit."""
+
+    db: str
+    seconds: float = 60.0
+    clients: int = 2
+    concurrency: int = 64
+    warmup: float = 2.0
+    baseline_seconds: float = 10.0
+    baseline_threads: int = 4
+    control_loop: bool = False
+    token: str | None = None
+    serve_args: tuple[str, ...] = ()
+    batch_size: int = 64
+    batch_delay_ms: float = 2.0
+
+
+def run(config: SubmitConfig) -> Report:
     from federation.store import Store
     from federation.store import migrate as migrations
 
+    db, seconds, clients, concurrency = config.db, config.seconds, config.clients, config.concurrency
+    warmup, control_loop, token = config.warmup, config.control_loop, config.token
+    baseline_seconds, baseline_threads = config.baseline_seconds, config.baseline_threads
+    batch_size, batch_delay_ms = config.batch_size, config.batch_delay_ms
     if db.startswith("sqlite"):
         migrations.upgrade(db)
     elif not migrations.is_at_head(db):
@@ -248,7 +269,7 @@ def run(db: str, *, seconds: float = 60.0, clients: int = 2, concurrency: int = 
     run_id = uuid.uuid4().hex[:8]
     queue, base_queue = f"bench-{run_id}", f"bench-base-{run_id}"
     store = Store(db)
-    serve = [*(serve_args or []), "--submit-batch-size", str(batch_size),
+    serve = [*config.serve_args, "--submit-batch-size", str(batch_size),
              "--submit-batch-delay-ms", str(batch_delay_ms)]
     try:
         store.queues.create(Queue(queue))
@@ -324,31 +345,7 @@ def _redact(url: str) -> str:
     return redact(url)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m federation.bench.submit", description=__doc__.split("\n")[0])
-    p.add_argument("--db", required=True, help="SQLAlchemy URL (PostgreSQL at head, or a SQLite file)")
-    p.add_argument("--seconds", type=float, default=60.0)
-    p.add_argument("--clients", type=int, default=2, help="client processes")
-    p.add_argument("--concurrency", type=int, default=64, help="in-flight calls per client process")
-    p.add_argument("--warmup", type=float, default=2.0)
-    p.add_argument("--baseline-seconds", type=float, default=10.0)
-    p.add_argument("--baseline-threads", type=int, default=4)
-    p.add_argument("--control-loop", action="store_true", help="run planning rounds while submitting")
-    p.add_argument("--batch-size", type=int, default=64, help="the server's group commit: jobs per transaction")
-    p.add_argument("--batch-delay-ms", type=float, default=2.0, help="the server's group commit: longest wait")
-    p.add_argument("--token", default=os.environ.get("FEDCTL_TOKEN"))
-    p.add_argument("--json", dest="json_out", help="also write the report as JSON here")
-    args = p.parse_args(argv)
-    report = run(args.db, seconds=args.seconds, clients=args.clients, concurrency=args.concurrency,
-                 warmup=min(args.warmup, args.seconds / 2), baseline_seconds=args.baseline_seconds,
-                 baseline_threads=args.baseline_threads, control_loop=args.control_loop, token=args.token,
-                 batch_size=args.batch_size, batch_delay_ms=args.batch_delay_ms)
-    print(report.text())
-    if args.json_out:
-        with open(args.json_out, "w", encoding="utf-8") as fh:
-            json.dump(asdict(report), fh, indent=2)
-    return 0 if report.missing == 0 else 1
+if __name__ == "__main__":  # ``python -m federation.bench.submit`` (docs/benchmarks.md): cli/ parses
+    from federation.cli.bench_runners import submit_main
 
-
-if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(submit_main())

@@ -37,4 +37,4 @@ def duration_flag(minimum: float, flag: str) -> type[float]:
         return seconds
 
     parse.__name__ = flag  # argparse names the type in "invalid <name> value" messages
-    return parse  # type: ignore[return-value]
+    return parse  # type: ignore[return-value]  # argparse's type= accepts the narrower callable

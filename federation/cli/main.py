@@ -18,6 +18,7 @@ from federation.cli.policy_flags import add_policy_flags, policy_limits
 from federation.domain.errors import InvalidInput
 
 if TYPE_CHECKING:
+    from federation.demo.main import DemoOptions
     from federation.service.server import ServeConfig
 
 DEFAULT_DB = "sqlite:///federation.db"
@@ -38,7 +39,12 @@ def _parser() -> argparse.ArgumentParser:
                        help="do not create the schema of an empty SQLite database (PostgreSQL is never migrated "
                             "implicitly: run `federation db upgrade`)")
     serve.add_argument("--agent-grace-seconds", type=float, default=30.0,
-                       help="an agent silent this long is lost and its jobs are re-planned")
+                       help="an agent silent this long makes its cluster unreachable (tainted "
+                            "cluster.karmada.io/unreachable:NoExecute); its jobs leave as their tolerations run out")
+    serve.add_argument("--failover-grace", type=duration_flag(0, "DURATION"), default=0.0, metavar="DURATION",
+                       help="how long a job without a clusterToleration of its own stays on an unreachable or "
+                            "not-ready cluster before it is re-placed (Karmada's default toleration; default "
+                            "%(default)gs: at once)")
     serve.add_argument("--round-debounce-seconds", type=float, default=0.2,
                        help="coalesce submissions and snapshots for this long before a planning round")
     serve.add_argument("--plan-time-limit", type=float, default=1.0, help="CP-SAT time limit per round")
@@ -103,6 +109,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _demo_options(args: argparse.Namespace) -> DemoOptions:
+    """``federation demo``'s typed options: every flag it accepts, the policy flags included."""
+    from federation.demo.main import DemoOptions
+
+    return DemoOptions(scenario=args.scenario, speed=args.speed, db=args.db, out=args.out, plain=args.plain,
+                       hold=args.hold, max_wall_seconds=args.max_wall_seconds,
+                       agent_grace_seconds=args.agent_grace_seconds,
+                       limits=policy_limits(args, DemoOptions().limits))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -122,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             from federation.demo.main import demo_main
 
-            return demo_main(args)
+            return demo_main(_demo_options(args))
         if args.command == "bench":
             return _bench(args)
     except InvalidInput as exc:
@@ -143,6 +159,7 @@ def _serve_config(args: argparse.Namespace) -> ServeConfig:
         tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
         migrate=not args.no_migrate,
         agent_grace_seconds=args.agent_grace_seconds,
+        failover_grace_seconds=args.failover_grace,
         round_debounce_seconds=args.round_debounce_seconds,
         plan_limits=policy_limits(args, PlanLimits(time_limit_seconds=args.plan_time_limit)),
         max_pending_per_round=args.max_pending_per_round,

@@ -1,9 +1,17 @@
 """Planning rounds: debounce triggers, plan off the event loop, record in one transaction.
 
-A round is: read the federation from the store (``control.snapshot``), run the pure
-planner, write the round, its decisions and the job changes they cause in ONE store
-transaction (``AuditRepository.record_round``), then create a Work for every placed job
-(``propagation``) and tell the agent hub which clusters have new or withdrawn works.
+A round is, step by step (``run_once``):
+
+1. **load** the federation from the store (``control.snapshot``);
+2. **fail over and repair**: requeue jobs whose cluster taints they no longer tolerate (lost
+   clusters included) and placed jobs that
+   have no Work, and settle JobFlow holds; re-load if anything changed;
+3. **plan** with the pure planner, mark what only an unavailable cluster could hold as
+   waiting, and refuse (as unplaced) any placement its propagation policy forbids;
+4. **record** the round, its decisions, the job changes they cause AND the Work of every
+   placed job in ONE store transaction (``AuditRepository.record_round``);
+5. **dispatch**: tell the agent hub which clusters have new or withdrawn works.
+
 docs/design/rounds.md explains the choices; in short:
 
 - **Triggers coalesce.** A submission, a snapshot, a cancel or a lost cluster calls
@@ -17,9 +25,13 @@ docs/design/rounds.md explains the choices; in short:
   SQLAlchemy) run in threads too.
 - **Nothing is half-written.** If the store is unavailable or the planner raises, the
   round is logged, nothing was recorded, and it is retried on the next trigger (and after
-  a short back-off, so a pending job is not stranded when no trigger comes). Works are
-  created after the audit transaction; a crash in between leaves placed jobs without a
-  Work, which the next round notices and repairs before planning (``_repair``).
+  a short back-off, so a pending job is not stranded when no trigger comes). A placed
+  job's Work is written in the round's transaction, so the works table is the live record
+  of where each job runs (the job row's cluster/HyperNode/tier is a cache written with it)
+  and no crash leaves a placed job without its Work. A placed job found without one all
+  the same (a row from before this rule, or a manual transition) was never dispatched, so
+  ``_repair`` requeues it to be planned again; nothing is read from the audit, which
+  retention prunes.
 - **Placed jobs stay put.** Placed, dispatched and running jobs enter the planner as
   ``RunningJob`` with their placement, so a later round never moves them (only an explicit
   preemption does, recorded as such).
@@ -28,6 +40,9 @@ docs/design/rounds.md explains the choices; in short:
   outside it keep their last decision. An ``unplaced`` decision is written only when its
   reason, constraint or closest cluster changed (``record_round``), so a steady backlog
   does not write a row per job per round.
+- **Jobs leave a tainted cluster when their tolerations run out** (Karmada's taint
+  manager, ``propagation.taints``): each round requeues those whose time has come before
+  planning, and asks for a round at the next such time.
 - **Unavailable is not impossible.** A job that only a lost, unhealthy or not yet
   reporting cluster could hold is recorded as waiting ("allowed clusters unavailable"),
   not unschedulable (``propagation.availability``): it is placed when the cluster returns.
@@ -51,7 +66,7 @@ from datetime import UTC, datetime
 from federation.control.snapshot import PlanningInput, load
 from federation.domain.jobflows import STOP
 from federation.domain.plans import FederationSnapshot, Placement, Plan, PlanLimits
-from federation.domain.states import WAITING_EVENT
+from federation.domain.states import WAITING_EVENT, JobState
 from federation.domain.works import payload_generation
 from federation.logs import fields
 from federation.metrics.gauges import Observed
@@ -59,9 +74,10 @@ from federation.metrics.instruments import NO_METRICS, ServiceMetrics
 from federation.placement import plan as plan_round
 from federation.placement.growth import growable
 from federation.propagation.availability import with_availability
-from federation.propagation.works import admissible, work_payload, works_to_create
-from federation.store import Store, StoreError
-from federation.store.plan_records import decisions_from_plan, round_from_plan, updates_from_plan
+from federation.propagation.taints import DEFAULT_FAILOVER_GRACE_SECONDS
+from federation.propagation.works import refuse_inadmissible
+from federation.store import Store, StoreError, WorkRecord
+from federation.store.plan_records import decisions_from_plan, queue_counts, round_from_plan, updates_from_plan
 
 log = logging.getLogger(__name__)
 
@@ -91,11 +107,16 @@ class RoundScheduler:
         on_plan: Callable[[Plan], Awaitable[None]] | None = None,
         max_pending: int = DEFAULT_MAX_PENDING,
         metrics: ServiceMetrics = NO_METRICS,
+        failover_grace_seconds: float = DEFAULT_FAILOVER_GRACE_SECONDS,
     ) -> None:
+        """``failover_grace_seconds``: how long a job without a toleration of its own stays
+        on a cluster tainted unreachable or not-ready (propagation/taints.py)."""
         if max_pending < 1:
             raise ValueError(f"max_pending must be >= 1, got {max_pending}")
         self._store = store
         self._max_pending = max_pending
+        self._failover_grace = failover_grace_seconds
+        self._eviction_timer: asyncio.TimerHandle | None = None
         self._debounce = debounce_seconds
         self._limits = limits
         self._clock = clock
@@ -137,6 +158,8 @@ class RoundScheduler:
     async def stop(self) -> None:
         """Stop the loop; a round in flight finishes first (its transaction is never cut)."""
         task, self._task = self._task, None
+        if self._eviction_timer is not None:
+            self._eviction_timer.cancel()
         if task is None:
             return
         async with self._lock:  # wait for the round in flight
@@ -174,7 +197,7 @@ class RoundScheduler:
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("planning round (%s) failed, will retry: %s", trigger, self.last_error,
                             exc_info=not isinstance(exc, StoreError), extra=fields(trigger=trigger))
-            else:  # a round that left work undone (a Work not created) retries after the back-off too
+            else:  # a round that left work undone (a repair not recorded) retries after the back-off too
                 self._failures, self._retry_soon = (1 if self._retry_soon else 0), False
 
     # ------------------------------------------------------------------ one round
@@ -185,13 +208,16 @@ class RoundScheduler:
         async with self._lock:
             started = self._clock()
             with metrics.phase("load"):
-                data: PlanningInput = await asyncio.to_thread(load, self._store, started, self._max_pending)
+                data: PlanningInput = await asyncio.to_thread(load, self._store, started, self._max_pending,
+                                                              self._failover_grace)
             with metrics.phase("repair"):
-                repaired = (await self._fail_over_stranded(data) | await self._repair(data)
+                repaired = (await self._evict(data) | await self._repair(data)
                             | await self._hold_flows(data))
             if repaired:  # re-read what changed
                 with metrics.phase("load"):
-                    data = await asyncio.to_thread(load, self._store, started, self._max_pending)
+                    data = await asyncio.to_thread(load, self._store, started, self._max_pending,
+                                                   self._failover_grace)
+            self._wake_for_eviction(data.next_eviction, started)
             snapshot = data.snapshot
             if not snapshot.pending and not growable(snapshot):
                 self.observed = Observed(snapshot, Plan())
@@ -201,6 +227,10 @@ class RoundScheduler:
             with metrics.phase("plan"):
                 plan = await asyncio.to_thread(self._planner, snapshot, self._limits, self._previous)
                 plan = with_availability(plan, snapshot, data.unknown, data.unavailable)  # unavailable ≠ impossible
+                plan, refused = refuse_inadmissible(plan, snapshot)
+            for job_name, cluster_name, blocked in refused:  # never expected: the planner honours the policy
+                log.error("placement of %s in %s violates its propagation policy (%s); not recorded", job_name,
+                          cluster_name, blocked, extra=fields(job=job_name, cluster=cluster_name))
             if not snapshot.pending and not plan.growths:  # only growth was possible, and none fits:
                 self.observed, self._last_digest = Observed(snapshot, plan), data.digest  # record nothing
                 return 0
@@ -208,6 +238,7 @@ class RoundScheduler:
             round_ = round_from_plan(
                 plan, started_at=_utc(started), ended_at=_utc(ended), trigger=trigger, policy=POLICY,
                 input_digest=data.digest, pending_count=len(snapshot.pending),
+                queue_counts=queue_counts(plan, snapshot),
             )
             with metrics.phase("audit"):
                 result = await asyncio.to_thread(
@@ -224,7 +255,7 @@ class RoundScheduler:
             changed = {data.running_clusters[v.job] for v in plan.preemptions
                        if v.job in result.applied and v.job in data.running_clusters}
             with metrics.phase("dispatch"):
-                changed |= await self._dispatch(works_to_create(plan, result.applied), snapshot, result.round_id)
+                changed |= self._dispatched(plan, snapshot, result.created_works, result.round_id)
                 changed |= await self._grow(plan.growths, result.round_id)
                 self._notify(changed)
             log.info("round %d (%s): %d pending, %d placed, %d unplaced, %d preempted, %s in %.3fs",
@@ -238,36 +269,18 @@ class RoundScheduler:
                 log.exception("on_plan callback failed")
         return result.round_id
 
-    async def _dispatch(self, placements: Iterable[Placement], snapshot: FederationSnapshot,
-                        round_id: int | None = None) -> set[str]:
-        """Create the Work of each placed job; returns the clusters that got one.
-
-        A Work that cannot be created now (store briefly gone) is created by the next
-        round's repair: the job is recorded as placed, which is what repair looks for.
-        """
-        jobs = {p.job.name: p.job for p in snapshot.pending}
+    def _dispatched(self, plan: Plan, snapshot: FederationSnapshot, works: Iterable[WorkRecord],
+                    round_id: int) -> set[str]:
+        """Log the Works the round's transaction created; returns the clusters that got one."""
+        placements = {p.job: p for p in plan.placements}
+        queues = {p.job.name: p.job.queue for p in snapshot.pending}
         clusters: set[str] = set()
-        for placement in placements:
-            job, cluster = jobs.get(placement.job), snapshot.cluster(placement.cluster)
-            ids = fields(job=placement.job, queue=job.queue if job is not None else None, cluster=placement.cluster,
-                         round=round_id)
-            if job is not None and cluster is not None:
-                blocked = admissible(job, cluster)
-                if blocked is not None:  # never expected: the planner honours the policy
-                    log.error("placement of %s in %s violates its propagation policy (%s); not dispatched",
-                              placement.job, placement.cluster, blocked, extra=ids)
-                    continue
-            try:
-                await asyncio.to_thread(self._store.works.create, placement.job, placement.cluster,
-                                        work_payload(placement))
-            except StoreError as exc:
-                log.warning("work for %s not created yet (%s); the next round repairs it", placement.job, exc,
-                            extra=ids)
-                self._retry_soon = True
-                continue
-            log.info("job %s placed in %s (%s, tier %d): work created", placement.job, placement.cluster,
-                     placement.hypernode or "whole cluster", placement.tier, extra=ids)
-            clusters.add(placement.cluster)
+        for work in works:
+            placement = placements.get(work.job)
+            log.info("job %s placed in %s (%s, tier %d): work created", work.job, work.cluster,
+                     (placement.hypernode if placement else "") or "whole cluster", placement.tier if placement else 0,
+                     extra=fields(job=work.job, queue=queues.get(work.job), cluster=work.cluster, round=round_id))
+            clusters.add(work.cluster)
         return clusters
 
     async def _grow(self, growths: Iterable[Placement], round_id: int | None = None) -> set[str]:
@@ -291,14 +304,34 @@ class RoundScheduler:
             clusters.add(growth.cluster)
         return clusters
 
-    async def _fail_over_stranded(self, data: PlanningInput) -> bool:
-        """Requeue active jobs left on clusters that are lost (placed by a round that read
-        the cluster just before the watchdog declared it lost)."""
-        for cluster in sorted(data.stranded):
-            loss = await asyncio.to_thread(self._store.clusters.mark_lost, cluster, f"cluster {cluster} lost")
-            log.warning("requeued %d job(s) placed on lost cluster %s", len(loss.requeued), cluster,
-                        extra=fields(cluster=cluster))
-        return bool(data.stranded)
+    async def _evict(self, data: PlanningInput) -> bool:
+        """Requeue the jobs whose cluster's NoExecute taints they no longer tolerate (Karmada's
+        taint manager; propagation/taints.py) and tell the clusters' agents: each job is
+        re-planned elsewhere by this round, and its Work there is withdrawn."""
+        changed: set[str] = set()
+        for cluster, reasons in sorted(data.evictions.items()):
+            try:
+                done = await asyncio.to_thread(self._store.clusters.evict, cluster, reasons)
+            except StoreError as exc:
+                log.warning("eviction from %s not recorded yet (%s); retrying", cluster, exc,
+                            extra=fields(cluster=cluster))
+                self._retry_soon = True
+                continue
+            for job in done.requeued:
+                log.warning("job %s %s; re-planning it", job, reasons[job], extra=fields(job=job, cluster=cluster))
+            if done.requeued:
+                changed.add(cluster)
+        self._notify(changed)
+        return bool(changed)
+
+    def _wake_for_eviction(self, at: float | None, now: float) -> None:
+        """Run a round when the next toleration runs out (nothing else may trigger one then)."""
+        if self._eviction_timer is not None:
+            self._eviction_timer.cancel()
+            self._eviction_timer = None
+        if at is not None:
+            delay = max(0.0, at - now) + 0.05
+            self._eviction_timer = asyncio.get_running_loop().call_later(delay, self.trigger, "taint-eviction")
 
     async def _hold_flows(self, data: PlanningInput) -> bool:
         """Cancel the jobs whose flow dependency failed, naming it (Volcano's flow goes
@@ -317,27 +350,27 @@ class RoundScheduler:
         return cancelled
 
     async def _repair(self, data: PlanningInput) -> bool:
-        """Create the missing Works of jobs a crashed round left placed without one."""
-        if not data.placed_without_work:
-            return False
-        changed: set[str] = set()
+        """Requeue placed jobs that have no Work, so the round plans them again.
+
+        Rounds write a placement and its Work in one transaction, so such a job is a row
+        from before that rule or a manual transition. Its Work never existed, so no agent
+        runs it: planning it afresh is safe, and reads nothing from the audit (which
+        retention prunes) or from the job row's placement cache.
+        """
+        requeued = False
         for rec in data.placed_without_work:
-            assert rec.cluster is not None
-            decision = await asyncio.to_thread(self._store.audit.latest_decision, rec.name)
-            pods = decision.decision.pods if decision is not None and decision.decision.cluster == rec.cluster else ()
-            placement = Placement(rec.name, rec.cluster, rec.hypernode or "", rec.tier or 0, tuple(pods))
+            ids = fields(job=rec.name, queue=rec.queue, cluster=rec.cluster)
             try:
-                await asyncio.to_thread(self._store.works.create, rec.name, rec.cluster, work_payload(placement))
-            except StoreError as exc:
-                log.warning("work of placed job %s still not created (%s); retrying next round", rec.name, exc,
-                            extra=fields(job=rec.name, queue=rec.queue, cluster=rec.cluster))
+                await asyncio.to_thread(self._store.jobs.transition, rec.name, JobState.PENDING,
+                                        reason=f"placed in {rec.cluster} without a Work; planned again",
+                                        expected_version=data.versions.get(rec.name))
+            except StoreError as exc:  # changed meanwhile (cancelled, say): the next round sees it
+                log.info("placed job %s without a Work not requeued: %s", rec.name, exc, extra=ids)
                 self._retry_soon = True
                 continue
-            log.info("repaired: created the missing work of placed job %s in %s", rec.name, rec.cluster,
-                     extra=fields(job=rec.name, queue=rec.queue, cluster=rec.cluster))
-            changed.add(rec.cluster)
-        self._notify(changed)
-        return bool(changed)
+            log.warning("repaired: requeued placed job %s, which had no Work in %s", rec.name, rec.cluster, extra=ids)
+            requeued = True
+        return requeued
 
     def _notify(self, clusters: Iterable[str]) -> None:
         for cluster in sorted(set(clusters)):

@@ -43,8 +43,10 @@ from federation.domain.plans import FederationSnapshot, PendingJob, Placement, R
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
 from federation.domain.states import ACTIVE_STATES, ACTIVE_WORK_STATES, JobState
+from federation.domain.works import placement_from_payload
 from federation.propagation.matching import govern
-from federation.propagation.works import growing_pods, placement_from_payload, reflected_in_snapshot
+from federation.propagation.taints import DEFAULT_FAILOVER_GRACE_SECONDS, evicting_taints, eviction
+from federation.propagation.works import growing_pods, reflected_in_snapshot
 from federation.store import ClusterRecord, Conflict, JobRecord, Store, WorkRecord
 from federation.store.errors import NotFound
 
@@ -58,9 +60,11 @@ class PlanningInput:
     digest: str
     placed_without_work: tuple[JobRecord, ...] = ()
     running_clusters: Mapping[str, str] = field(default_factory=dict)  # active job -> its cluster
-    # Lost clusters that still hold active jobs (placed by a round that read the cluster
-    # before it was declared lost): the round fails them over again before planning.
-    stranded: frozenset[str] = frozenset()
+    # Jobs that must leave a cluster now under its NoExecute taints (propagation/taints.py):
+    # cluster -> {job: reason}; the round requeues them before planning.
+    evictions: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # The earliest later time a job must leave a tainted cluster (a round is due then), or None.
+    next_eviction: float | None = None
     # Registered clusters without a valid snapshot yet (name, labels, taints; no nodes):
     # not planned on, but a job they might hold is waiting, not unschedulable.
     unknown: tuple[ClusterSnapshot, ...] = ()
@@ -93,9 +97,11 @@ def intake(counts: Mapping[str, int], priorities: Mapping[str, int], limit: int)
     return {q: n for q, n in take.items() if n}
 
 
-def load(store: Store, now: float, max_pending: int | None = None) -> PlanningInput:
+def load(store: Store, now: float, max_pending: int | None = None,
+         failover_grace: float = DEFAULT_FAILOVER_GRACE_SECONDS) -> PlanningInput:
     """Read everything a round needs (several short read transactions; see ``build``);
-    ``max_pending`` bounds the pending jobs read (None: all of them)."""
+    ``max_pending`` bounds the pending jobs read (None: all of them); ``failover_grace`` is
+    how long a job without its own toleration stays on an unreachable or not-ready cluster."""
     queues = store.queues.all()
     records = store.clusters.list()
     snapshots = store.clusters.snapshots(include_lost=True)
@@ -112,7 +118,8 @@ def load(store: Store, now: float, max_pending: int | None = None) -> PlanningIn
     works = store.works.list(states=[*ACTIVE_WORK_STATES])
     never = frozenset(r.priority_class.name for r in store.priority_classes.list()
                       if r.priority_class.preemption_policy == "Never")
-    return replace(build(snapshots, records, queues, pending, active, works, now, non_preempting=never), held=held)
+    return replace(build(snapshots, records, queues, pending, active, works, now, non_preempting=never,
+                         failover_grace=failover_grace), held=held)
 
 
 def _flow_gates(store: Store, pending: Sequence[JobRecord]) -> dict[str, tuple[str, str, str]]:
@@ -169,6 +176,7 @@ def build(
     works: Sequence[WorkRecord],
     now: float,
     non_preempting: frozenset[str] = frozenset(),
+    failover_grace: float = DEFAULT_FAILOVER_GRACE_SECONDS,
 ) -> PlanningInput:
     """The planning input; pure.
 
@@ -181,13 +189,23 @@ def build(
     running: list[RunningJob] = []
     reserve: dict[str, list[tuple[str, Resources]]] = {}
     without_work: list[JobRecord] = []
-    stranded: set[str] = set()
+    evictions: dict[str, dict[str, str]] = {}
+    next_eviction: float | None = None
+    evicting = {r.name: taints for r in records
+                if (taints := evicting_taints(r.all_taints, r.lost, r.last_heartbeat.timestamp()))}
     for rec in active:
         if rec.cluster is None:
             continue
+        if rec.cluster in evicting:
+            policy = rec.job.propagation
+            verdict = eviction(evicting[rec.cluster], policy.cluster_tolerations if policy else (), failover_grace, now)
+            if verdict.at is not None and verdict.at <= now:
+                evictions.setdefault(rec.cluster, {})[rec.name] = f"left cluster {rec.cluster}: {verdict.reason}"
+                continue
+            if verdict.at is not None:
+                next_eviction = verdict.at if next_eviction is None else min(next_eviction, verdict.at)
         if rec.cluster in by_name and by_name[rec.cluster].lost:
-            stranded.add(rec.cluster)
-            continue
+            continue  # stays on an unreachable cluster while tolerated; never planned around there
         work = work_of.get(rec.job.name)
         if work is not None and work.cluster == rec.cluster:
             placement = placement_from_payload(rec.name, work.payload)
@@ -235,7 +253,7 @@ def build(
     )
     versions = {r.name: r.version for r in (*pending, *active)}
     return PlanningInput(snapshot, versions, _digest(snapshot, versions, unknown), tuple(without_work),
-                         {r.job.name: r.placement.cluster for r in running}, frozenset(stranded), unknown,
+                         {r.job.name: r.placement.cluster for r in running}, evictions, next_eviction, unknown,
                          unavailable)
 
 

@@ -21,7 +21,6 @@ verdict) and every fault has been played, 1 when ``--max-wall-seconds`` passes f
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import heapq
@@ -66,6 +65,10 @@ class DemoError(Exception):
 
 @dataclass(frozen=True)
 class DemoOptions:
+    """What ``federation demo`` was asked for, built by the CLI (``cli/main.py``).
+
+    ``limits``: the planner's knobs (the policy flags applied to a 0.5 s round budget)."""
+
     scenario: str | None = None
     speed: float | None = None
     db: str | None = None
@@ -75,18 +78,7 @@ class DemoOptions:
     listen: str = "127.0.0.1:0"
     max_wall_seconds: float = 300.0
     agent_grace_seconds: float = 3.0
-    plan_time_limit: float = 0.5
-    preemption_grace: float | None = PlanLimits().preemption_grace_seconds
-    topology_wait: float = PlanLimits().topology_wait_seconds
-    reserve_after: float | None = PlanLimits().reserve_after_seconds
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> DemoOptions:
-        known = {k: getattr(args, k) for k in cls.__dataclass_fields__ if getattr(args, k, None) is not None}
-        for never_able in ("preemption_grace", "reserve_after"):  # None means never here, not "unset"
-            if hasattr(args, never_able):
-                known[never_able] = getattr(args, never_able)
-        return cls(**known)
+    limits: PlanLimits = PlanLimits(time_limit_seconds=0.5)
 
 
 def tenant_token(tenant: str) -> str:
@@ -147,10 +139,7 @@ class Demo:
             server = await build_server(
                 store, listen=self.options.listen, auth=Authenticator.from_mapping(tokens_document(self.scenario)),
                 agent_grace_seconds=self.options.agent_grace_seconds, round_debounce_seconds=0.1,
-                plan_limits=PlanLimits(time_limit_seconds=self.options.plan_time_limit,
-                                       preemption_grace_seconds=self.options.preemption_grace,
-                                       topology_wait_seconds=self.options.topology_wait,
-                                       reserve_after_seconds=self.options.reserve_after))
+                plan_limits=self.options.limits)
             try:
                 return await self._run(store, server)
             finally:
@@ -399,9 +388,8 @@ def _log_to(path: Path) -> Any:
         handler.close()
 
 
-def demo_main(args: argparse.Namespace) -> int:
-    """Entry point of ``federation demo`` (arguments in federation/cli/main.py)."""
-    options = DemoOptions.from_args(args)
+def demo_main(options: DemoOptions) -> int:
+    """Entry point of ``federation demo`` (``options`` built from its arguments by federation/cli/main.py)."""
     scenario = load_scenario(options.scenario or builtin_scenario_path("demo"))
     console = Console(soft_wrap=False) if not options.plain else Console(force_terminal=False, soft_wrap=True)
     _prepare_out(options)

@@ -200,12 +200,34 @@ def _check_spec_scalars(spec: Mapping[str, object], sp: str) -> tuple[str, bool]
     return string(spec.get("preemption", "Never"), f"{sp}.preemption"), suspend
 
 
+_FAILOVER_REASONS = {
+    "application": "application failover (Karmada moves a workload whose pods stay unhealthy past "
+                   "decisionConditions.tolerationSeconds) is not implemented: a job's restart policies act "
+                   "inside its cluster, and only a cluster's NoExecute taints move it",
+    "cluster": "cluster failover here follows the cluster's NoExecute taints and placement.clusterTolerations"
+               "[].tolerationSeconds (the service's failover grace by default); a per-policy purgeMode or "
+               "statePreservation is not implemented",
+}
+
+
+def _refuse_failover(spec: Mapping[str, object], path: str) -> None:
+    """Karmada's ``spec.failover``, refused naming the behaviour (docs/design/compatibility.md)."""
+    if "failover" not in spec:
+        return
+    failover = mapping(spec["failover"], f"{path}.failover")
+    for key in sorted(failover):
+        reason = _FAILOVER_REASONS.get(key, "not a Karmada failover behaviour")
+        raise InvalidInput(f"{path}.failover.{key}", f"not supported: {reason}")
+    raise InvalidInput(f"{path}.failover", "not supported: an empty failover behaviour means nothing; leave it out")
+
+
 def parse_policy_object(doc: Mapping[str, object], path: str) -> PolicyObject:
     """A (Cluster)PropagationPolicy applied as an object (``path`` is ``documents[i]``)."""
     kind = doc.get("kind")
     meta = mapping(doc.get("metadata"), f"{path}.metadata")
     spec = mapping(doc.get("spec"), f"{path}.spec")
     sp = f"{path}.spec"
+    _refuse_failover(spec, sp)
     check_keys(spec, sp, _SPEC_KEYS, _SPEC_UNSUPPORTED)
     name = string(meta.get("name", ""), f"{path}.metadata.name")
     if kind == NAMESPACED:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from federation.domain.annotations import check_annotations, pod_annotations
@@ -72,8 +73,9 @@ PRIORITY_CLASSES: Mapping[str, int] = {
 }
 
 _JOB_SPEC_KEYS = ("queue", "minAvailable", "priorityClassName", "maxRetry", "tasks", "policies", "plugins",
-                  "networkTopology", "schedulerName", "ttlSecondsAfterFinished", "runningEstimate")
-_JOB_SPEC_UNSUPPORTED = ("volumes", "minSuccess")
+                  "networkTopology", "schedulerName")
+# Refused with their own reasons first (_check_job_fields), then these generic ones.
+_JOB_SPEC_UNSUPPORTED = ("volumes", "minSuccess", "ttlSecondsAfterFinished", "runningEstimate")
 _TASK_KEYS = ("name", "replicas", "minAvailable", "template", "policies", "maxRetry", "dependsOn")
 _TASK_UNSUPPORTED = ("topologyPolicy", "partitionPolicy")
 _QUEUE_SPEC_KEYS = ("weight", "priority", "capability", "guarantee", "deserved", "reclaimable", "parent")
@@ -154,16 +156,24 @@ def _tolerations(spec: Mapping[str, object], path: str) -> tuple[Toleration, ...
 
 
 def parse_tolerations(value: object, path: str) -> tuple[Toleration, ...]:
-    """Karmada clusterTolerations (against cluster taints).
-
-    ``tolerationSeconds`` is refused: how long a job may stay on a cluster under a NoExecute
-    taint is decided by the service's grace period, not per job. (Pod tolerations in a
-    task's template are passed to the member cluster whole, where Kubernetes honours them.)
-    """
+    """Karmada clusterTolerations (against cluster taints), with ``tolerationSeconds``: how
+    long a job stays on a cluster once a NoExecute taint it tolerates is put on
+    (propagation/taints.py). Pod tolerations in a task's template are passed to the member
+    cluster whole, where Kubernetes honours them."""
+    tolerations = _tolerations({"tolerations": value}, path)
+    out: list[Toleration] = []
     for i, raw in enumerate(sequence(value, path)):
-        check_keys(mapping(raw, f"{path}[{i}]"), f"{path}[{i}]", ("key", "operator", "value", "effect"),
-                   ("tolerationSeconds",))
-    return _tolerations({"tolerations": value}, path)
+        item = mapping(raw, f"{path}[{i}]")
+        check_keys(item, f"{path}[{i}]", ("key", "operator", "value", "effect", "tolerationSeconds"))
+        if "tolerationSeconds" not in item:
+            out.append(tolerations[i])
+            continue
+        seconds = integer(item["tolerationSeconds"], f"{path}[{i}].tolerationSeconds")
+        try:
+            out.append(replace(tolerations[i], seconds=seconds))
+        except InvalidInput as exc:
+            raise exc.under(f"{path}[{i}]") from None
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- policies
@@ -328,8 +338,8 @@ def parse_job(doc: Mapping[str, object], path: str, propagation: PropagationPoli
     """One Volcano Job document (``path`` is ``documents[i]``) into a domain Job."""
     meta = mapping(doc.get("metadata"), f"{path}.metadata")
     spec = mapping(doc.get("spec"), f"{path}.spec")
-    check_keys(spec, f"{path}.spec", _JOB_SPEC_KEYS, _JOB_SPEC_UNSUPPORTED)
     _check_job_fields(meta, spec, path)
+    check_keys(spec, f"{path}.spec", _JOB_SPEC_KEYS, _JOB_SPEC_UNSUPPORTED)
     annotations = string_map(meta.get("annotations"), f"{path}.metadata.annotations")
     check_annotations(annotations, f"{path}.metadata.annotations")
     carried = pod_annotations(annotations)

@@ -16,6 +16,10 @@ class Taint:
     key: str
     value: str = ""
     effect: str = "NoSchedule"
+    # When a NoExecute taint was put on (seconds since the epoch), as Kubernetes' and
+    # Karmada's ``timeAdded``: a toleration's ``tolerationSeconds`` counts from it
+    # (propagation/taints.py). None for taints that never evict.
+    time_added: float | None = None
 
     def __post_init__(self) -> None:
         require(bool(self.key), "key", "taint key must not be empty")
@@ -30,10 +34,15 @@ class Toleration:
     operator: str = "Equal"
     value: str = ""
     effect: str = ""
+    # How long a job may stay on a cluster once a NoExecute taint it tolerates is put on
+    # (Karmada clusterTolerations[].tolerationSeconds); None: for ever. Cluster tolerations only.
+    seconds: int | None = None
 
     def __post_init__(self) -> None:
         require(self.operator in ("Equal", "Exists"), "operator", "must be Equal or Exists")
         require(self.effect in ("", *TAINT_EFFECTS), "effect", f"must be empty or one of {', '.join(TAINT_EFFECTS)}")
+        if self.seconds is not None:  # Kubernetes' rule (ValidateTolerations)
+            require(self.effect == "NoExecute", "tolerationSeconds", "is only allowed with effect NoExecute")
         if self.operator == "Exists":
             require(self.value == "", "value", "must be empty when operator is Exists")
 

@@ -121,5 +121,12 @@ class PropagationPolicy:
             return {}
         return dict(self.replica_scheduling.static_weights)
 
+    @property
+    def placement_tolerations(self) -> tuple[Toleration, ...]:
+        """The cluster tolerations that admit a *new* placement: one bounded by
+        ``tolerationSeconds`` (NoExecute) would only let the job onto a cluster to be
+        evicted again when it runs out (propagation/taints.py), so it admits none."""
+        return tuple(t for t in self.cluster_tolerations if t.seconds is None)
+
     def tolerates(self, taints: tuple[Taint, ...]) -> bool:
-        return not untolerated(taints, self.cluster_tolerations)
+        return not untolerated(taints, self.placement_tolerations)

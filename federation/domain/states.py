@@ -66,13 +66,15 @@ EVENT_FOR_STATE: Mapping[str, str] = {
 }
 EVENT_TYPES = (
     "Submitted", "Placed", "Dispatched", "Running", "Succeeded", "Failed", "Cancelled",
-    "Restarted", "Requeued", "Preempted", "Unschedulable", "Waiting", "Grown",
+    "Restarted", "Requeued", "Preempted", "Unschedulable", "Waiting", "Grown", "Warning",
 )
 # A pending job's reason changed: it can never be placed as the federation stands
 # (unschedulable), or it waits for something transient (room, quota, a lost cluster).
 UNSCHEDULABLE_EVENT, WAITING_EVENT = "Unschedulable", "Waiting"
 # A running elastic job was given more pods (its Work's next generation).
 GROWN_EVENT = "Grown"
+# A member cluster could not honour part of a job as asked (agents/core/priority.py); it runs on.
+WARNING_EVENT = "Warning"
 
 
 def pending_event(unschedulable: bool) -> str:

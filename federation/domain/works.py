@@ -43,6 +43,23 @@ class Work:
         return self.placement.cluster
 
 
+def work_payload(placement: Placement) -> dict[str, Any]:
+    """What the store keeps with a Work: the placement, JSON-friendly."""
+    return {
+        "cluster": placement.cluster,
+        "hypernode": placement.hypernode,
+        "tier": placement.tier,
+        "pods": [[p.task, p.index, p.node] for p in placement.pods],
+    }
+
+
+def placement_from_payload(job: str, payload: Mapping[str, Any]) -> Placement:
+    """The placement a Work carries (inverse of ``work_payload``)."""
+    pods = tuple(PodAssignment(str(t), int(i), str(n)) for t, i, n in payload.get("pods", ()))
+    return Placement(job=job, cluster=str(payload.get("cluster", "")), hypernode=str(payload.get("hypernode", "")),
+                     tier=int(payload.get("tier", 0)), pods=pods)
+
+
 def payload_generation(payload: Mapping[str, Any]) -> int:
     """The Work generation a payload is at (0 until its job first grows)."""
     return int(payload.get("generation", 0))

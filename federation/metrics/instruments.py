@@ -17,6 +17,7 @@ grow without bound.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Iterator
@@ -30,6 +31,12 @@ PHASES = ("load", "repair", "plan", "audit", "dispatch")
 ROUND_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 # Work creation -> sent to the agent: debounce + a round + one stream hop normally.
 DISPATCH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+# SubmitJob in the server and the event loop's lag: a millisecond to seconds, finely
+# enough that the fan-out benchmark reads server-side p50/p99 from them (bench/fanout.py).
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1,
+                   0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0)
+# How often the loop-lag probe (``watch_loop_lag``) asks the event loop for a turn.
+LOOP_LAG_INTERVAL = 0.1
 
 
 class ServiceMetrics:
@@ -55,6 +62,14 @@ class ServiceMetrics:
             "federation_work_dispatch_seconds",
             "Seconds from a Work's creation to its being sent on its cluster's agent stream.",
             buckets=DISPATCH_BUCKETS, registry=r)
+        self._submit_seconds = Histogram(
+            "federation_submit_duration_seconds",
+            "Seconds SubmitJob spends in the server, from its handler's start to its answer (every outcome).",
+            buckets=LATENCY_BUCKETS, registry=r)
+        self._loop_lag = Histogram(
+            "federation_event_loop_lag_seconds",
+            f"How late the event loop runs a callback due now, probed every {LOOP_LAG_INTERVAL} s: what every "
+            "RPC and agent message waits before the server starts on it.", buckets=LATENCY_BUCKETS, registry=r)
         self._pruned = Counter(
             "federation_audit_pruned", "Audit records deleted by --audit-retention, by record (rounds, decisions).",
             ["record"], registry=r)
@@ -80,9 +95,18 @@ class ServiceMetrics:
     def round_failed(self) -> None:
         self._round_failures.inc()
 
-    def submission(self, outcome: str) -> None:
+    def submission(self, outcome: str, seconds: float) -> None:
         child = self._outcomes.get(outcome)
         (child if child is not None else self._submissions.labels(outcome)).inc()
+        self._submit_seconds.observe(seconds)
+
+    async def watch_loop_lag(self) -> None:
+        """Probe the running loop's lag until cancelled (started by the server with metrics on)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            due = loop.time() + LOOP_LAG_INTERVAL
+            await asyncio.sleep(LOOP_LAG_INTERVAL)
+            self._loop_lag.observe(max(0.0, loop.time() - due))
 
     def work_dispatched(self, seconds: float) -> None:
         self._dispatch.observe(max(0.0, seconds))
@@ -110,8 +134,11 @@ class NoMetrics(ServiceMetrics):
     def round_failed(self) -> None:
         pass
 
-    def submission(self, outcome: str) -> None:
+    def submission(self, outcome: str, seconds: float) -> None:
         pass
+
+    async def watch_loop_lag(self) -> None:
+        return
 
     def work_dispatched(self, seconds: float) -> None:
         pass

@@ -42,7 +42,7 @@ def cluster_block(job: Job, cluster: ClusterSnapshot, affinity: ClusterAffinity 
     weights = job.propagation.weighted_clusters() if job.propagation is not None else {}
     if weights and cluster.name not in weights:  # Karmada staticWeightList: unlisted clusters get nothing
         return "affinity"
-    tolerations = job.propagation.cluster_tolerations if job.propagation is not None else ()
+    tolerations = job.propagation.placement_tolerations if job.propagation is not None else ()
     if untolerated(cluster.taints, tolerations):
         return "taints"
     return None
@@ -269,6 +269,22 @@ def _lowest_empty_tier(profile_id: int, shape: Shape) -> int | None:
     return None
 
 
+def lowest_feasible_tiers(job: Job, clusters: Iterable[ClusterSnapshot]) -> list[int]:
+    """``lowest_feasible_tier`` of every cluster that could ever hold the gang (None left
+    out), with the shape hashed once and identical clusters answered once."""
+    shape = shape_key(job)
+    known: dict[int, int | None] = {}
+    out = []
+    for cluster in clusters:
+        pid = _profile_id(cluster, shape[1])
+        if pid not in known:
+            known[pid] = _lowest_empty_tier(pid, shape)
+        tier = known[pid]
+        if tier is not None:
+            out.append(tier)
+    return out
+
+
 def lowest_feasible_tier(job: Job, cluster: ClusterSnapshot) -> int | None:
     """The lowest tier at which ``cluster``, if EMPTY, could hold the whole gang (None: never).
 
@@ -292,8 +308,12 @@ def ever_holding(job: Job, clusters: Iterable[ClusterSnapshot]) -> list[ClusterS
     """The clusters that, empty, could hold the gang within its hard tier limit."""
     shape = shape_key(job)
     out = []
+    known: dict[int, int | None] = {}  # per empty profile: identical clusters answer once
     for cluster in clusters:
-        tier = _lowest_empty_tier(_profile_id(cluster, shape[1]), shape)
+        pid = _profile_id(cluster, shape[1])
+        if pid not in known:
+            known[pid] = _lowest_empty_tier(pid, shape)
+        tier = known[pid]
         limit = tier_limit(job, cluster)
         if tier is not None and (limit is None or tier <= limit):
             out.append(cluster)

@@ -71,10 +71,11 @@ def pack_masked(
     out: list[str] = [""] * len(demands)
     for i in order:
         need, bit = demands[i], 1 << classes[i]
+        first = need[0] if need else 0
         best: tuple[Vector, int] | None = None
         best_left: Vector | None = None
         for have, mask in work:
-            if not mask & bit:
+            if not mask & bit or (first and have[0] < first):  # the scarcest resource first: most fail here
                 continue
             left = tuple(map(sub, have, need))
             if min(left, default=0) >= 0 and (best_left is None or left < best_left):

@@ -15,7 +15,7 @@ one tier higher must never beat the lower tier even when the lower one costs the
 packing and anticipation, so ``PREFER_MAX + PACK_PENALTY_MAX + GUARD_MAX < TIER_PENALTY``.
 Between domains of one tier the preference decides when packing and anticipation differ
 by less than it, or not at all. Inside the chosen domain, the preferred nodes are tried
-first (``Round.pack``).
+first (``PlanningRound.pack``).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from operator import ge
 
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobs import Job
@@ -233,7 +234,7 @@ class PlanningRound:
                 limit = limits[cname]
                 if limit is not None and tier > limit:
                     continue
-                if any(f < n for f, n in zip(dom.free, need, strict=True)) or not st.slots_ok(dom, pods):
+                if not all(map(ge, dom.free, need)) or not st.slots_ok(dom, pods):
                     continue
                 tied.append(dom)
             if tied and fails < MAX_PACK_FAILS:
@@ -322,6 +323,28 @@ class PlanningRound:
         )
 
     # -- checkpoints ---------------------------------------------------------------------
+    def mark(self) -> Mark:
+        """A cheap checkpoint for a change confined to a few clusters (a neighbourhood step):
+        queue usage and decisions are copied now, node and domain state copy-on-write, per
+        cluster, when first touched. Close it with ``roll_back`` or ``keep``; no nesting."""
+        if self.state.journal is not None:
+            raise RuntimeError("a mark is already open")
+        self.state.journal = {}
+        return Mark(dict(self.ledger.usage), self.ledger.free_total, dict(self.placements), dict(self.preempted))
+
+    def roll_back(self, mark: Mark) -> None:
+        """Return to ``mark`` and close it."""
+        self._failed.clear()
+        self.state.roll_back()
+        self.ledger.usage = dict(mark.usage)
+        self.ledger.free_total = mark.free_total
+        self.placements = dict(mark.placements)
+        self.preempted = dict(mark.preempted)
+
+    def keep(self) -> None:
+        """Close the open mark, keeping what changed since."""
+        self.state.journal = None
+
     def checkpoint(self) -> Checkpoint:
         """A copy of everything a round mutates (cheap: flat dicts and small lists)."""
         st = self.state
@@ -350,10 +373,18 @@ class PlanningRound:
 
 
 @dataclass(frozen=True)
+class Mark:
+    usage: dict[str, Resources]
+    free_total: Resources
+    placements: dict[str, Placement]
+    preempted: dict[str, Preemption]
+
+
+@dataclass(frozen=True)
 class Checkpoint:
     node_free: dict[str, dict[str, Vector]]
     domains: list[tuple[list[int], dict[int, int], dict[int, int]]]
-    rows: dict[tuple[int, int], list[tuple[int, int]]]
+    rows: dict[tuple[int, int], list[int]]
     usage: dict[str, Resources]
     free_total: Resources
     placements: dict[str, Placement]

@@ -41,7 +41,7 @@ from federation.domain.jobs import Job
 from federation.domain.nodes import Node
 from federation.domain.plans import FederationSnapshot, Placement, Plan, RunningJob
 from federation.domain.resources import GPU
-from federation.placement.eligibility import allowed_clusters, lowest_feasible_tier, shape_key
+from federation.placement.eligibility import allowed_clusters, lowest_feasible_tiers, shape_key
 from federation.placement.ledger import Bands, QueueLedger, band_key, bands_of
 from federation.placement.preference import domain_preference, prefers
 
@@ -108,12 +108,7 @@ class Scoring:
             return self._job_lowest[job.name]
         key = (shape_key(job), job.propagation)
         if key not in self._lowest:
-            tiers = [
-                t
-                for group in allowed_clusters(job, self.snapshot)
-                for c in group
-                if (t := lowest_feasible_tier(job, c)) is not None
-            ]
+            tiers = lowest_feasible_tiers(job, (c for group in allowed_clusters(job, self.snapshot) for c in group))
             self._lowest[key] = min(tiers) if tiers else None
         self._job_lowest[job.name] = self._lowest[key]
         return self._lowest[key]

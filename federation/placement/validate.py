@@ -25,6 +25,7 @@ from federation.placement.eligibility import (
     tier_limit,
 )
 from federation.placement.eviction import may_evict
+from federation.placement.guarantees import guarantee_problems
 from federation.placement.hierarchy import ancestors
 from federation.placement.ledger import band_key, bands_of, queue_of
 from federation.placement.packing import pack_masked, resource_keys, vector
@@ -323,5 +324,6 @@ def validate(snapshot: FederationSnapshot, plan: Plan) -> list[str]:
     problems.extend(_capacity(snapshot, plan))
     problems.extend(_queues(snapshot, plan))
     problems.extend(_evictions(snapshot, plan))
+    problems.extend(guarantee_problems(snapshot, plan))
     problems.extend(_fallback(snapshot, plan))
     return problems

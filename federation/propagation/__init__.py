@@ -8,23 +8,13 @@ propagation can never disagree about which clusters a job may use.
 """
 
 from federation.propagation.failover import LOST_REASON, loss_reason, lost_clusters
-from federation.propagation.works import (
-    admissible,
-    jobs_without_work,
-    placement_from_payload,
-    reflected_in_snapshot,
-    work_payload,
-    works_to_create,
-)
+from federation.propagation.works import admissible, reflected_in_snapshot, refuse_inadmissible
 
 __all__ = [
     "LOST_REASON",
     "admissible",
-    "jobs_without_work",
     "loss_reason",
     "lost_clusters",
-    "placement_from_payload",
     "reflected_in_snapshot",
-    "work_payload",
-    "works_to_create",
+    "refuse_inadmissible",
 ]

@@ -30,9 +30,20 @@ from federation.placement.eligibility import affinity_terms, can_ever_hold, clus
 UNAVAILABLE_REASON = "allowed clusters unavailable: {clusters}; it is placed when one returns"
 
 
-def _admits(job: Job, cluster: ClusterSnapshot) -> bool:
-    """The job's propagation policy admits ``cluster`` (any affinity term; tolerations)."""
-    return any(cluster_block(job, cluster, term) is None for term in affinity_terms(job))
+def _admits(job: Job, cluster: ClusterSnapshot, memo: dict[tuple[object, str], bool] | None = None) -> bool:
+    """The job's propagation policy admits ``cluster`` (any affinity term; tolerations).
+
+    It depends on the job only through ``job.propagation`` (``cluster_block``), so
+    ``memo`` keeps one answer per (policy, cluster) for a whole round: a backlog of
+    similar jobs times many clusters was the round's largest cost with 50 registered
+    clusters (the fan-out benchmark, docs/benchmarks.md)."""
+    if memo is None:
+        return any(cluster_block(job, cluster, term) is None for term in affinity_terms(job))
+    key = (job.propagation, cluster.name)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = any(cluster_block(job, cluster, term) is None for term in affinity_terms(job))
+    return found
 
 
 def _could_hold(job: Job, cluster: ClusterSnapshot, known: bool) -> bool:
@@ -40,15 +51,15 @@ def _could_hold(job: Job, cluster: ClusterSnapshot, known: bool) -> bool:
 
 
 def waiting_for(job: Job, available: Iterable[ClusterSnapshot], unavailable: Sequence[tuple[ClusterSnapshot, bool]],
-                why: Mapping[str, str]) -> Unplaced | None:
+                why: Mapping[str, str], memo: dict[tuple[object, str], bool] | None = None) -> Unplaced | None:
     """The ``Waiting`` verdict for ``job`` when only unavailable clusters could hold it, else None.
 
     ``unavailable`` holds each unavailable cluster as if healthy, with whether its size is
     known (a last valid snapshot) or not (registered, nothing reported yet).
     """
-    if any(_admits(job, c) and can_ever_hold(job, c) for c in available):
+    if any(_admits(job, c, memo) and can_ever_hold(job, c) for c in available):
         return None  # an available cluster could hold it: the planner's reason stands
-    names = [c.name for c, known in unavailable if _admits(job, c) and _could_hold(job, c, known)]
+    names = [c.name for c, known in unavailable if _admits(job, c, memo) and _could_hold(job, c, known)]
     if not names:
         return None
     listed = ", ".join(f"{n} ({why.get(n, 'unavailable')})" for n in names)
@@ -70,8 +81,9 @@ def with_availability(plan: Plan, snapshot: FederationSnapshot, unknown: Sequenc
     unavailable += [(replace(c, healthy=True), False) for c in unknown]
     jobs = {p.job.name: p.job for p in snapshot.pending}
     verdicts: list[Unplaced] = []
+    memo: dict[tuple[object, str], bool] = {}
     for u in plan.unplaced:
         job = jobs.get(u.job)
-        waiting = waiting_for(job, available, unavailable, why or {}) if job is not None else None
+        waiting = waiting_for(job, available, unavailable, why or {}, memo) if job is not None else None
         verdicts.append(u if waiting is None else waiting)
     return replace(plan, unplaced=tuple(verdicts))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-LOST_REASON = "cluster {cluster} lost: no heartbeat for {silent:.0f}s (grace {grace:g}s); re-planning its jobs"
+LOST_REASON = "cluster {cluster} unreachable: no heartbeat for {silent:.0f}s (grace {grace:g}s)"
 
 
 def lost_clusters(last_seen: Mapping[str, float], now: float, grace_seconds: float) -> tuple[str, ...]:

@@ -13,33 +13,17 @@ read from the job record when the Work is sent, so a payload stays small.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobs import Job
-from federation.domain.plans import Placement, Plan, PodAssignment
+from federation.domain.plans import FederationSnapshot, Placement, Plan, PodAssignment, Unplaced
 from federation.domain.states import BOUND_WORK_STATES
-from federation.domain.works import Work, payload_generation
+from federation.domain.works import Work, payload_generation, placement_from_payload
 from federation.placement.eligibility import affinity_terms, cluster_block
-
-
-def work_payload(placement: Placement) -> dict[str, Any]:
-    """What the store keeps with a Work: the placement, JSON-friendly."""
-    return {
-        "cluster": placement.cluster,
-        "hypernode": placement.hypernode,
-        "tier": placement.tier,
-        "pods": [[p.task, p.index, p.node] for p in placement.pods],
-    }
-
-
-def placement_from_payload(job: str, payload: Mapping[str, Any]) -> Placement:
-    """The placement a Work carries (inverse of ``work_payload``)."""
-    pods = tuple(PodAssignment(str(t), int(i), str(n)) for t, i, n in payload.get("pods", ()))
-    return Placement(job=job, cluster=str(payload.get("cluster", "")), hypernode=str(payload.get("hypernode", "")),
-                     tier=int(payload.get("tier", 0)), pods=pods)
 
 
 def work_from_payload(work_id: int, job: Job, version: int, payload: Mapping[str, Any]) -> Work:
@@ -68,12 +52,30 @@ def admissible(job: Job, cluster: ClusterSnapshot) -> str | None:
     return reasons[0] or "affinity"
 
 
-def works_to_create(plan: Plan, applied: Collection[str]) -> tuple[Placement, ...]:
-    """Placements of the plan whose job update the round actually applied.
+def refuse_inadmissible(plan: Plan, snapshot: FederationSnapshot) -> tuple[Plan, tuple[tuple[str, str, str], ...]]:
+    """The plan with every placement its propagation policy forbids turned into an unplaced
+    decision, and the refused ``(job, cluster, reason)``.
 
-    A job the audit skipped as stale (cancelled while the planner ran) gets no Work.
+    Never expected (the planner honours the policy), but the round records a placement and
+    its Work together, so the check is made before recording: a refused placement is
+    neither placed nor dispatched, and the next round plans the job again.
     """
-    return tuple(p for p in plan.placements if p.job in applied)
+    jobs = {p.job.name: p.job for p in snapshot.pending}
+    refused: list[tuple[str, str, str]] = []
+    kept: list[Placement] = []
+    for placement in plan.placements:
+        job, cluster = jobs.get(placement.job), snapshot.cluster(placement.cluster)
+        blocked = admissible(job, cluster) if job is not None and cluster is not None else None
+        if blocked is None:
+            kept.append(placement)
+        else:
+            refused.append((placement.job, placement.cluster, blocked))
+    if not refused:
+        return plan, ()
+    unplaced = tuple(
+        Unplaced(job, f"placement in {cluster} refused: its propagation policy forbids it ({why})", "propagation")
+        for job, cluster, why in refused)
+    return replace(plan, placements=tuple(kept), unplaced=plan.unplaced + unplaced), tuple(refused)
 
 
 def reflected_in_snapshot(work_state: str | None, work_updated: datetime | None,
@@ -90,8 +92,3 @@ def reflected_in_snapshot(work_state: str | None, work_updated: datetime | None,
     if work_state not in BOUND_WORK_STATES or work_updated is None or snapshot_received is None:
         return False
     return work_updated <= snapshot_received
-
-
-def jobs_without_work(placed: Iterable[str], active_work_jobs: Collection[str]) -> tuple[str, ...]:
-    """Placed jobs with no active Work: a round crashed between its audit and its Works."""
-    return tuple(name for name in placed if name not in active_work_jobs)

@@ -19,8 +19,11 @@ stream plumbing and the lost-agent watchdog. Why each rule:
   stream instead would also stop heartbeats and status reports, and a typo in a HyperNode
   object must not fail over every job running in the cluster.
 - **Silence, not a dropped stream, loses a cluster.** Streams drop on every blip; only a
-  cluster not heard from for ``grace_seconds`` is marked lost (jobs requeued and works
-  withdrawn in one transaction) and a round is triggered to re-plan its jobs.
+  cluster not heard from for ``grace_seconds`` is marked lost: fenced (its agent must
+  say hello again and be synced) and tainted ``cluster.karmada.io/unreachable:NoExecute``
+  in one transaction, and a round is triggered; each of its jobs is re-planned elsewhere
+  when its tolerations run out (the service's failover grace by default;
+  ``propagation.taints``). The taint goes with the agent's next accepted hello.
 - **Heard is recorded on receipt, on a monotonic clock.** The reader notes the time a
   message arrives before anything else and hands the message to the stream's worker
   (``agent_inbox``), so a slow store call for one message (a big snapshot, a busy
@@ -47,6 +50,7 @@ from federation.domain.works import payload_generation
 from federation.logs import fields, set_fields
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
 from federation.propagation.failover import loss_reason, lost_clusters
+from federation.propagation.taints import UNREACHABLE, unreachable_taint
 from federation.propagation.works import work_from_payload
 from federation.service.agent_inbox import Inbox
 from federation.service.agent_messages import ack, fence, rejection
@@ -399,7 +403,8 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         session = self._sessions.get(cluster)
         reason = loss_reason(cluster, silent, self._grace)
         try:
-            loss = await self._call(self._store.clusters.mark_lost, cluster, reason, unless_heard_within=self._grace)
+            loss = await self._call(self._store.clusters.mark_unreachable, cluster, unreachable_taint(self._clock()),
+                                    unless_heard_within=self._grace)
         except StoreError as exc:
             log.warning("cannot mark %s lost yet (%s); retrying", cluster, exc, extra=fields(cluster=cluster))
             return False
@@ -412,8 +417,8 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
             self._last_seen.pop(cluster, None)
             if session is not None:
                 session.close()
-        log.warning("%s: requeued %d job(s), withdrew %d work(s)", reason, len(loss.requeued),
-                    len(loss.withdrawn_works), extra=fields(cluster=cluster))
+        log.warning("%s: tainted %s:NoExecute; its %d active job(s) leave as their tolerations run out",
+                    reason, UNREACHABLE, loss.cluster.active_jobs, extra=fields(cluster=cluster))
         self._rounds.trigger("cluster-lost")
         return True
 

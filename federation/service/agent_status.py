@@ -31,11 +31,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from federation.domain.errors import InvalidInput
-from federation.domain.states import WorkPhase, WorkState
-from federation.domain.works import payload_generation
+from federation.domain.states import WARNING_EVENT, WorkPhase, WorkState
+from federation.domain.works import payload_generation, placement_from_payload
 from federation.logs import fields
 from federation.propagation.status import ReportedPod, actual_pods, effect
-from federation.propagation.works import placement_from_payload
 from federation.store import Conflict, IllegalTransition, JobRecord, NotFound, Store
 from federation.v1 import agent_pb2
 from federation.wire.convert import work_phase_from_proto
@@ -135,6 +134,14 @@ class StatusHandler:
     async def _record_events(self, record: JobRecord, msg: agent_pb2.WorkStatus) -> JobRecord:
         restarts = record.restarts
         for event in msg.events:
+            if event.action == WARNING_EVENT:  # the cluster could not honour part of the job; it runs on
+                try:
+                    record = await self._call(self._store.jobs.annotate, record.name, message=event.reason,
+                                              event=WARNING_EVENT)
+                except (IllegalTransition, Conflict) as exc:
+                    log.info("job %s: warning not recorded: %s", record.name, exc,
+                             extra=fields(job=record.name, queue=record.queue))
+                continue
             if event.action not in RESTART_ACTIONS:
                 continue  # job-ending actions and Replan are recorded by the state change they cause
             restarts += 1

@@ -1,6 +1,7 @@
 """AuditService: the recorded planning rounds and every decision about a job.
 
-A job's audit is visible to whoever may see the job. When audit retention has pruned
+A job's audit is visible to whoever may see the job; a tenant's list of rounds shows
+only its own queues' counts (``ListRounds``). When audit retention has pruned
 rounds from before the job was submitted, the answer says so (``pruned_before``), so a
 short audit is never mistaken for a complete one. The audit outlives the job (no
 foreign key): when the job is gone, admins still read its decisions; others get
@@ -10,13 +11,14 @@ NOT_FOUND, since the queue that decided visibility may be gone too.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from typing import Any, Protocol
 
 import grpc.aio
 
 from federation.domain.errors import InvalidInput
 from federation.domain.queues import Queue
-from federation.service.auth import Authenticator, check_queue
+from federation.service.auth import Authenticator, check_queue, usable_queues
 from federation.service.views import decision_to_view, round_to_view, timestamp
 from federation.store.audit_retention import Pruning
 from federation.store.errors import NotFound
@@ -32,11 +34,13 @@ class _Jobs(Protocol):
 
 class _Queues(Protocol):
     def get(self, name: str) -> Queue: ...
+    def all(self) -> list[Queue]: ...
 
 
 class _Audit(Protocol):
     def job_audit(self, job: str, *, limit: int = 200) -> list[DecisionRecord]: ...
-    def list_rounds(self, *, page_size: int | None = None, page_token: str = "") -> Page[RoundRecord]: ...
+    def list_rounds(self, *, page_size: int | None = None, page_token: str = "",
+                    queues: Collection[str] | None = None) -> Page[RoundRecord]: ...
     def pruning(self) -> Pruning | None: ...
 
 
@@ -79,10 +83,18 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
         return audit
 
     async def ListRounds(self, request: audit_pb2.ListRoundsRequest, context: Context) -> audit_pb2.ListRoundsResponse:
-        self._auth.require_tenant(context)
+        """Admins: every round with its totals. A tenant: only the rounds that counted a job
+        of a queue it may use, with counts over those queues alone, and without the
+        objective and bound (sums over every tenant's jobs)."""
+        who = self._auth.require_tenant(context)
         if request.page_size < 0:
             raise InvalidInput("page_size", "must not be negative")
+        queues = None if who.admin else usable_queues(who, await asyncio.to_thread(self._store.queues.all))
         page = await asyncio.to_thread(self._store.audit.list_rounds, page_size=request.page_size or None,
-                                       page_token=request.page_token)
-        return audit_pb2.ListRoundsResponse(rounds=[round_to_view(r) for r in page.items],
-                                            next_page_token=page.next_token)
+                                       page_token=request.page_token, queues=queues)
+        views = [round_to_view(r) for r in page.items]
+        if queues is not None:
+            for view in views:
+                view.ClearField("objective")
+                view.ClearField("bound")
+        return audit_pb2.ListRoundsResponse(rounds=views, next_page_token=page.next_token)

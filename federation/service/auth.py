@@ -21,6 +21,8 @@ from typing import Any, Protocol
 
 import yaml
 
+from federation.domain.queues import Queue
+
 log = logging.getLogger(__name__)
 
 _DIGEST = re.compile(r"^(?:sha256:)?([0-9a-f]{64})$")
@@ -218,6 +220,14 @@ def may_use_queue(who: Identity, owners: Sequence[str]) -> bool:
     if who.tenant is None:
         return False
     return not owners or who.tenant in owners
+
+
+def usable_queues(who: Identity, queues: Iterable[Queue]) -> list[str] | None:
+    """The names of ``queues`` that ``who`` may use: what a tenant's listings and counts
+    are restricted to. ``None`` for admins (no restriction)."""
+    if who.admin:
+        return None
+    return [q.name for q in queues if may_use_queue(who, q.owners)]
 
 
 def check_queue(who: Identity, queue: str, owners: Sequence[str]) -> None:

@@ -14,6 +14,16 @@ A watcher whose cursor is older than the buffer (resuming, or replaying history 
 is served from the store in pages of ``page`` events, each page rendered with one job
 query, until it reaches the buffer; only such a watcher touches the store.
 
+Sending to many streams stays cheap on the event loop (the busy half of the fan-out
+benchmark, docs/benchmarks.md):
+- each event is serialized once, by the poller in its worker thread (``FeedItem.wire``),
+  and every stream writes those bytes (``WatchJobs`` answers with ``PRESERIALIZED``
+  methods' bytes as they are: ``wire_bytes.PassBytes``), not 200 ``SerializeToString``;
+- a watcher takes every event that arrived since its last turn in one batch;
+- watchers are woken ``WAKE_CHUNK`` at a time with a turn of the loop in between, so a
+  unary call (SubmitJob) that arrives during a 200-stream burst waits for one chunk's
+  writes, not for all of them.
+
 Why in-memory broadcast rather than PostgreSQL LISTEN/NOTIFY: it works the same on
 SQLite, needs no dedicated connection per replica, and the poll (one indexed query per
 ``poll_seconds``) is already cheap; a NOTIFY would only shorten the poll wait for writers
@@ -37,14 +47,21 @@ from federation.v1 import jobs_pb2
 
 log = logging.getLogger(__name__)
 
+# Watchers woken per turn of the event loop (module doc).
+WAKE_CHUNK = 16
+
 
 @dataclass(frozen=True)
 class FeedItem:
-    """One event as every watcher sends it (rendered once), with the queue it belongs to."""
+    """One event as every watcher sends it (rendered and serialized once), with its queue."""
 
     id: int
     queue: str
-    view: jobs_pb2.JobEvent
+    wire: bytes  # a serialized jobs_pb2.JobEvent
+
+    @property
+    def view(self) -> jobs_pb2.JobEvent:
+        return jobs_pb2.JobEvent.FromString(self.wire)
 
 
 class EventFeed:
@@ -58,7 +75,9 @@ class EventFeed:
         self._capacity = capacity
         self._floor = 0  # every event with id in (floor, cursor] is in _items
         self._cursor = 0
-        self._arrived = asyncio.Event()  # replaced after each set: waiters hold the one they saw
+        self._waiters: list[asyncio.Future[None]] = []  # watchers waiting for the next event
+        self._to_wake: deque[asyncio.Future[None]] = deque()  # woken WAKE_CHUNK per turn by _waker
+        self._waker: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._closing = False
         self._task: asyncio.Task[None] | None = None
@@ -89,15 +108,20 @@ class EventFeed:
     def shutdown(self) -> None:
         """End every waiting watcher now (server shutdown); ``close`` then stops the poller."""
         self._closing = True
-        self._notify()
+        for waiter in [*self._to_wake, *self._waiters]:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._to_wake.clear()
+        self._waiters.clear()
 
     async def close(self) -> None:
         self.shutdown()
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        for task in (self._task, self._waker):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._waker = None
 
     @property
     def closing(self) -> bool:
@@ -137,11 +161,23 @@ class EventFeed:
         page = self._store.jobs.events_since(after, limit=self._page, queues=queues)
         events: tuple[JobEvent, ...] = page.events
         records = self._store.jobs.get_many({ev.job for ev in events})
-        return [FeedItem(ev.id, ev.queue, event_to_view(ev, records.get(ev.job))) for ev in events], page.cursor
+        return [FeedItem(ev.id, ev.queue, event_to_view(ev, records.get(ev.job)).SerializeToString())
+                for ev in events], page.cursor
 
     def _notify(self) -> None:
-        arrived, self._arrived = self._arrived, asyncio.Event()
-        arrived.set()
+        """Wake every waiting watcher, ``WAKE_CHUNK`` per turn of the loop (module doc)."""
+        self._to_wake.extend(self._waiters)
+        self._waiters = []
+        if self._to_wake and (self._waker is None or self._waker.done()):
+            self._waker = asyncio.create_task(self._wake_in_chunks(), name="event-feed-waker")
+
+    async def _wake_in_chunks(self) -> None:
+        while self._to_wake:
+            for _ in range(min(WAKE_CHUNK, len(self._to_wake))):
+                waiter = self._to_wake.popleft()
+                if not waiter.done():  # a cancelled watcher's
+                    waiter.set_result(None)
+            await asyncio.sleep(0)  # let calls that arrived meanwhile run before the next chunk
 
     # ------------------------------------------------------------------ watchers
 
@@ -162,8 +198,14 @@ class EventFeed:
             items = self._after(cursor)
             if items:
                 return items, items[-1].id
-            arrived = self._arrived
-            await arrived.wait()
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:  # the stream ended: do not keep its waiter
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+                raise
         return [], cursor
 
     def _after(self, cursor: int) -> list[FeedItem]:

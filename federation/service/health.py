@@ -71,7 +71,7 @@ def statuses(*, store_ok: bool, leading: bool, agents: bool) -> dict[str, int]:
     return out
 
 
-class _LiveHealth(HealthServicer):  # type: ignore[misc]
+class _LiveHealth(HealthServicer):  # type: ignore[misc]  # grpc_health's servicer base class is untyped
     """``Check`` answers from the facts at the moment of the call, not from the last publish.
 
     Why: a replica whose event loop was starved past the end of its term must not answer

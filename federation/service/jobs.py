@@ -38,7 +38,14 @@ from federation.domain.queues import Queue
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
 from federation.placement.intent import topology_wait
 from federation.service.admission import INLINE_TEMPLATE_BYTES, admit, template_bytes
-from federation.service.auth import Authenticator, Identity, PermissionDenied, check_queue, may_use_queue
+from federation.service.auth import (
+    Authenticator,
+    Identity,
+    PermissionDenied,
+    check_queue,
+    may_use_queue,
+    usable_queues,
+)
 from federation.service.batching import Batcher
 from federation.service.errors import status_for
 from federation.service.event_feed import EventFeed
@@ -235,12 +242,13 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     # ------------------------------------------------------------------ RPCs
 
     async def SubmitJob(self, request: jobs_pb2.SubmitJobRequest, context: Context) -> jobs_pb2.SubmitJobResponse:
+        started = time.perf_counter()
         try:
             response = await self._submit(request, context)
         except Exception as exc:
-            self._metrics.submission(refusal_outcome(exc))
+            self._metrics.submission(refusal_outcome(exc), time.perf_counter() - started)
             raise
-        self._metrics.submission("created" if response.created else "existing")
+        self._metrics.submission("created" if response.created else "existing", time.perf_counter() - started)
         return response
 
     async def _submit(self, request: jobs_pb2.SubmitJobRequest, context: Context) -> jobs_pb2.SubmitJobResponse:
@@ -301,10 +309,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
                 return [queue]  # an unknown queue simply has no jobs
             check_queue(who, q.name, q.owners)
             return [queue]
-        if who.admin:
-            return None
-        page = await self._call(self._store.queues.all)
-        return [q.name for q in page if may_use_queue(who, q.owners)]
+        return None if who.admin else usable_queues(who, await self._call(self._store.queues.all))
 
     async def ListJobs(self, request: jobs_pb2.ListJobsRequest, context: Context) -> jobs_pb2.ListJobsResponse:
         who = self._auth.require_tenant(context)
@@ -319,9 +324,9 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             page_token=request.page_token)
         return jobs_pb2.ListJobsResponse(jobs=[job_to_view(r) for r in page.items], next_page_token=page.next_token)
 
-    async def WatchJobs(self, request: jobs_pb2.WatchJobsRequest,
-                        context: Context) -> AsyncIterator[jobs_pb2.JobEvent]:
-        """Events from the shared feed, each checked against the caller's access as it is sent.
+    async def WatchJobs(  # type: ignore[override]  # bytes of a JobEvent: wire_bytes.PassBytes sends them
+            self, request: jobs_pb2.WatchJobsRequest, context: Context) -> AsyncIterator[bytes]:
+        """Events from the shared feed (serialized ``JobEvent``s), each checked against the caller's access as sent.
 
         A tenant may watch only a queue that exists and is theirs (a queue created later
         for someone else must not stream to them); ownership is re-read through the queue
@@ -344,7 +349,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
                     await self._watchable(who, request.queue)  # ends the watch if access was lost
                 elif not await self._may_see(who, item.queue):
                     continue
-                yield item.view
+                yield item.wire  # serialized once for every stream (event_feed.py; wire_bytes.PassBytes)
 
     async def _watchable(self, who: Identity, name: str) -> None:
         """PERMISSION_DENIED unless ``who`` may see queue ``name`` now (it must exist for a tenant)."""

@@ -1,5 +1,8 @@
 """QueueService: admins manage queues; every tenant may read them (to know where to submit).
 
+A tenant reads another tenant's queue without its status or owners: the pending and
+running counts, allocation and share of a queue are counts of its owners' jobs (issue 10).
+
 Status (pending and running counts, allocation, dominant share) is computed on read
 from the jobs table and the clusters' last snapshots: queues are few and read rarely, so
 a derived view beats keeping counters that every state change would have to update.
@@ -18,7 +21,7 @@ from federation.domain.errors import InvalidInput
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources, total
 from federation.domain.states import ACTIVE_STATES
-from federation.service.auth import Authenticator
+from federation.service.auth import Authenticator, Identity, may_use_queue
 from federation.service.jobs import QueueCache
 from federation.service.views import queue_to_view
 from federation.store.records import ClusterRecord, JobRecord, Page, QueueUsage
@@ -76,10 +79,16 @@ class QueueServicer(queues_pb2_grpc.QueueServiceServicer):
                          if c.summary is not None and not c.lost)
         return counts, allocated, capacity
 
-    async def _view(self, queues: list[Queue]) -> list[queues_pb2.Queue]:
+    async def _view(self, queues: list[Queue], who: Identity | None = None) -> list[queues_pb2.Queue]:
+        """The queues as ``who`` may see them (``None``: an admin's write, seen whole)."""
         counts, allocated, capacity = await self._call(self._status_inputs)
-        return [queue_to_view(q, counts.get(q.name, {}), allocated.get(q.name, Resources()), capacity)
-                for q in queues]
+        views = [queue_to_view(q, counts.get(q.name, {}), allocated.get(q.name, Resources()), capacity)
+                 for q in queues]
+        for q, view in zip(queues, views, strict=True):
+            if who is not None and not may_use_queue(who, q.owners):
+                view.ClearField("status")
+                del view.owners[:]
+        return views
 
     def _forget(self, name: str) -> None:
         if self._cache is not None:
@@ -100,20 +109,20 @@ class QueueServicer(queues_pb2_grpc.QueueServiceServicer):
         return (await self._view([updated]))[0]
 
     async def GetQueue(self, request: queues_pb2.GetQueueRequest, context: Context) -> queues_pb2.Queue:
-        self._auth.require_tenant(context)
+        who = self._auth.require_tenant(context)
         if not request.name:
             raise InvalidInput("name", "must not be empty")
         queue: Queue = await self._call(self._store.queues.get, request.name)
-        return (await self._view([queue]))[0]
+        return (await self._view([queue], who))[0]
 
     async def ListQueues(self, request: queues_pb2.ListQueuesRequest,
                          context: Context) -> queues_pb2.ListQueuesResponse:
-        self._auth.require_tenant(context)
+        who = self._auth.require_tenant(context)
         if request.page_size < 0:
             raise InvalidInput("page_size", "must not be negative")
         page = await self._call(self._store.queues.list, page_size=request.page_size or None,
                                 page_token=request.page_token)
-        return queues_pb2.ListQueuesResponse(queues=await self._view(list(page.items)),
+        return queues_pb2.ListQueuesResponse(queues=await self._view(list(page.items), who),
                                              next_page_token=page.next_token)
 
     async def DeleteQueue(self, request: queues_pb2.DeleteQueueRequest,

@@ -37,6 +37,7 @@ from federation.logs import FORMATS, configure, redact
 from federation.metrics.exporter import MetricsServer, parse_listen, serve_metrics, with_process_metrics
 from federation.metrics.gauges import FederationCollector
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
+from federation.propagation.taints import DEFAULT_FAILOVER_GRACE_SECONDS
 from federation.service.agent_hub import AgentHub
 from federation.service.audit import AuditServicer
 from federation.service.auth import Authenticator
@@ -56,6 +57,7 @@ from federation.service.jobs import DEFAULT_SPEC_LIMIT, JobServicer, SubmitBatch
 from federation.service.leadership import Elector, Leadership, LeaseTimings
 from federation.service.objects import ObjectServicer
 from federation.service.queues import QueueServicer
+from federation.service.wire_bytes import PassBytes
 from federation.store import Store
 from federation.store.leases import LeaseFence, LeaseRepository
 from federation.v1 import (
@@ -107,6 +109,7 @@ class ServeConfig:
     tls_client_ca: str | None = None
     migrate: bool = True
     agent_grace_seconds: float = 30.0
+    failover_grace_seconds: float = DEFAULT_FAILOVER_GRACE_SECONDS  # default tolerationSeconds (propagation/taints.py)
     round_debounce_seconds: float = 0.2
     plan_limits: PlanLimits = field(default_factory=PlanLimits)
     max_pending_per_round: int = DEFAULT_MAX_PENDING
@@ -141,6 +144,7 @@ class RunningServer:
     lost: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when this replica lost the leadership it held (``serve`` then exits 1)."""
     _campaign: asyncio.Task[None] | None = field(default=None, repr=False)
+    _lag_probe: asyncio.Task[None] | None = field(default=None, repr=False)
     _stopped: bool = field(default=False, repr=False)
 
     async def stop(self, grace: float = 10.0) -> None:
@@ -148,10 +152,11 @@ class RunningServer:
             return
         self._stopped = True
         await self.health.stop()  # NOT_SERVING first: probes and clients move away during the grace
-        if self._campaign is not None:
-            self._campaign.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._campaign
+        for task in (self._campaign, self._lag_probe):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         stopping = asyncio.create_task(self.server.stop(grace))
         try:
             self.jobs.shutdown()
@@ -208,6 +213,7 @@ async def build_server(
     auth: Authenticator | None = None,
     tls: ServerTls | None = None,
     agent_grace_seconds: float = 30.0,
+    failover_grace_seconds: float = DEFAULT_FAILOVER_GRACE_SECONDS,
     round_debounce_seconds: float = 0.2,
     plan_limits: PlanLimits | None = None,
     max_pending_per_round: int = DEFAULT_MAX_PENDING,
@@ -245,14 +251,16 @@ async def build_server(
     if control_loop:
         rounds = RoundScheduler(store, debounce_seconds=round_debounce_seconds,
                                 limits=plan_limits or PlanLimits(), clock=clock,
-                                max_pending=max_pending_per_round, metrics=metrics)
+                                max_pending=max_pending_per_round, metrics=metrics,
+                                failover_grace_seconds=failover_grace_seconds)
         hub = AgentHub(store, rounds, auth, grace_seconds=agent_grace_seconds, clock=clock, metrics=metrics,
                        leading=leadership.leading, limits=limits)
     health = HealthReporter(store.ping, leadership.leading, agents=hub is not None,
                             interval=health_interval_seconds)
     transport_limit = max(limits.max_agent_message_bytes, limits.max_request_bytes)
     server = grpc.aio.server(
-        interceptors=[ErrorMapping(limits.max_request_bytes, {AGENT_CONNECT_METHOD: limits.max_agent_message_bytes})],
+        interceptors=[ErrorMapping(limits.max_request_bytes, {AGENT_CONNECT_METHOD: limits.max_agent_message_bytes}),
+                      PassBytes()],
         options=[("grpc.max_receive_message_length", transport_limit),
                  ("grpc.max_send_message_length", transport_limit),
                  ("grpc.so_reuseport", 0)],
@@ -264,7 +272,7 @@ async def build_server(
     # The QueueService invalidates the submit path's queue cache, so an owner removed here loses
     # SubmitJob and WatchJobs access at once in this process (other replicas: within its ttl).
     queues_pb2_grpc.add_QueueServiceServicer_to_server(QueueServicer(store, auth, jobs.queues), server)
-    clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth, rounds), server)
+    clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth, rounds, clock), server)
     audit_pb2_grpc.add_AuditServiceServicer_to_server(AuditServicer(store, auth), server)
     objects_pb2_grpc.add_ObjectServiceServicer_to_server(
         ObjectServicer(store, auth, rounds=rounds, on_classes_changed=jobs.classes.invalidate), server)
@@ -291,6 +299,8 @@ async def build_server(
                             rounds=rounds, hub=hub, jobs=jobs, health=health, leadership=leadership,
                             metrics=exporter, retention=retention)
     await health.start()
+    if metrics.enabled:
+        running._lag_probe = asyncio.create_task(metrics.watch_loop_lag(), name="loop-lag-probe")
     if leader_election is None:
         await running._elected(0)
     else:
@@ -402,6 +412,7 @@ async def _serve(store: Store, auth: Authenticator, tls: ServerTls | None, confi
     running = await build_server(
         store, listen=config.listen, auth=auth, tls=tls,
         agent_grace_seconds=config.agent_grace_seconds,
+        failover_grace_seconds=config.failover_grace_seconds,
         round_debounce_seconds=config.round_debounce_seconds,
         plan_limits=config.plan_limits,
         max_pending_per_round=config.max_pending_per_round,

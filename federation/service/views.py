@@ -16,9 +16,10 @@ from federation.domain.plans import PodAssignment
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
 from federation.domain.states import ACTIVE_STATES, TERMINAL_STATES, JobState
-from federation.propagation.works import placement_from_payload
+from federation.domain.works import placement_from_payload
 from federation.store.records import ClusterRecord, DecisionRecord, JobEvent, JobRecord, RoundRecord, WorkRecord
 from federation.v1 import audit_pb2, clusters_pb2, jobs_pb2, queues_pb2, types_pb2
+from federation.wire.base import taint_to_proto
 from federation.wire.convert import job_state_from_name, job_to_proto, queue_to_proto, resources_to_proto
 
 _EVENT_TYPES = {
@@ -86,8 +87,8 @@ def cluster_to_view(c: ClusterRecord) -> clusters_pb2.Cluster:
         name=c.name, labels=dict(c.labels), epoch=c.epoch,
         health=_HEALTH.get(c.health, clusters_pb2.CLUSTER_HEALTH_UNSPECIFIED),
         last_heartbeat=timestamp(c.last_heartbeat), agent_id=c.agent_id, active_jobs=c.active_jobs,
-        taints=[types_pb2.Taint(key=t.key, value=t.value, effect=t.effect) for t in c.taints],
-        admin_taints=[types_pb2.Taint(key=t.key, value=t.value, effect=t.effect) for t in c.admin_taints],
+        taints=[taint_to_proto(t) for t in c.taints],
+        admin_taints=[taint_to_proto(t) for t in c.admin_taints],
     )
     s = c.summary
     if s is not None:

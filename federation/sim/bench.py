@@ -24,7 +24,7 @@ from federation.sim import placements
 from federation.sim.metrics import Metrics, compute
 from federation.sim.report import metrics_table, ratio_table
 from federation.sim.scenario import load_scenario
-from federation.sim.simulator import DEFAULT_ROUND_INTERVAL, RoundRecord, Start, simulate
+from federation.sim.simulator import DEFAULT_ROUND_INTERVAL, SimulatedRound, Start, simulate
 
 DEFAULT_POLICIES = ("cpsat", "volcano-greedy", "karmada-spread", "armada-drf")
 
@@ -37,7 +37,7 @@ def run_bench(
     *,
     limits: PlanLimits | None = None,
     round_interval: float = DEFAULT_ROUND_INTERVAL,
-    progress: Callable[[str, RoundRecord], None] | None = None,
+    progress: Callable[[str, SimulatedRound], None] | None = None,
     placements_out: str | os.PathLike[str] | None = None,
 ) -> dict[str, object]:
     """Simulate ``scenario_path`` under each policy (default: all four) and report.
@@ -81,13 +81,13 @@ def run_bench(
     return document
 
 
-def _status(status: Status | None, name: str, jobs: int) -> Callable[[RoundRecord], None] | None:
+def _status(status: Status | None, name: str, jobs: int) -> Callable[[SimulatedRound], None] | None:
     """Live one-line progress on a terminal (rich prints nothing when not a TTY)."""
     if status is None:
         return None
     rounds = [0]
 
-    def hook(record: RoundRecord) -> None:
+    def hook(record: SimulatedRound) -> None:
         rounds[0] += 1
         status.update(f"{name}: round {rounds[0]}, simulated {record.at:,.0f} s, "
                       f"{record.pending} of {jobs} jobs pending")
@@ -95,8 +95,8 @@ def _status(status: Status | None, name: str, jobs: int) -> Callable[[RoundRecor
     return hook
 
 
-def _bind(progress: Callable[[str, RoundRecord], None], name: str) -> Callable[[RoundRecord], None]:
-    def hook(record: RoundRecord) -> None:
+def _bind(progress: Callable[[str, SimulatedRound], None], name: str) -> Callable[[SimulatedRound], None]:
+    def hook(record: SimulatedRound) -> None:
         progress(name, record)
 
     return hook

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from federation.domain.resources import GPU
 from federation.placement.fairshare import dominant_share, fair_shares
-from federation.sim.simulator import RoundRecord, Sample, SimResult
+from federation.sim.simulator import Sample, SimResult, SimulatedRound
 from federation.sim.tracking import JobOutcome
 
 Metrics = dict[str, float | int | None]
@@ -133,7 +133,7 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(rank, len(ordered)) - 1]
 
 
-def objective_gap(rounds: Sequence[RoundRecord]) -> float | None:
+def objective_gap(rounds: Sequence[SimulatedRound]) -> float | None:
     """Mean |objective - bound| / max(1, |bound|) over rounds the solver decided."""
     solved = [r for r in rounds if r.status in SOLVED]
     if not solved:

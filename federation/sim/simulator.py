@@ -48,7 +48,7 @@ class Planner(Protocol):
 
 
 @dataclass(frozen=True)
-class RoundRecord:
+class SimulatedRound:
     at: float
     wall_seconds: float
     pending: int
@@ -82,7 +82,7 @@ class Rejection:
 class SimResult:
     scenario: Scenario
     jobs: tuple[JobOutcome, ...]
-    rounds: tuple[RoundRecord, ...]
+    rounds: tuple[SimulatedRound, ...]
     samples: tuple[Sample, ...]
     rejections: tuple[Rejection, ...]
     end_time: float
@@ -102,7 +102,8 @@ class Start:
 
 class _Simulation:
     def __init__(self, scenario: Scenario, planner: Planner, round_interval: float, limits: PlanLimits,
-                 timer: Callable[[], float], on_round: Callable[[RoundRecord], None] | None, max_rounds: int) -> None:
+                 timer: Callable[[], float], on_round: Callable[[SimulatedRound], None] | None,
+                 max_rounds: int) -> None:
         self.scenario = scenario
         self.planner = planner
         self.interval = round_interval
@@ -121,7 +122,7 @@ class _Simulation:
         self.churn = 0  # consecutive rounds triggered only by the previous round's preemptions
         self.churn_stops = 0
         self.previous: Plan | None = None
-        self.rounds: list[RoundRecord] = []
+        self.rounds: list[SimulatedRound] = []
         self.samples: list[Sample] = []
         self.rejections: list[Rejection] = []
         self.faults: list[FaultEvent] = []
@@ -297,7 +298,7 @@ class _Simulation:
                 rejected += 1
                 continue
             self.grow(growth)
-        record = RoundRecord(self.now, wall, pending, placed, rejected, preempted, plan.status, plan.objective,
+        record = SimulatedRound(self.now, wall, pending, placed, rejected, preempted, plan.status, plan.objective,
                              plan.bound)
         self.rounds.append(record)
         if self.on_round is not None:
@@ -326,7 +327,7 @@ def simulate(
     round_interval: float = DEFAULT_ROUND_INTERVAL,
     limits: PlanLimits | None = None,
     timer: Callable[[], float] = time.perf_counter,
-    on_round: Callable[[RoundRecord], None] | None = None,
+    on_round: Callable[[SimulatedRound], None] | None = None,
     max_rounds: int = 1_000_000,
 ) -> SimResult:
     """Run ``scenario`` to completion with ``planner`` deciding every round.

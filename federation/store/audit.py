@@ -20,7 +20,8 @@ reported, while the round's decisions are still recorded as what the planner dec
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -34,8 +35,9 @@ from federation.store.audit_retention import PruneBatch, Pruning, prune_batch, p
 from federation.store.engine import Database
 from federation.store.errors import NotFound
 from federation.store.lifecycle import add_event, lock_jobs, move, touch, withdraw_works
-from federation.store.models import OUTCOMES, DecisionRow, RoundRow
+from federation.store.models import OUTCOMES, DecisionRow, RoundQueueRow, RoundRow, WorkRow
 from federation.store.records import Decision, DecisionRecord, JobUpdate, Page, RoundRecord, RoundResult
+from federation.store.works import add_work, work_record
 
 _ROUND_FIELDS = (
     "started_at", "ended_at", "trigger", "policy", "solver_status", "objective", "bound", "input_digest",
@@ -103,17 +105,25 @@ class AuditRepository:
     ) -> RoundResult:
         """Write the round, its decisions and its job changes atomically (module doc).
 
-        Raises (and writes nothing) on an unknown job or a transition the state machine
-        refuses for an update without ``expected_version``.
+        Raises (and writes nothing) on an unknown job, a transition the state machine
+        refuses for an update without ``expected_version``, a placement without its Work
+        (``JobUpdate.work``) or a Work for an unknown cluster.
         """
         now = self._db.now()
         applied: list[str] = []
         skipped: list[str] = []
         requeued: list[str] = []
+        created: list[WorkRow] = []
+        for update in job_updates:
+            if update.state == JobState.PLACED and update.work is None:
+                raise ValueError(f"job update for {update.job!r}: a placement must carry its Work")
         with self._db.write() as session:
             round_row = RoundRow(**{f: getattr(round, f) for f in _ROUND_FIELDS})
             session.add(round_row)
             session.flush()
+            session.add_all([RoundQueueRow(round_id=round_row.id, queue=q.queue, pending_count=q.pending,
+                                           placed_count=q.placed, unplaced_count=q.unplaced,
+                                           preempted_count=q.preempted) for q in round.queue_counts])
             repeated = _repeated_unplaced(session, decisions)
             session.add_all([_decision_row(round_row.id, d) for d in decisions
                              if d.outcome != "unplaced" or d.job not in repeated])
@@ -137,9 +147,12 @@ class AuditRepository:
                          hypernode=update.hypernode, tier=update.tier, event=update.event)
                     if update.state == JobState.PENDING:
                         requeued.append(update.job)
+                    elif update.state == JobState.PLACED and update.cluster and update.work is not None:
+                        created.append(add_work(session, update.job, update.cluster, update.work, now))
                 applied.append(update.job)
             withdrawn = withdraw_works(session, now, jobs=requeued, message="preempted") if requeued else []
-            return RoundResult(round_row.id, tuple(applied), tuple(skipped), tuple(withdrawn))
+            return RoundResult(round_row.id, tuple(applied), tuple(skipped), tuple(withdrawn),
+                               tuple(work_record(w) for w in created))
 
     def job_audit(self, job: str, *, limit: int = 200) -> list[DecisionRecord]:
         """The job's decisions, oldest round first (the newest ``limit`` of them)."""
@@ -167,17 +180,43 @@ class AuditRepository:
         with self._db.read() as session:
             return [decision_of(r) for r in session.scalars(stmt)]
 
-    def list_rounds(self, *, page_size: int | None = None, page_token: str = "") -> Page[RoundRecord]:
-        """Rounds, newest first, one page at a time."""
+    def list_rounds(self, *, page_size: int | None = None, page_token: str = "",
+                    queues: Collection[str] | None = None) -> Page[RoundRecord]:
+        """Rounds, newest first, one page at a time.
+
+        ``queues`` (a tenant's): only rounds that counted a job of those queues, with the
+        counts summed over those queues alone, never the round's totals. ``None``: every
+        round with its totals (admins).
+        """
         size = paging.page_size(page_size)
-        stmt = select(RoundRow).order_by(RoundRow.id.desc()).limit(size + 1)
-        if page_token:
-            (before,) = paging.decode("rounds", page_token, 1)
-            stmt = stmt.where(RoundRow.id < _int(before))
-        with self._db.read() as session:
-            rows = list(session.scalars(stmt))
-        items = tuple(round_of(r) for r in rows[:size])
+        before = _int(paging.decode("rounds", page_token, 1)[0]) if page_token else None
+        if queues is None:
+            stmt = select(RoundRow).order_by(RoundRow.id.desc()).limit(size + 1)
+            if before is not None:
+                stmt = stmt.where(RoundRow.id < before)
+            with self._db.read() as session:
+                rows = [round_of(r) for r in session.scalars(stmt)]
+        else:
+            rows = self._rounds_of(sorted(queues), size + 1, before)
+        items = tuple(rows[:size])
         return Page(items, paging.encode("rounds", items[-1].id) if len(rows) > size else "")
+
+    def _rounds_of(self, queues: list[str], limit: int, before: int | None) -> list[RoundRecord]:
+        q = RoundQueueRow
+        sums = (select(q.round_id, func.sum(q.pending_count), func.sum(q.placed_count), func.sum(q.unplaced_count),
+                       func.sum(q.preempted_count))
+                .where(q.queue.in_(queues)).group_by(q.round_id).order_by(q.round_id.desc()).limit(limit))
+        if before is not None:
+            sums = sums.where(q.round_id < before)
+        if not queues:
+            return []
+        with self._db.read() as session:
+            counted = {int(rid): tuple(int(n or 0) for n in ns) for rid, *ns in session.execute(sums)}
+            rounds = session.scalars(select(RoundRow).where(RoundRow.id.in_(list(counted)))
+                                     .order_by(RoundRow.id.desc()))
+            return [dataclasses.replace(round_of(r), pending_count=counted[r.id][0], placed_count=counted[r.id][1],
+                                        unplaced_count=counted[r.id][2], preempted_count=counted[r.id][3])
+                    for r in rounds]
 
     def prune_batch(self, cutoff: datetime, batch: int, after: int = 0) -> PruneBatch:
         """Retention: one bounded batch of rounds that ended before ``cutoff`` (``audit_retention``)."""

@@ -8,8 +8,8 @@ Why these rules:
   builds one enormous transaction; the caller paces the batches.
 - **The latest decision of a live job is kept.** A pending, placed, dispatched or running
   job's latest decision is what ``fedctl explain`` shows, what the next round compares an
-  ``unplaced`` decision against so a steady backlog writes nothing (``record_round``), and
-  what a crashed round's repair reads the pods from (``RoundScheduler._repair``). Its round
+  ``unplaced`` decision against so a steady backlog writes nothing (``record_round``). No
+  control step reads it to act (the works table is the live placement). Its round
   row is kept with it (a decision is shown with its round). Jobs that finished, and jobs
   that no longer exist, keep nothing: retention means what it says for them.
 - **A watermark, not silence.** ``audit_pruning`` records the cutoff and totals, updated in

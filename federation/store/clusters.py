@@ -15,7 +15,7 @@ agent returns it is told what to remove before it is given anything new.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
@@ -176,17 +176,21 @@ class ClusterRepository:
             row.last_heartbeat = self._db.now()
             return cluster_record(row, _active_jobs(session, name))
 
-    def get(self, name: str) -> ClusterRecord:
+    def get(self, name: str, *, queues: Collection[str] | None = None) -> ClusterRecord:
+        """The cluster; ``active_jobs`` counts only jobs of ``queues`` when given (a tenant's)."""
         with self._db.read() as session:
             row = session.get(ClusterRow, name)
             if row is None:
                 raise NotFound("cluster", name)
-            return cluster_record(row, _active_jobs(session, name))
+            return cluster_record(row, _active_jobs(session, name, queues))
 
-    def list(self) -> builtins.list[ClusterRecord]:
+    def list(self, *, queues: Collection[str] | None = None) -> builtins.list[ClusterRecord]:
+        """Every cluster; ``active_jobs`` counts only jobs of ``queues`` when given (a tenant's)."""
         with self._db.read() as session:
             stmt = (select(JobRow.cluster, func.count()).where(JobRow.state.in_(list(ACTIVE_STATES)))
                     .group_by(JobRow.cluster))
+            if queues is not None:
+                stmt = stmt.where(JobRow.queue.in_(list(queues)))
             counts = {cluster: int(count) for cluster, count in session.execute(stmt)}
             rows = session.scalars(select(ClusterRow).order_by(ClusterRow.name))
             return [cluster_record(r, counts.get(r.name, 0)) for r in rows]
@@ -220,25 +224,75 @@ class ClusterRepository:
         why = reason or f"cluster {name} lost"
         with self._db.write() as session:
             row = _lock(session, name)
-            if (unless_heard_within is not None and not row.lost
-                    and row.last_heartbeat > now - timedelta(seconds=unless_heard_within)):
+            if _heard_within(row, now, unless_heard_within):
                 return ClusterLoss(cluster_record(row), (), (), marked=False)
             row.lost = True
             row.healthy = False
             names = session.scalars(
                 select(JobRow.name).where(JobRow.cluster == name, JobRow.state.in_(list(ACTIVE_STATES)))
             ).all()
-            requeued: list[str] = []
-            for job_name, job in sorted(lock_jobs(session, names).items()):
-                if job.cluster == name and job.state in ACTIVE_STATES:
-                    move(session, job, JobState.PENDING, now, reason=why)
-                    requeued.append(job_name)
-            withdrawn = withdraw_works(session, now, cluster=name, message=why)
+            requeued, _ = _requeue(session, now, name, names, why, withdraw=False)
+            withdrawn = withdraw_works(session, now, cluster=name, message=why)  # every work there, orphans too
+            return ClusterLoss(cluster_record(row), requeued, tuple(withdrawn))
+
+    def mark_unreachable(self, name: str, taint: Taint, *, unless_heard_within: float | None = None) -> ClusterLoss:
+        """Declare a silent cluster unreachable: fence its registration (``lost``: its agent
+        must say hello again, and is then synced) and put ``taint`` (the service's
+        ``cluster.karmada.io/unreachable:NoExecute``) on it, in one transaction. Its jobs
+        stay where they are: each leaves when its tolerations run out (``evict``, decided
+        by ``propagation.taints``). ``unless_heard_within`` as for ``mark_lost``. The taint
+        goes with the next accepted hello (``register`` replaces the agent's taints)."""
+        now = self._db.now()
+        with self._db.write() as session:
+            row = _lock(session, name)
+            if _heard_within(row, now, unless_heard_within):
+                return ClusterLoss(cluster_record(row), (), (), marked=False)
+            row.lost = True
+            row.healthy = False
+            current = (from_json(Taint, raw) for raw in row.taints)
+            kept = [t for t in current if (t.key, t.effect) != (taint.key, taint.effect)]
+            row.taints = [to_json(t) for t in (*kept, taint)]
+            return ClusterLoss(cluster_record(row, _active_jobs(session, name)), (), ())
+
+    def evict(self, name: str, reasons: Mapping[str, str]) -> ClusterLoss:
+        """Requeue the jobs ``reasons`` names that are still active on cluster ``name`` and
+        withdraw their works, each with its reason, in one transaction (the taint manager's
+        eviction; a job that moved or ended meanwhile is left alone)."""
+        now = self._db.now()
+        requeued: list[str] = []
+        withdrawn: list[int] = []
+        with self._db.write() as session:
+            row = _lock(session, name)
+            for job_name in sorted(reasons):
+                moved, works = _requeue(session, now, name, [job_name], reasons[job_name])
+                requeued += moved
+                withdrawn += works
             return ClusterLoss(cluster_record(row), tuple(requeued), tuple(withdrawn))
 
 
-def _active_jobs(session: Session, cluster: str) -> int:
+def _heard_within(row: ClusterRow, now: datetime, seconds: float | None) -> bool:
+    return seconds is not None and not row.lost and row.last_heartbeat > now - timedelta(seconds=seconds)
+
+
+def _requeue(session: Session, now: datetime, cluster: str, names: Sequence[str], why: str,
+             withdraw: bool = True) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """Move the active jobs among ``names`` placed on ``cluster`` back to pending and
+    (``withdraw``) withdraw their works there."""
+    requeued: list[str] = []
+    for job_name, job in sorted(lock_jobs(session, names).items()):
+        if job.cluster == cluster and job.state in ACTIVE_STATES:
+            move(session, job, JobState.PENDING, now, reason=why)
+            requeued.append(job_name)
+    if not requeued or not withdraw:
+        return tuple(requeued), ()
+    withdrawn = withdraw_works(session, now, jobs=requeued, cluster=cluster, message=why)
+    return tuple(requeued), tuple(withdrawn)
+
+
+def _active_jobs(session: Session, cluster: str, queues: Collection[str] | None = None) -> int:
     stmt = select(func.count()).select_from(JobRow).where(
         JobRow.cluster == cluster, JobRow.state.in_(list(ACTIVE_STATES))
     )
+    if queues is not None:
+        stmt = stmt.where(JobRow.queue.in_(list(queues)))
     return int(session.scalar(stmt) or 0)

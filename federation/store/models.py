@@ -229,6 +229,21 @@ class RoundRow(Base):
     solve_seconds: Mapped[float] = mapped_column(Float, default=0.0)
 
 
+class RoundQueueRow(Base):
+    """A round's counts for one queue (records.QueueCounts): what a tenant may see of it."""
+
+    __tablename__ = "placement_round_queues"
+    __table_args__ = (Index(None, "queue", "round_id"),)  # a tenant's rounds, newest first
+
+    round_id: Mapped[int] = mapped_column(BigId, ForeignKey("placement_rounds.id", ondelete="CASCADE"),
+                                          primary_key=True)
+    queue: Mapped[str] = mapped_column(String(63), primary_key=True)
+    pending_count: Mapped[int] = mapped_column(Integer, default=0)
+    placed_count: Mapped[int] = mapped_column(Integer, default=0)
+    unplaced_count: Mapped[int] = mapped_column(Integer, default=0)
+    preempted_count: Mapped[int] = mapped_column(Integer, default=0)
+
+
 class DecisionRow(Base):
     __tablename__ = "placement_decisions"
     __table_args__ = (

@@ -178,8 +178,23 @@ class WorkRecord:
 
 
 @dataclass(frozen=True)
+class QueueCounts:
+    """One queue's part of a round: its pending jobs and the round's decisions about them.
+
+    Recorded beside the round so a tenant's ``ListRounds`` shows its own queues' counts,
+    never the federation's totals (issue 10: counts of other tenants' jobs are theirs)."""
+
+    queue: str
+    pending: int = 0
+    placed: int = 0
+    unplaced: int = 0
+    preempted: int = 0
+
+
+@dataclass(frozen=True)
 class RoundRecord:
-    """One planning round; ``id`` is 0 until recorded."""
+    """One planning round; ``id`` is 0 until recorded. ``queue_counts`` is written with the
+    round (``AuditRepository.record_round``) and not read back by ``list_rounds``."""
 
     started_at: datetime
     ended_at: datetime
@@ -195,6 +210,7 @@ class RoundRecord:
     preempted_count: int = 0
     solve_seconds: float = 0.0
     id: int = 0
+    queue_counts: tuple[QueueCounts, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -229,6 +245,11 @@ class JobUpdate:
     unplaced job). ``expected_version`` is the version the planner saw: when the job
     changed since (cancelled mid-round, say), the update is skipped and reported rather
     than failing the whole round. ``event`` overrides the event type (e.g. Preempted).
+
+    ``work`` is the payload of the Work a placement creates (``domain.works.work_payload``):
+    a move to ``placed`` must carry it, and the Work row is written in the same
+    transaction as the job's placement and the round's decisions, so no crash can leave a
+    placed job without its Work, or a Work for a job the round did not place.
     """
 
     job: str
@@ -240,14 +261,17 @@ class JobUpdate:
     tier: int | None = None
     expected_version: int | None = None
     event: str | None = None
+    work: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
 class RoundResult:
-    """The recorded round's id, which job updates were applied or skipped as stale, and
-    the works withdrawn because their jobs were preempted (tell their agents)."""
+    """The recorded round's id, which job updates were applied or skipped as stale, the
+    works withdrawn because their jobs were preempted, and the works created for the jobs
+    it placed (tell the agents of both)."""
 
     round_id: int
     applied: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()
     withdrawn_works: tuple[int, ...] = ()
+    created_works: tuple[WorkRecord, ...] = ()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
@@ -51,6 +52,29 @@ def _locked_work(session: Session, work_id: int, epoch: int | None) -> WorkRow:
     return session.scalars(select(WorkRow).where(WorkRow.id == work_id).with_for_update()).one()
 
 
+def add_work(session: Session, job: str, cluster: str, payload: Mapping[str, Any], now: datetime, *,
+             supersede: bool = True) -> WorkRow:
+    """Insert the job's next Work version for ``cluster`` in the caller's transaction.
+
+    The caller holds the job row's lock (it serialises version numbering per job): the
+    planning round's ``record_round`` writes a placement's Work with it, beside the job
+    row's placement and the round's decisions.
+    """
+    if session.get(ClusterRow, cluster) is None:
+        raise NotFound("cluster", cluster)
+    if supersede:
+        withdraw_works(session, now, jobs=[job], message="superseded")
+    latest = session.scalar(select(func.max(WorkRow.version)).where(WorkRow.job == job)) or 0
+    row = WorkRow(job=job, cluster=cluster, version=int(latest) + 1, state=WorkState.PENDING, message="",
+                  payload=dict(payload), created_at=now, updated_at=now)
+    session.add(row)
+    try:
+        session.flush()
+    except IntegrityError as exc:  # pragma: no cover - the job lock prevents it
+        raise Conflict(f"work version for job {job!r} taken concurrently; retry", race=True) from exc
+    return row
+
+
 class WorkRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -60,19 +84,7 @@ class WorkRepository:
         now = self._db.now()
         with self._db.write() as session:
             lock_job(session, job)  # serialises version numbering per job
-            if session.get(ClusterRow, cluster) is None:
-                raise NotFound("cluster", cluster)
-            if supersede:
-                withdraw_works(session, now, jobs=[job], message="superseded")
-            latest = session.scalar(select(func.max(WorkRow.version)).where(WorkRow.job == job)) or 0
-            row = WorkRow(job=job, cluster=cluster, version=int(latest) + 1, state=WorkState.PENDING, message="",
-                          payload=dict(payload), created_at=now, updated_at=now)
-            session.add(row)
-            try:
-                session.flush()
-            except IntegrityError as exc:  # pragma: no cover - the job lock prevents it
-                raise Conflict(f"work version for job {job!r} taken concurrently; retry", race=True) from exc
-            return work_record(row)
+            return work_record(add_work(session, job, cluster, payload, now, supersede=supersede))
 
     def get(self, work_id: int) -> WorkRecord:
         with self._db.read() as session:

@@ -92,6 +92,10 @@ class _JobEventTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_JobEvent
     """A running elastic job was given more pods inside the HyperNode it runs in (its Work's
     next generation); the message names how many, where, and the generation.
     """
+    JOB_EVENT_TYPE_WARNING: _JobEventType.ValueType  # 14
+    """A member cluster could not honour part of the job as the federation has it (its
+    PriorityClass there, say); the message says what and why. The job runs on.
+    """
 
 class JobEventType(_JobEventType, metaclass=_JobEventTypeEnumTypeWrapper): ...
 
@@ -121,6 +125,10 @@ recorded when the reason changes.
 JOB_EVENT_TYPE_GROWN: JobEventType.ValueType  # 13
 """A running elastic job was given more pods inside the HyperNode it runs in (its Work's
 next generation); the message names how many, where, and the generation.
+"""
+JOB_EVENT_TYPE_WARNING: JobEventType.ValueType  # 14
+"""A member cluster could not honour part of the job as the federation has it (its
+PriorityClass there, say); the message says what and why. The job runs on.
 """
 Global___JobEventType: _TypeAlias = JobEventType  # noqa: Y015
 

@@ -56,22 +56,28 @@ class Taint(_message.Message):
     KEY_FIELD_NUMBER: _builtins.int
     VALUE_FIELD_NUMBER: _builtins.int
     EFFECT_FIELD_NUMBER: _builtins.int
+    TIME_ADDED_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     value: _builtins.str
     effect: _builtins.str
     """NoSchedule | PreferNoSchedule | NoExecute (empty = NoSchedule)."""
+    time_added: _builtins.float
+    """When a NoExecute taint was put on (Unix seconds; unset = never evicts, no time)."""
     def __init__(
         self,
         *,
         key: _builtins.str = ...,
         value: _builtins.str = ...,
         effect: _builtins.str = ...,
+        time_added: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_time_added", b"_time_added", "time_added", b"time_added"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["effect", b"effect", "key", b"key", "value", b"value"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_time_added", b"_time_added", "effect", b"effect", "key", b"key", "time_added", b"time_added", "value", b"value"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__time_added: _TypeAlias = _typing.Literal["time_added"]  # noqa: Y015
+    _WhichOneofArgType__time_added: _TypeAlias = _typing.Literal["_time_added", b"_time_added"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__time_added) -> _WhichOneofReturnType__time_added | None: ...
 
 Global___Taint: _TypeAlias = Taint  # noqa: Y015
 
@@ -83,12 +89,15 @@ class Toleration(_message.Message):
     OPERATOR_FIELD_NUMBER: _builtins.int
     VALUE_FIELD_NUMBER: _builtins.int
     EFFECT_FIELD_NUMBER: _builtins.int
+    TOLERATION_SECONDS_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     operator: _builtins.str
     """Equal | Exists (empty = Equal)."""
     value: _builtins.str
     effect: _builtins.str
     """Empty matches every effect."""
+    toleration_seconds: _builtins.int
+    """Karmada clusterTolerations[].tolerationSeconds (NoExecute only); unset = for ever."""
     def __init__(
         self,
         *,
@@ -96,12 +105,15 @@ class Toleration(_message.Message):
         operator: _builtins.str = ...,
         value: _builtins.str = ...,
         effect: _builtins.str = ...,
+        toleration_seconds: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_toleration_seconds", b"_toleration_seconds", "toleration_seconds", b"toleration_seconds"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["effect", b"effect", "key", b"key", "operator", b"operator", "value", b"value"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_toleration_seconds", b"_toleration_seconds", "effect", b"effect", "key", b"key", "operator", b"operator", "toleration_seconds", b"toleration_seconds", "value", b"value"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__toleration_seconds: _TypeAlias = _typing.Literal["toleration_seconds"]  # noqa: Y015
+    _WhichOneofArgType__toleration_seconds: _TypeAlias = _typing.Literal["_toleration_seconds", b"_toleration_seconds"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__toleration_seconds) -> _WhichOneofReturnType__toleration_seconds | None: ...
 
 Global___Toleration: _TypeAlias = Toleration  # noqa: Y015
 

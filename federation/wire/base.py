@@ -58,18 +58,21 @@ def resources_from_proto(quantities: Mapping[str, str], path: str) -> Resources:
 
 
 def taint_to_proto(taint: Taint) -> types_pb2.Taint:
-    return types_pb2.Taint(key=taint.key, value=taint.value, effect=taint.effect)
+    return types_pb2.Taint(key=taint.key, value=taint.value, effect=taint.effect, time_added=taint.time_added)
 
 
 def taint_from_proto(msg: types_pb2.Taint, path: str) -> Taint:
-    return build(path, Taint, key=msg.key, value=msg.value, effect=msg.effect or "NoSchedule")
+    return build(path, Taint, key=msg.key, value=msg.value, effect=msg.effect or "NoSchedule",
+                 time_added=msg.time_added if msg.HasField("time_added") else None)
 
 
 def toleration_to_proto(toleration: Toleration) -> types_pb2.Toleration:
     return types_pb2.Toleration(
-        key=toleration.key, operator=toleration.operator, value=toleration.value, effect=toleration.effect
+        key=toleration.key, operator=toleration.operator, value=toleration.value, effect=toleration.effect,
+        toleration_seconds=toleration.seconds,
     )
 
 
 def toleration_from_proto(msg: types_pb2.Toleration, path: str) -> Toleration:
-    return build(path, Toleration, key=msg.key, operator=msg.operator or "Equal", value=msg.value, effect=msg.effect)
+    return build(path, Toleration, key=msg.key, operator=msg.operator or "Equal", value=msg.value, effect=msg.effect,
+                 seconds=msg.toleration_seconds if msg.HasField("toleration_seconds") else None)

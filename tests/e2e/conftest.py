@@ -20,16 +20,15 @@ would disturb other tests.
 from __future__ import annotations
 
 import sys
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from kubernetes_asyncio.client import ApiClient
 
-try:
-    from .controlplane import ControlPlane, ControlPlaneError, build_binaries
-except ImportError:  # tests/e2e is not a package (rootdir-relative imports)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from controlplane import ControlPlane, ControlPlaneError, build_binaries  # type: ignore[no-redef]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/e2e is not a package (rootdir-relative imports)
+from controlplane import ControlPlane, ControlPlaneError, build_binaries
 
 CLUSTERS = ("east", "west")
 GPU_NODES_PER_CLUSTER = 3
@@ -51,7 +50,7 @@ def controlplane_bin_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def control_plane(controlplane_bin_dir: Path):
+def control_plane(controlplane_bin_dir: Path) -> Iterator[ControlPlane]:
     cp = ControlPlane(controlplane_bin_dir, CLUSTERS)
     try:
         cp.start()
@@ -79,8 +78,8 @@ def control_plane(controlplane_bin_dir: Path):
 
 
 @pytest_asyncio.fixture
-async def kube_clients(control_plane: ControlPlane):
-    clients = {}
+async def kube_clients(control_plane: ControlPlane) -> AsyncIterator[dict[str, ApiClient]]:
+    clients: dict[str, ApiClient] = {}
     try:
         for name in control_plane.cluster_names:
             clients[name] = await control_plane.api_client(name)

@@ -44,16 +44,20 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
 
 __all__ = [
     "BUILD_SCRIPT",
@@ -256,7 +260,7 @@ def _free_port() -> int:
         for _ in range(100):
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
                 s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
+                port = int(s.getsockname()[1])
             if port not in _used_ports:
                 _used_ports.add(port)
                 return port
@@ -347,7 +351,8 @@ class _Process:
         self._log.close()
 
 
-def _wait(what: str, check, timeout: float, proc: _Process | None = None, interval: float = 0.2):
+def _wait(what: str, check: Callable[[], Any], timeout: float, proc: _Process | None = None,
+          interval: float = 0.2) -> Any:
     """Poll ``check()`` until it returns a truthy value; fail early if ``proc`` dies."""
     deadline = time.monotonic() + timeout
     last_error: BaseException | None = None
@@ -407,10 +412,10 @@ class Cluster:
     dir: Path
     port: int = 0
     etcd_prefix: str = ""
-    ca_file: Path = field(default=None)  # type: ignore[assignment]
-    cert_file: Path = field(default=None)  # type: ignore[assignment]
-    key_file: Path = field(default=None)  # type: ignore[assignment]
-    kubeconfig: Path = field(default=None)  # type: ignore[assignment]
+    ca_file: Path = field(default=None)  # type: ignore[assignment]  # set by ControlPlane when it writes the PKI, before any use
+    cert_file: Path = field(default=None)  # type: ignore[assignment]  # set by ControlPlane when it writes the PKI, before any use
+    key_file: Path = field(default=None)  # type: ignore[assignment]  # set by ControlPlane when it writes the PKI, before any use
+    kubeconfig: Path = field(default=None)  # type: ignore[assignment]  # set by ControlPlane when it writes the PKI, before any use
     nodes: list[str] = field(default_factory=list)
     apiserver: _Process | None = field(default=None, repr=False)
     kwok: _Process | None = field(default=None, repr=False)
@@ -514,7 +519,7 @@ class ControlPlane:
     def __enter__(self) -> ControlPlane:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def __getitem__(self, name: str) -> Cluster:
@@ -695,7 +700,7 @@ class ControlPlane:
         for ns in ("default", "kube-system", "kube-node-lease"):
             _wait(
                 f"{name} namespace {ns}",
-                lambda ns=ns: cluster.request("GET", f"/api/v1/namespaces/{ns}"),
+                partial(cluster.request, "GET", f"/api/v1/namespaces/{ns}"),
                 60,
                 cluster.apiserver,
             )
@@ -711,7 +716,9 @@ class ControlPlane:
             self._start_kwok(cluster)
 
     def _write_kubeconfig(self, cluster: Cluster, ca_pem: bytes, cert_pem: bytes, key_pem: bytes) -> None:
-        b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+        def b64(data: bytes) -> str:
+            return base64.b64encode(data).decode()
+
         kubeconfig = {
             "apiVersion": "v1",
             "kind": "Config",
@@ -743,7 +750,7 @@ class ControlPlane:
             port = _free_port()
             proc: _Process = start(port)
             try:
-                _wait(f"{what} /healthz", lambda port=port: _healthz(port, tls), timeout, proc)
+                _wait(f"{what} /healthz", partial(_healthz, port, tls), timeout, proc)
             except ControlPlaneError:
                 if attempt < 2 and not proc.alive() and _port_conflict(proc):
                     proc.stop()
@@ -826,11 +833,11 @@ class ControlPlane:
         """Path of the cluster's admin kubeconfig (certificates embedded)."""
         return self.cluster(cluster).kubeconfig
 
-    def request(self, cluster: str | Cluster, method: str, path: str, body: Any = None, **kw) -> Any:
+    def request(self, cluster: str | Cluster, method: str, path: str, body: Any = None, **kw: Any) -> Any:
         """Synchronous request as admin (see :meth:`Cluster.request`)."""
         return self.cluster(cluster).request(method, path, body, **kw)
 
-    async def api_client(self, cluster: str | Cluster):
+    async def api_client(self, cluster: str | Cluster) -> ApiClient:
         """A fresh ``kubernetes_asyncio`` ApiClient for one cluster.
 
         Built from a private Configuration (never the global default), so
@@ -847,7 +854,7 @@ class ControlPlane:
 
     # -- objects ---------------------------------------------------------------
 
-    def install_crd(self, cluster: str | Cluster, crd: Manifest, timeout: float = 60.0) -> list[dict]:
+    def install_crd(self, cluster: str | Cluster, crd: Manifest, timeout: float = 60.0) -> list[dict[str, Any]]:
         """Create (or replace) CRDs and wait until they are Established and served."""
         c = self.cluster(cluster)
         out = []
@@ -855,7 +862,7 @@ class ControlPlane:
             created = _upsert(c, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", obj)
             name = obj["metadata"]["name"]
 
-            def established(name=name) -> bool:
+            def established(name: str = name) -> bool:
                 cur = c.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
                 return any(
                     cond.get("type") == "Established" and cond.get("status") == "True"
@@ -866,7 +873,7 @@ class ControlPlane:
             spec = obj["spec"]
             version = next(v["name"] for v in spec["versions"] if v.get("served", True))
             served_path = f"/apis/{spec['group']}/{version}/{spec['names']['plural']}?limit=1"
-            _wait(f"{c.name} CRD {name} served", lambda path=served_path: c.request("GET", path), timeout, c.apiserver)
+            _wait(f"{c.name} CRD {name} served", partial(c.request, "GET", served_path), timeout, c.apiserver)
             out.append(created)
         return out
 
@@ -884,7 +891,7 @@ class ControlPlane:
         extra_resources: Mapping[str, str] | None = None,
         wait_ready: bool = True,
         timeout: float = 60.0,
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         """Create fake kwok nodes with ``nvidia.com/gpu`` capacity.
 
         Nodes carry the ``kwok.x-k8s.io/node: fake`` annotation and the
@@ -953,7 +960,9 @@ class ControlPlane:
 
         _wait(f"{c.name} nodes Ready", check, timeout, c.kwok)
 
-    def apply_hypernodes(self, cluster: str | Cluster, manifests: Manifest | Iterable[Mapping[str, Any]]) -> list[dict]:
+    def apply_hypernodes(
+        self, cluster: str | Cluster, manifests: Manifest | Iterable[Mapping[str, Any]]
+    ) -> list[dict[str, Any]]:
         """Create or replace HyperNode objects (dicts, YAML text or a YAML file).
 
         ``apiVersion``/``kind`` default to topology.volcano.sh/v1alpha1
@@ -1001,7 +1010,7 @@ def _remove_stale_work_dirs() -> None:
             pass
 
 
-def _load_manifests(manifests: Any) -> list[dict]:
+def _load_manifests(manifests: Any) -> list[dict[str, Any]]:
     if isinstance(manifests, Path) or (
         isinstance(manifests, str) and "\n" not in manifests and Path(manifests).exists()
     ):
@@ -1021,11 +1030,12 @@ def _load_manifests(manifests: Any) -> list[dict]:
     return out
 
 
-def _upsert(c: Cluster, collection: str, obj: Mapping[str, Any]) -> dict:
+def _upsert(c: Cluster, collection: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     """POST ``obj``; on 409 replace the existing object (PUT with its resourceVersion)."""
     body = {k: v for k, v in obj.items() if k != "status"}
     try:
-        return c.request("POST", collection, body)
+        created: dict[str, Any] = c.request("POST", collection, body)
+        return created
     except ApiError as e:
         if e.status != 409:
             raise
@@ -1035,7 +1045,8 @@ def _upsert(c: Cluster, collection: str, obj: Mapping[str, Any]) -> dict:
         cur = c.request("GET", path)
         meta = {**body.get("metadata", {}), "resourceVersion": cur["metadata"]["resourceVersion"]}
         try:
-            return c.request("PUT", path, {**body, "metadata": meta})
+            replaced: dict[str, Any] = c.request("PUT", path, {**body, "metadata": meta})
+            return replaced
         except ApiError as e:
             if e.status != 409:
                 raise

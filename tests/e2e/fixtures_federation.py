@@ -199,7 +199,8 @@ async def label_pod(api: Any, namespace: str, name: str, labels: dict[str, str])
     from kubernetes_asyncio import client
 
     await client.CoreV1Api(api).patch_namespaced_pod(
-        name, namespace, {"metadata": {"labels": labels}}, _content_type="application/merge-patch+json")
+        name, namespace, {"metadata": {"labels": labels}},
+        _content_type="application/merge-patch+json")  # type: ignore[call-arg]  # kubernetes_asyncio's generated signatures omit the **kwargs it accepts (_content_type)
 
 
 class Tree:

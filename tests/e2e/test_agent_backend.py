@@ -4,8 +4,11 @@ Protocol's error mapping, the watch feeding change events, and the relist after 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+from typing import Any
 
 import pytest
+from controlplane import ControlPlane
 from fixtures_federation import (
     KWOK_TOLERATION,
     Tree,
@@ -14,6 +17,7 @@ from fixtures_federation import (
     hypernode,
     unique,
 )
+from kubernetes_asyncio.client import ApiClient
 
 from agents.backend import AlreadyExists, BindingRejected, NotFound
 from agents.core.apply import read_snapshot
@@ -31,7 +35,7 @@ def manifest(name: str, job: str, gpus: int = 2) -> PodManifest:
                        requests=Resources.of(gpu=gpus, cpu=500), tolerations=(KWOK_TOLERATION,))
 
 
-async def test_nodes_and_hypernodes_make_a_snapshot(control_plane) -> None:
+async def test_nodes_and_hypernodes_make_a_snapshot(control_plane: ControlPlane) -> None:
     backend = await backend_for(control_plane, "east")
     try:
         with Tree(control_plane, "east") as tree:
@@ -53,7 +57,7 @@ async def test_nodes_and_hypernodes_make_a_snapshot(control_plane) -> None:
         await backend.close()
 
 
-async def test_unreadable_hypernode_is_reported_not_half_used(control_plane) -> None:
+async def test_unreadable_hypernode_is_reported_not_half_used(control_plane: ControlPlane) -> None:
     backend = await backend_for(control_plane, "west")
     name = unique("bad")
     try:
@@ -78,7 +82,7 @@ async def test_unreadable_hypernode_is_reported_not_half_used(control_plane) -> 
         await backend.close()
 
 
-async def test_create_bind_delete_and_the_error_mapping(control_plane) -> None:
+async def test_create_bind_delete_and_the_error_mapping(control_plane: ControlPlane) -> None:
     backend = await backend_for(control_plane, "east")
     job = unique("adapter")
     a, b = f"{job}-a", f"{job}-b"
@@ -133,20 +137,21 @@ async def test_create_bind_delete_and_the_error_mapping(control_plane) -> None:
         await backend.close()
 
 
-async def test_changes_by_others_arrive_as_events(control_plane, kube_clients) -> None:
+async def test_changes_by_others_arrive_as_events(
+        control_plane: ControlPlane, kube_clients: dict[str, ApiClient]) -> None:
     from kubernetes_asyncio import client
 
     backend = await backend_for(control_plane, "west")
     name = unique("outside")
     events = backend.watch()
     try:
-        await client.CoreV1Api(kube_clients["west"]).create_namespaced_pod("default", {
+        await client.CoreV1Api(kube_clients["west"]).create_namespaced_pod("default", {  # type: ignore[arg-type]  # a dict body is sent as is; the generated signature names V1Pod only
             "metadata": {"name": name, "labels": {"app": "other"}},
             "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "2"}}}],
                      "nodeName": "west-gpu-1", "tolerations": [{"operator": "Exists"}]},
         })
 
-        async def next_event():  # type: ignore[no-untyped-def]
+        async def next_event() -> Any:
             while True:
                 event = await events.__anext__()
                 if event.kind == "Pod" and getattr(event.object, "name", "") == name:
@@ -157,12 +162,12 @@ async def test_changes_by_others_arrive_as_events(control_plane, kube_clients) -
         pods = await backend.list_pods({"app": "other"})
         assert [p.name for p in pods] == [name]  # pods of other schedulers count for free room
     finally:
-        await events.aclose()  # type: ignore[attr-defined]
+        await events.aclose()  # type: ignore[attr-defined]  # an async generator, typed as AsyncIterator
         await client.CoreV1Api(kube_clients["west"]).delete_namespaced_pod(name, "default", grace_period_seconds=0)
         await backend.close()
 
 
-async def test_expired_resource_version_relists_and_reports_the_gap(controlplane_bin_dir) -> None:
+async def test_expired_resource_version_relists_and_reports_the_gap(controlplane_bin_dir: Path) -> None:
     """A watch from a compacted resourceVersion answers 410 Gone; the informer relists,
     and what changed meanwhile is emitted as events. Its own apiserver serves watches
     from etcd (``--watch-cache=false``), where compaction makes old versions 410; the watch
@@ -208,7 +213,7 @@ async def _async(value: bool) -> bool:
     return value
 
 
-def _compact_etcd(control_plane) -> None:  # type: ignore[no-untyped-def]
+def _compact_etcd(control_plane: ControlPlane) -> None:
     """Compact the shared etcd to its current revision through its HTTP gateway."""
     import base64
     import json
@@ -218,7 +223,8 @@ def _compact_etcd(control_plane) -> None:  # type: ignore[no-untyped-def]
         req = urllib.request.Request(control_plane.etcd_url + path, json.dumps(body).encode(),
                                      {"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=10) as resp:
-            return json.loads(resp.read())
+            answer: dict[str, object] = json.loads(resp.read())
+            return answer
 
     header = post("/v3/kv/range", {"key": base64.b64encode(b"/").decode()})["header"]
-    post("/v3/kv/compaction", {"revision": str(header["revision"]), "physical": True})  # type: ignore[index]
+    post("/v3/kv/compaction", {"revision": str(header["revision"]), "physical": True})  # type: ignore[index]  # etcd's JSON answer, typed object

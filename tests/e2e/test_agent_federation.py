@@ -37,7 +37,9 @@ LEASE_DURATION = 3.0
 class Federation:
     """Central service + one agent process per cluster (more on demand) + one tree per cluster."""
 
-    def __init__(self, control_plane: Any, tmp: Path) -> None:
+    def __init__(self, control_plane: Any, tmp: Path, **server_kwargs: Any) -> None:
+        """``server_kwargs`` go to ``build_server`` (default: a 30 s agent grace)."""
+        self.server_kwargs = {"agent_grace_seconds": 30.0, **server_kwargs}
         self.control_plane = control_plane
         self.tmp = tmp
         self.trees = {c: Tree(control_plane, c) for c in CLUSTERS}
@@ -54,7 +56,7 @@ class Federation:
             tree.__enter__()
         self.store = open_store(f"sqlite:///{self.tmp / 'federation.db'}", migrate=True)
         self.running = await build_server(self.store, listen="127.0.0.1:0", round_debounce_seconds=0.1,
-                                          agent_grace_seconds=30.0)
+                                          **self.server_kwargs)
         self.address = self.running.address
         self.client = FederationClient(self.address)
         for cluster in CLUSTERS:
@@ -221,7 +223,8 @@ def _fail_pod(fed: Federation, cluster: str, pod: str) -> None:
                               content_type="application/merge-patch+json")
 
 
-async def test_fedctl_job_is_bound_in_its_hypernode_restarts_one_pod_and_fails_after_max_retry(federation) -> None:
+async def test_fedctl_job_is_bound_in_its_hypernode_restarts_one_pod_and_fails_after_max_retry(
+        federation: Federation) -> None:
     fed = federation
     name = unique("e2e-train")
     await fed.submit(name, max_retry=1)
@@ -266,7 +269,7 @@ async def _gone(fed: Federation, name: str) -> None:
     await eventually(f"no pod of {name} left", empty, 60)
 
 
-async def test_fedctl_cancel_leaves_no_pods_services_or_config_maps(federation) -> None:
+async def test_fedctl_cancel_leaves_no_pods_services_or_config_maps(federation: Federation) -> None:
     fed = federation
     name = unique("e2e-cancel")
     await fed.submit(name, replicas=2, gpus=2)
@@ -287,7 +290,7 @@ async def test_fedctl_cancel_leaves_no_pods_services_or_config_maps(federation) 
     await eventually("nothing left behind", empty, 60)
 
 
-async def test_agent_leader_handover_keeps_the_job_running_without_duplicates(federation) -> None:
+async def test_agent_leader_handover_keeps_the_job_running_without_duplicates(federation: Federation) -> None:
     fed = federation
     name = unique("e2e-handover")
     await fed.submit(name, replicas=2, gpus=2)
@@ -303,7 +306,8 @@ async def test_agent_leader_handover_keeps_the_job_running_without_duplicates(fe
     await fed.kill(f"{cluster}-a")  # SIGKILL: the Lease must expire
 
     async def taken() -> bool:
-        return fed.control_plane.request(cluster, "GET", lease_path)["spec"].get("holderIdentity") == f"{cluster}-b"
+        lease = fed.control_plane.request(cluster, "GET", lease_path)
+        return bool(lease["spec"].get("holderIdentity") == f"{cluster}-b")
 
     await eventually("the standby holds the Lease", taken, 3 * LEASE_DURATION, interval=0.1)
     took = time.monotonic() - killed
@@ -330,7 +334,8 @@ def two_task_job(name: str, *, job_policies: str = "", worker_policies: str = ""
 
 
 @pytest.mark.parametrize("action", ["RestartTask", "RestartJob"])
-async def test_fedctl_job_restarts_its_task_or_its_whole_gang_on_a_pod_failure(federation, action: str) -> None:
+async def test_fedctl_job_restarts_its_task_or_its_whole_gang_on_a_pod_failure(
+        federation: Federation, action: str) -> None:
     fed = federation
     name = unique(f"e2e-{action.lower()}")
     policy = f"        - event: PodFailed\n          action: {action}\n"
@@ -367,7 +372,7 @@ async def _restarts(fed: Federation, name: str, action: str) -> None:
         seen: list[str] = []
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(2.0):
-                async for ev in fed.client.watch_jobs(0):  # type: ignore[union-attr]
+                async for ev in fed.client.watch_jobs(0):  # type: ignore[union-attr]  # the fixture has started the client by now
                     if ev.job.id == name:
                         seen.append(ev.message)
         return seen if any(m.startswith(action) for m in seen) else []
@@ -376,7 +381,7 @@ async def _restarts(fed: Federation, name: str, action: str) -> None:
     assert not any(m.startswith("RestartPod") for m in messages), messages
 
 
-async def test_agent_process_dying_mid_binding_leaves_no_duplicate_and_no_half_gang(federation) -> None:
+async def test_agent_process_dying_mid_binding_leaves_no_duplicate_and_no_half_gang(federation: Federation) -> None:
     """The real binary dies (os._exit 137, as SIGKILL would leave it) right after binding 2
     of a 4-pod gang; a fresh replica takes the Lease over and completes the same gang."""
     fed = federation
@@ -422,7 +427,7 @@ def _label_nodes(fed: Federation, cluster: str, nodes: set[str], labels: dict[st
                                   content_type="application/merge-patch+json")
 
 
-async def test_a_gpu_model_pinned_gang_lands_only_on_matching_nodes(federation) -> None:
+async def test_a_gpu_model_pinned_gang_lands_only_on_matching_nodes(federation: Federation) -> None:
     """Issue 11: nodeSelector nvidia.com/gpu.product binds the planner and the agent alike.
 
     Only nodes 0 and 2 of east carry the model label (they are in different leaves, so

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from controlplane import ControlPlane
 from fixtures_federation import Tree, backend_for, cleanup, eventually, unique
 
 from agents.core.records import LABEL_JOB
@@ -57,7 +58,8 @@ async def _uids(control_plane: Any, job: str) -> dict[str, str]:
     return {p["metadata"]["name"]: p["metadata"]["uid"] for p in raw["items"]}
 
 
-async def test_standby_takes_over_within_the_lease_duration_without_duplicates(control_plane, tmp_path) -> None:
+async def test_standby_takes_over_within_the_lease_duration_without_duplicates(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
     backend = await backend_for(control_plane, "east")
     job, lease = unique("handover"), unique("lease")
     events = tmp_path / "terms.jsonl"

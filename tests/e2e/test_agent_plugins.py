@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from controlplane import ControlPlane
 from fixtures_federation import KWOK_TOLERATION, Tree, WorkDriver, backend_for, cleanup, eventually, gpu_job, unique
 from fixtures_federation import work_for as work_on
 
@@ -41,10 +42,11 @@ def _env(pod: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in pod["spec"]["containers"][0].get("env") or []}
 
 
-async def test_volcano_mpi_example_gets_its_secret_mounts_and_environment(control_plane) -> None:
+async def test_volcano_mpi_example_gets_its_secret_mounts_and_environment(control_plane: ControlPlane) -> None:
     corpus()
     [published] = load_jobs(MPI_GUIDE.read_text())
-    job = replace(published, name=unique("mpi"), tolerations=(KWOK_TOLERATION,))
+    # namespace: what admission gives a job whose manifest names none (its queue's default)
+    job = replace(published, name=unique("mpi"), tolerations=(KWOK_TOLERATION,), namespace="default")
     backend = await backend_for(control_plane, "east")
     pods_path = "/api/v1/namespaces/default/pods"
     secret_path = f"/api/v1/namespaces/default/secrets/{job.name}-ssh"
@@ -96,7 +98,7 @@ async def test_volcano_mpi_example_gets_its_secret_mounts_and_environment(contro
             await backend.close()
 
 
-async def test_tensorflow_config_and_ssh_options_on_real_pods(control_plane) -> None:
+async def test_tensorflow_config_and_ssh_options_on_real_pods(control_plane: ControlPlane) -> None:
     job = gpu_job(unique("tf"), (("ps", 1, 0), ("worker", 2, 2)),
                   plugins=(("tensorflow", ("--port=3333",)), ("ssh", ("--no-root",))))
     backend = await backend_for(control_plane, "west")

@@ -5,11 +5,12 @@ hook Job and Secrets) passes the apiserver's validation (server-side dry run).""
 
 from __future__ import annotations
 
-from pathlib import Path
+import contextlib
+from dataclasses import replace
 from typing import Any
 
 import pytest
-import yaml
+from controlplane import ControlPlane
 from fixtures_federation import Tree, WorkDriver, cleanup, eventually, gpu_job, unique, work_for
 
 from agents.core.records import LABEL_JOB
@@ -20,8 +21,6 @@ from agents.leader import LeaderElector
 from tests.fixtures.helm import AGENT, AGENT_VALUES, CENTRAL, CENTRAL_VALUES, render
 
 pytestmark = pytest.mark.e2e
-
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 SERVICE_ACCOUNT = "system:serviceaccount:federation-system:federation-agent"
 _PATHS = {
@@ -87,7 +86,7 @@ async def _gang_runs(control_plane: Any, backend: KubernetesBackend, job: Any) -
         await cleanup(backend, job.name)
 
 
-def test_manifests_pass_server_side_validation(control_plane) -> None:
+def test_manifests_pass_server_side_validation(control_plane: ControlPlane) -> None:
     for doc in _rbac():
         _create(control_plane, "west", doc)
     checked = []
@@ -98,15 +97,20 @@ def test_manifests_pass_server_side_validation(control_plane) -> None:
     assert {"DaemonSet", "Deployment", "Service", "Job", "Secret"} <= set(checked)
 
 
-async def test_agent_service_account_can_do_its_job_and_no_more(control_plane) -> None:
+async def test_agent_service_account_can_do_its_job_and_no_more(control_plane: ControlPlane) -> None:
     for doc in _rbac():
         _create(control_plane, "west", doc)
     api = await _impersonating(control_plane, "west")
     backend = KubernetesBackend(api, "west")
-    # ssh: the Secret is created, read by name and deleted as the service account.
-    job = gpu_job(unique("rbac"), (("worker", 2, 2),), plugins=(("svc", ()), ("ssh", ())))
+    # ssh: the Secret is created, read by name and deleted as the service account; the
+    # job's PriorityClass is created (get/create on priorityclasses).
+    priority_class = unique("rbac-prio")
+    job = replace(gpu_job(unique("rbac"), (("worker", 2, 2),), plugins=(("svc", ()), ("ssh", ()))),
+                  priority_class=priority_class, priority=777)
     try:
         await _gang_runs(control_plane, backend, job)
+        made = control_plane.request("west", "GET", f"/apis/scheduling.k8s.io/v1/priorityclasses/{priority_class}")
+        assert made["value"] == 777
 
         elector = LeaderElector(KubernetesLeaseStore(api, "federation-system", unique("agent")), "sa-replica",
                                 lease_duration=3, renew_deadline=2, retry_period=0.5)
@@ -123,16 +127,48 @@ async def test_agent_service_account_can_do_its_job_and_no_more(control_plane) -
     finally:
         await cleanup(backend, job.name)
         await backend.close()
+        with contextlib.suppress(Exception):
+            control_plane.request("west", "DELETE", f"/apis/scheduling.k8s.io/v1/priorityclasses/{priority_class}")
 
 
-async def test_a_confined_agent_works_in_its_namespaces_and_cannot_create_pods_elsewhere(control_plane) -> None:
-    """deploy/rbac-namespaced.yaml with MANAGED_NAMESPACE = default: the gang runs in default
-    as that service account; a pod in kube-system is forbidden (403) whatever it is sent."""
-    text = (DEPLOY / "rbac-namespaced.yaml").read_text().replace("MANAGED_NAMESPACE", "default")
-    for doc in (d for d in yaml.safe_load_all(text) if d):
+CONFINED = "federation-agent-confined"  # the release, so its RBAC sits beside the default one's
+
+
+def _confined_rbac(namespaces: str) -> list[dict[str, Any]]:
+    """The agent chart's RBAC with ``rbac.namespaces={namespaces}``."""
+    docs = render(AGENT, {**AGENT_VALUES, "rbac.namespaces": f"{{{namespaces}}}"}, release=CONFINED)
+    return [d for d in docs if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+                                             "RoleBinding")]
+
+
+def test_rbac_namespaces_renders_cluster_reads_and_one_writing_role_per_namespace() -> None:
+    docs = _confined_rbac("team-a,team-b")
+    [cluster_role] = [d for d in docs if d["kind"] == "ClusterRole"]
+    verbs = {v for rule in cluster_role["rules"] for v in rule["verbs"]}
+    assert verbs == {"get", "list", "watch"}, cluster_role  # nothing written cluster-wide
+    assert {r for rule in cluster_role["rules"] for r in rule["resources"]} == {
+        "nodes", "pods", "services", "configmaps", "hypernodes"}
+    writes = {(d["kind"], d["metadata"]["namespace"]) for d in docs
+              if d["kind"] in ("Role", "RoleBinding") and d["metadata"]["name"] == f"{CONFINED}-write"}
+    assert writes == {(k, ns) for k in ("Role", "RoleBinding") for ns in ("team-a", "team-b")}
+    [write] = [d for d in docs if d["kind"] == "Role" and d["metadata"]["namespace"] == "team-a"]
+    assert {r for rule in write["rules"] for r in rule["resources"]} == {
+        "pods", "pods/binding", "services", "configmaps", "secrets", "deployments", "statefulsets"}
+    # without the value: the writing ClusterRole and no per-namespace Role
+    default = render(AGENT, AGENT_VALUES, release=CONFINED)
+    assert "create" in {v for d in default if d["kind"] == "ClusterRole" for rule in d["rules"] for v in rule["verbs"]}
+    assert not [d for d in default if d["metadata"]["name"] == f"{CONFINED}-write"]
+
+
+async def test_a_confined_agent_works_in_its_namespaces_and_cannot_create_pods_elsewhere(
+        control_plane: ControlPlane) -> None:
+    """The chart with ``rbac.namespaces={default}``: the gang runs in default as the agent's
+    service account; a pod in kube-system, kube-public or an unlisted namespace is
+    forbidden (403) whatever the central service sends."""
+    for doc in [NAMESPACE, *_confined_rbac("default")]:
         _create(control_plane, "west", doc)
     api = await client_from_kubeconfig(str(control_plane.kubeconfig("west")))
-    api.set_default_header("Impersonate-User", "system:serviceaccount:federation-system:federation-agent-confined")
+    api.set_default_header("Impersonate-User", f"system:serviceaccount:federation-system:{CONFINED}")
     backend = KubernetesBackend(api, "west")
     job = gpu_job(unique("confined"), (("worker", 2, 2),), plugins=(("svc", ()),))
     try:
@@ -140,7 +176,7 @@ async def test_a_confined_agent_works_in_its_namespaces_and_cannot_create_pods_e
         core = core_api(api)
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": unique("escape")},
                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
-        for namespace in ("kube-system", "kube-public"):
+        for namespace in ("kube-system", "kube-public", "federation-system", "team-b"):
             with pytest.raises(ApiError) as denied:
                 await call(core.create_namespaced_pod(namespace, pod, _preload_content=False))
             assert denied.value.status == 403, namespace

@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from controlplane import ControlPlane
 from fixtures_federation import (
     POD_FAIL_LABEL,
     Tree,
@@ -21,6 +22,7 @@ from fixtures_federation import (
     unique,
     work_for,
 )
+from kubernetes_asyncio.client import ApiClient
 
 from agents.core.records import LABEL_JOB, PodRecord
 from agents.k8s.backend import KubernetesBackend
@@ -45,7 +47,7 @@ async def running(backend: KubernetesBackend, job: str, count: int) -> list[PodR
     return []
 
 
-async def test_gang_is_bound_inside_the_hypernode_and_runs(control_plane) -> None:
+async def test_gang_is_bound_inside_the_hypernode_and_runs(control_plane: ControlPlane) -> None:
     backend = await backend_for(control_plane, "east")
     job = gpu_job(unique("gang"), (("master", 1, 2), ("worker", 2, 4)), plugins=(
         ("env", ()), ("svc", ()), ("pytorch", ("--master=master", "--worker=worker", "--port=23456"))))
@@ -78,7 +80,8 @@ async def _fail(control_plane: Any, kube: Any, pod: str) -> None:
     await label_pod(kube, "default", pod, {POD_FAIL_LABEL: "true"})
 
 
-async def test_restart_pod_replaces_only_the_failed_pod(control_plane, kube_clients) -> None:
+async def test_restart_pod_replaces_only_the_failed_pod(
+        control_plane: ControlPlane, kube_clients: dict[str, ApiClient]) -> None:
     backend = await backend_for(control_plane, "east")
     job = gpu_job(unique("rpod"), (("worker", 3, 2),), policies=(P("RestartPod", events=("PodFailed",)),))
     with Tree(control_plane, "east") as tree:
@@ -106,7 +109,8 @@ async def test_restart_pod_replaces_only_the_failed_pod(control_plane, kube_clie
             await backend.close()
 
 
-async def test_restart_task_restarts_only_that_task(control_plane, kube_clients) -> None:
+async def test_restart_task_restarts_only_that_task(
+        control_plane: ControlPlane, kube_clients: dict[str, ApiClient]) -> None:
     backend = await backend_for(control_plane, "west")
     job = gpu_job(unique("rtask"), (("master", 1, 1), ("worker", 2, 2)),
                   task_policies={"worker": (P("RestartTask", events=("PodFailed",)),)})
@@ -134,7 +138,7 @@ async def test_restart_task_restarts_only_that_task(control_plane, kube_clients)
             await backend.close()
 
 
-async def test_restart_job_restarts_the_gang(control_plane, kube_clients) -> None:
+async def test_restart_job_restarts_the_gang(control_plane: ControlPlane, kube_clients: dict[str, ApiClient]) -> None:
     backend = await backend_for(control_plane, "east")
     job = gpu_job(unique("rjob"), (("master", 1, 1), ("worker", 2, 2)),
                   policies=(P("RestartJob", events=("PodFailed",)),))
@@ -158,7 +162,8 @@ async def test_restart_job_restarts_the_gang(control_plane, kube_clients) -> Non
             await backend.close()
 
 
-async def test_max_retry_exhausted_fails_the_job_with_the_reason(control_plane, kube_clients) -> None:
+async def test_max_retry_exhausted_fails_the_job_with_the_reason(
+        control_plane: ControlPlane, kube_clients: dict[str, ApiClient]) -> None:
     backend = await backend_for(control_plane, "west")
     job = gpu_job(unique("retry"), (("worker", 2, 2),), max_retry=1,
                   policies=(P("RestartPod", events=("PodFailed",)),))
@@ -216,7 +221,8 @@ class CrashAfterBinds:
 
 
 @pytest.mark.parametrize("binds", [0, 2], ids=["killed-before-any-bind", "killed-after-two-of-four-binds"])
-async def test_agent_killed_mid_binding_leaves_no_duplicate_and_no_half_gang(control_plane, binds: int) -> None:
+async def test_agent_killed_mid_binding_leaves_no_duplicate_and_no_half_gang(
+        control_plane: ControlPlane, binds: int) -> None:
     first = await backend_for(control_plane, "east")
     job = gpu_job(unique("crash"), (("worker", 4, 2),))
     with Tree(control_plane, "east") as tree:
@@ -246,7 +252,7 @@ async def test_agent_killed_mid_binding_leaves_no_duplicate_and_no_half_gang(con
             await driver.stop()
 
 
-async def test_gang_that_cannot_complete_is_unbound_and_reported(control_plane) -> None:
+async def test_gang_that_cannot_complete_is_unbound_and_reported(control_plane: ControlPlane) -> None:
     """The HyperNode has room for 2 of 3 pods: nothing is bound and the Work says Replan."""
     backend = await backend_for(control_plane, "west")
     job = gpu_job(unique("nofit"), (("worker", 3, 8),))
@@ -264,7 +270,7 @@ async def test_gang_that_cannot_complete_is_unbound_and_reported(control_plane) 
             await backend.close()
 
 
-async def test_cancellation_leaves_nothing_behind(control_plane) -> None:
+async def test_cancellation_leaves_nothing_behind(control_plane: ControlPlane) -> None:
     backend = await backend_for(control_plane, "east")
     job = gpu_job(unique("cancel"), (("worker", 2, 2),), plugins=(("svc", ()), ("deepspeed", ())))
     with Tree(control_plane, "east") as tree:

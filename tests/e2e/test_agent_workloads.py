@@ -5,11 +5,14 @@ bound in the same HyperNode; cancelling removes the Deployment and its pods."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
+from controlplane import ControlPlane
 from fixtures_federation import Tree, WorkDriver, backend_for, cleanup, eventually, unique
 from fixtures_federation import work_for as work_on
+from kubernetes_asyncio.client import ApiClient
 
 from agents.core.records import LABEL_JOB, PodRecord
 from agents.k8s.backend import KubernetesBackend
@@ -56,11 +59,13 @@ def _absent(control_plane: Any, path: str) -> bool:
     return False
 
 
-async def test_deployment_gang_is_bound_inside_the_hypernode_and_repaired(control_plane, kube_clients) -> None:
+async def test_deployment_gang_is_bound_inside_the_hypernode_and_repaired(
+        control_plane: ControlPlane, kube_clients: dict[str, ApiClient]) -> None:
     from kubernetes_asyncio import client
 
     name = unique("serve")
     [job] = load_jobs(deployment(name))
+    job = replace(job, namespace="default")  # what admission gives a manifest without one (the queue's default)
     backend = await backend_for(control_plane, "east")
     apps = f"/apis/apps/v1/namespaces/default/deployments/{name}"
     with Tree(control_plane, "east") as tree:

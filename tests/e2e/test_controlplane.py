@@ -4,10 +4,13 @@ kwok-simulated GPU nodes and pods, the HyperNode CRD, and cluster isolation."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
+from controlplane import ControlPlane
 from fixtures_federation import eventually
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 pytestmark = pytest.mark.e2e
@@ -60,15 +63,15 @@ async def _bind(core: client.CoreV1Api, ns: str, pod: str, node: str) -> None:
     )
     # The server answers with a Status, which the generated client cannot
     # deserialise into V1Binding; take the raw response instead.
-    resp = await core.create_namespaced_pod_binding(pod, ns, body, _preload_content=False)
-    try:
+    resp: Any = await core.create_namespaced_pod_binding(pod, ns, body, _preload_content=False)
+    try:  # an aiohttp response (typed as V1Binding by the generated client)
         assert resp.status == 201, await resp.text()
     finally:
         resp.release()
 
 
 @pytest.mark.asyncio
-async def test_both_apiservers_answer(control_plane, kube_clients):
+async def test_both_apiservers_answer(control_plane: ControlPlane, kube_clients: dict[str, ApiClient]) -> None:
     servers = {control_plane[name].server for name in CLUSTERS}
     assert len(servers) == len(CLUSTERS)
     for name in CLUSTERS:
@@ -79,7 +82,7 @@ async def test_both_apiservers_answer(control_plane, kube_clients):
 
 
 @pytest.mark.asyncio
-async def test_fake_gpu_nodes_become_ready(kube_clients):
+async def test_fake_gpu_nodes_become_ready(kube_clients: dict[str, ApiClient]) -> None:
     for name in CLUSTERS:
         nodes = await _fixture_nodes(kube_clients[name], name)
         assert len(nodes) >= 3
@@ -97,13 +100,13 @@ async def test_fake_gpu_nodes_become_ready(kube_clients):
 
 
 @pytest.mark.asyncio
-async def test_bound_pod_becomes_running_and_is_deleted(kube_clients):
+async def test_bound_pod_becomes_running_and_is_deleted(kube_clients: dict[str, ApiClient]) -> None:
     core = client.CoreV1Api(kube_clients["east"])
     name, node = f"smoke-run-{_suffix()}", (await _fixture_node_names(kube_clients["east"], "east"))[0]
     await core.create_namespaced_pod("default", _pod(name))
     await _bind(core, "default", name, node)
 
-    async def running():
+    async def running() -> Any:
         pod = await core.read_namespaced_pod(name, "default")
         ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
         return pod if pod.status.phase == "Running" and ready else None
@@ -115,7 +118,7 @@ async def test_bound_pod_becomes_running_and_is_deleted(kube_clients):
     # pod-delete stage finalises the deletion (no kubelet).
     await core.delete_namespaced_pod(name, "default")
 
-    async def gone():
+    async def gone() -> bool:
         try:
             await core.read_namespaced_pod(name, "default")
         except ApiException as e:
@@ -126,13 +129,13 @@ async def test_bound_pod_becomes_running_and_is_deleted(kube_clients):
 
 
 @pytest.mark.asyncio
-async def test_chaos_labelled_pod_fails(kube_clients):
+async def test_chaos_labelled_pod_fails(kube_clients: dict[str, ApiClient]) -> None:
     core = client.CoreV1Api(kube_clients["east"])
     name = f"smoke-fail-{_suffix()}"
     await core.create_namespaced_pod("default", _pod(name, labels={POD_FAIL_LABEL: "true"}))
     await _bind(core, "default", name, (await _fixture_node_names(kube_clients["east"], "east"))[1])
 
-    async def failed():
+    async def failed() -> Any:
         pod = await core.read_namespaced_pod(name, "default")
         return pod if pod.status.phase == "Failed" else None
 
@@ -143,10 +146,10 @@ async def test_chaos_labelled_pod_fails(kube_clients):
 
 
 @pytest.mark.asyncio
-async def test_hypernode_crd(control_plane, kube_clients):
+async def test_hypernode_crd(control_plane: ControlPlane, kube_clients: dict[str, ApiClient]) -> None:
     s = _suffix()
     east = await _fixture_node_names(kube_clients["east"], "east")
-    manifests = [
+    manifests: list[dict[str, Any]] = [
         {
             "metadata": {"name": f"leaf-a-{s}"},
             "spec": {
@@ -200,7 +203,8 @@ async def test_hypernode_crd(control_plane, kube_clients):
         },
     )
     await custom.patch_cluster_custom_object(
-        *HN, f"leaf-c-{s}", {"spec": {"tierName": "rack"}}, _content_type="application/merge-patch+json"
+        *HN, f"leaf-c-{s}", {"spec": {"tierName": "rack"}},
+        _content_type="application/merge-patch+json",  # type: ignore[call-arg]  # kubernetes_asyncio's generated signatures omit the **kwargs it accepts (_content_type)
     )
     got = await custom.get_cluster_custom_object(*HN, f"leaf-c-{s}")
     assert got["spec"]["tierName"] == "rack"
@@ -232,7 +236,7 @@ async def test_hypernode_crd(control_plane, kube_clients):
 
 
 @pytest.mark.asyncio
-async def test_clusters_do_not_see_each_other(control_plane, kube_clients):
+async def test_clusters_do_not_see_each_other(control_plane: ControlPlane, kube_clients: dict[str, ApiClient]) -> None:
     s = _suffix()
     east, west = client.CoreV1Api(kube_clients["east"]), client.CoreV1Api(kube_clients["west"])
 

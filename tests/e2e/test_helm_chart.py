@@ -6,9 +6,11 @@ readiness probe checked against a running server with grpc-health-probe."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
+from controlplane import ControlPlane
 
 from federation.service.server import build_server
 from federation.store import Store
@@ -82,7 +84,8 @@ def test_agent_chart_renders_one_cluster_with_its_token_and_the_crd_only_when_as
     assert missing.returncode != 0 and "clusterName is required" in missing.stderr
 
 
-def test_helm_installs_both_charts_into_a_real_apiserver(control_plane, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_helm_installs_both_charts_into_a_real_apiserver(
+        control_plane: ControlPlane, tmp_path: Path) -> None:
     west, east = str(control_plane.kubeconfig("west")), str(control_plane.kubeconfig("east"))
     helm("install", "federation", str(CENTRAL), "--kubeconfig", west, "--namespace", "federation-central-e2e",
          "--create-namespace", "--no-hooks", *sets(CENTRAL_VALUES))
@@ -113,7 +116,8 @@ def test_helm_installs_both_charts_into_a_real_apiserver(control_plane, tmp_path
     helm("uninstall", "federation", "--kubeconfig", west, "--namespace", "federation-central-e2e")
 
 
-async def test_the_rendered_probes_pass_against_a_running_server(tmp_path) -> None:  # type: ignore[no-untyped-def]
+async def test_the_rendered_probes_pass_against_a_running_server(
+        tmp_path: Path) -> None:
     """What the kubelet would ask, asked by grpc-health-probe of a real server."""
     central = _container(render(CENTRAL, CENTRAL_VALUES), "Deployment")
     ports = {p["name"]: p["containerPort"] for p in central["ports"]}

@@ -46,7 +46,8 @@ def _pods_anywhere(fed: Federation, name: str) -> list[Any]:
             for p in fed.control_plane.request(c, "GET", f"/api/v1/pods?labelSelector={LABEL_JOB}%3D{name}")["items"]]
 
 
-async def test_privileged_hostpath_and_kube_system_pods_are_refused_and_reach_no_cluster(federation) -> None:
+async def test_privileged_hostpath_and_kube_system_pods_are_refused_and_reach_no_cluster(
+        federation: Federation) -> None:
     fed = federation
     refused = []
     for kind, parts, message in CASES:

@@ -27,6 +27,7 @@ from federation.domain.plans import PlanLimits
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
 from federation.domain.topology import HyperNodeMember, HyperNodeSpec, MemberSelector
+from federation.service.agent_hub import AgentHub
 from federation.service.server import RunningServer, build_server
 from federation.store import Store
 from federation.v1 import types_pb2
@@ -83,6 +84,12 @@ class Fleet:
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.server.port}"
+
+    @property
+    def hub(self) -> AgentHub:
+        """The server's agent hub (a fleet's server always runs one)."""
+        assert self.server.hub is not None
+        return self.server.hub
 
     def client(self, token: str = NLP) -> FederationClient:
         return FederationClient(self.address, token=token, timeout=20.0)

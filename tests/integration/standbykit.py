@@ -252,8 +252,8 @@ class Federation:
         await self.wait(lambda: self.router.serving.get("b") is not None, 60, "replica b standing by")
         self.submitter = Submitter(f"127.0.0.1:{self.router.port}")
         if agents:
-            self.fleet = Fleet(Store(self.url), server=None)  # type: ignore[arg-type]
-            self.fleet.runtimes = _AllJobs(JOB_SECONDS)  # type: ignore[assignment]
+            self.fleet = Fleet(Store(self.url), server=None)  # type: ignore[arg-type]  # agents only: no server of its own
+            self.fleet.runtimes = _AllJobs(JOB_SECONDS)
             for name in ("east", "west"):
                 self.fleet.add_cluster(name)
                 self._start_agent(name)
@@ -337,7 +337,7 @@ class _AllJobs(dict[str, float]):
         super().__init__()
         self.seconds = seconds
 
-    def get(self, key: str, default: float | None = None) -> float:  # type: ignore[override]
+    def get(self, key: str, default: float | None = None) -> float:  # type: ignore[override]  # a dict whose get() always answers a float
         return self.seconds
 
 

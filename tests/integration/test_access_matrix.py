@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import grpc
@@ -18,6 +19,7 @@ from servicekit import ADMIN, EAST, NLP, VISION, client, queue, running, secured
 
 from federation.client import FederationClient, ServiceError
 from federation.store import Store
+from federation.store.records import QueueCounts, RoundRecord
 from federation.v1 import jobs_pb2
 
 CODE = grpc.StatusCode
@@ -31,6 +33,7 @@ async def _first_event(c: FederationClient, queue_name: str) -> str:
 
 
 Op = Callable[[FederationClient], Awaitable[Any]]
+# Verbs on one job of the owner's queue: the owner and admins only.
 OPS: dict[str, Op] = {
     "submit": lambda c: c.submit_job(spec("probe", "nlp-q")),
     "get": lambda c: c.get_job("nlp-1"),
@@ -40,14 +43,33 @@ OPS: dict[str, Op] = {
     "audit": lambda c: c.job_audit("nlp-1"),
     "cancel": lambda c: c.cancel_job("nlp-1"),
 }
+# Listings every tenant may call: answered, but restricted to what the caller may see
+# (test_listings_and_counts_show_a_tenant_only_its_own_queues checks the contents).
+LISTINGS: dict[str, Op] = {
+    "list-all-jobs": lambda c: c.list_jobs(),
+    "list-rounds": lambda c: c.list_rounds(),
+    "list-queues": lambda c: c.list_queues(),
+    "get-queue": lambda c: c.get_queue("nlp-q"),
+    "list-clusters": lambda c: c.list_clusters(),
+    "list-policies": lambda c: c.list_policies(),
+    "list-priority-classes": lambda c: c.list_priority_classes(),
+}
+# Admin verbs (an unknown cluster and policy: admins get NOT_FOUND, after authorisation).
+ADMIN_OPS: dict[str, Op] = {
+    "taint-cluster": lambda c: c.taint_cluster("nowhere", [], ["x"]),
+    "update-queue": lambda c: c.update_queue(queue("nlp-q", "nlp")),
+    "delete-policy": lambda c: c.delete_policy("ClusterPropagationPolicy", "", "nothing"),
+}
 ROLES = {"owner": NLP, "other-tenant": VISION, "admin": ADMIN, "agent": EAST, "anonymous": None}
-P, U, D = CODE.PERMISSION_DENIED, CODE.UNAUTHENTICATED, CODE.PERMISSION_DENIED
+P, U, D, N = CODE.PERMISSION_DENIED, CODE.UNAUTHENTICATED, CODE.PERMISSION_DENIED, CODE.NOT_FOUND
+ALL = {**OPS, **LISTINGS, **ADMIN_OPS}
 EXPECTED: dict[str, dict[str, grpc.StatusCode]] = {
-    "owner": dict.fromkeys(OPS, OK),
-    "other-tenant": dict.fromkeys(OPS, P),
-    "admin": dict.fromkeys(OPS, OK),
-    "agent": dict.fromkeys(OPS, D),
-    "anonymous": dict.fromkeys(OPS, U),
+    "owner": {**dict.fromkeys(OPS, OK), **dict.fromkeys(LISTINGS, OK), **dict.fromkeys(ADMIN_OPS, P)},
+    "other-tenant": {**dict.fromkeys(OPS, P), **dict.fromkeys(LISTINGS, OK), **dict.fromkeys(ADMIN_OPS, P)},
+    "admin": {**dict.fromkeys(OPS, OK), **dict.fromkeys(LISTINGS, OK),
+              "taint-cluster": N, "update-queue": OK, "delete-policy": N},
+    "agent": dict.fromkeys(ALL, D),
+    "anonymous": dict.fromkeys(ALL, U),
 }
 
 
@@ -67,7 +89,7 @@ async def test_the_access_matrix(store: Store) -> None:
         await nlp.submit_job(spec("nlp-1", "nlp-q"))
         for role, token in ROLES.items():
             got[role] = {}
-            for name, op in OPS.items():
+            for name, op in ALL.items():
                 if name == "cancel" and role in ("owner", "admin"):
                     continue  # checked last, once: a cancel changes the job for every later cell
                 async with client(srv, token) as c:
@@ -76,7 +98,7 @@ async def test_the_access_matrix(store: Store) -> None:
             got["owner"]["cancel"] = await _code(OPS["cancel"], nlp)
         async with client(srv, ADMIN) as admin:
             got["admin"]["cancel"] = await _code(OPS["cancel"], admin)  # cancelling a cancelled job is a no-op
-    wrong = {(r, o): (got[r][o].name, EXPECTED[r][o].name) for r in ROLES for o in OPS if got[r][o] != EXPECTED[r][o]}
+    wrong = {(r, o): (got[r][o].name, EXPECTED[r][o].name) for r in ROLES for o in ALL if got[r][o] != EXPECTED[r][o]}
     assert not wrong, wrong
 
 
@@ -93,6 +115,65 @@ async def test_errors_name_nothing_of_another_tenants_job(store: Store) -> None:
             with pytest.raises(ServiceError) as err:
                 await call
             assert "top-secret" not in err.value.message and "gpu" not in err.value.message.lower()
+
+
+async def _rounds_counting(c: FederationClient, pending: int) -> list[Any]:
+    for _ in range(400):
+        rounds = list((await c.list_rounds()).rounds)
+        if rounds and rounds[0].pending_jobs == pending:
+            return rounds
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no round counted {pending} pending jobs")
+
+
+async def test_listings_and_counts_show_a_tenant_only_its_own_queues(store: Store) -> None:
+    """Issue 10: ListRounds showed every tenant the round totals; queue status and a
+    cluster's active jobs counted other tenants' jobs too. Every listing a tenant may call
+    is checked here for another tenant's jobs or counts; admins still see everything."""
+    async with running(store, secured(), control_loop=True, round_debounce_seconds=0.05,
+                       watch_poll_seconds=0.05) as srv, \
+            client(srv, ADMIN) as admin, client(srv, NLP) as nlp, client(srv, VISION) as vision:
+        await admin.create_queue(queue("nlp-q", "nlp"))
+        await admin.create_queue(queue("vision-q", "vision"))
+        for name in ("nlp-1", "nlp-2"):
+            await nlp.submit_job(spec(name, "nlp-q"))
+        await vision.submit_job(spec("vision-1", "vision-q"))
+        # no cluster: every round leaves all three pending (unplaced); wait for one that saw all
+        assert (await _rounds_counting(admin, 3))[0].unplaced == 3
+        for rounds, mine in ((await _rounds_counting(vision, 1), 1), (await _rounds_counting(nlp, 2), 2)):
+            assert all(r.pending_jobs <= mine and r.unplaced <= mine for r in rounds), rounds
+            assert {r.round_id for r in rounds} <= {r.round_id for r in (await admin.list_rounds()).rounds}
+        # the objective and bound sum every tenant's jobs: admins only
+        scored = store.audit.record_round(RoundRecord(
+            started_at=datetime.now(UTC), ended_at=datetime.now(UTC), objective=5.0, bound=6.0, pending_count=3,
+            queue_counts=(QueueCounts("nlp-q", pending=2), QueueCounts("vision-q", pending=1)),
+        ), ()).round_id
+        newest = [(await c.list_rounds()).rounds[0] for c in (admin, vision)]
+        assert [(r.round_id, r.objective, r.bound, r.pending_jobs) for r in newest] == [
+            (scored, 5.0, 6.0, 3), (scored, 0.0, 0.0, 1)]
+
+        assert [j.id for j in await vision.list_jobs()] == ["vision-1"]
+        seen: list[str] = []
+        async for ev in vision.watch_jobs(0):  # nlp's jobs were submitted first: a leak shows before
+            seen.append(ev.job.id)
+            if ev.job.id == "vision-1":
+                break
+        assert set(seen) == {"vision-1"}, seen
+
+        queues = {q.name: q for q in await vision.list_queues()}
+        assert (queues["vision-q"].status.pending_jobs, list(queues["vision-q"].owners)) == (1, ["vision"])
+        other = queues["nlp-q"]
+        assert not other.HasField("status") and not other.owners, other
+        assert not (await vision.get_queue("nlp-q")).HasField("status")
+        assert (await admin.get_queue("nlp-q")).status.pending_jobs == 2
+        assert (await nlp.get_queue("nlp-q")).status.pending_jobs == 2
+        # a cluster's active jobs: a tenant counts its own (placed by hand; no agent here)
+        store.clusters.register("east", 1)
+        store.jobs.transition("nlp-1", "placed", cluster="east")
+        assert [(c.name, c.active_jobs) for c in await vision.list_clusters()] == [("east", 0)]
+        assert (await nlp.get_cluster("east")).active_jobs == 1
+        assert (await admin.get_cluster("east")).active_jobs == 1
+        assert (await vision.get_cluster("east")).active_jobs == 0
 
 
 async def test_a_watch_on_a_queue_that_does_not_exist_yet_is_refused(store: Store) -> None:

@@ -115,7 +115,7 @@ async def test_heartbeats_behind_a_slow_store_call_keep_the_cluster_alive(store:
     mono = Monotonic()
     hub = hub_over(store, mono)
     held = Held(store.clusters.record_snapshot)
-    store.clusters.record_snapshot = held  # type: ignore[method-assign]
+    store.clusters.record_snapshot = held  # type: ignore[method-assign]  # a test double replaces the method
     east = await connect(hub, "east")
     try:
         east.send(snapshot=snapshot("east").snapshot)
@@ -125,7 +125,7 @@ async def test_heartbeats_behind_a_slow_store_call_keep_the_cluster_alive(store:
             clock.advance(4)
             east.heartbeat()
             seen = mono.now
-            await until(lambda: hub._last_seen["east"] == seen, "heartbeat heard")  # noqa: B023
+            await until(lambda: hub._last_seen["east"] == seen, "heartbeat heard")  # noqa: B023 - the lambda is awaited within the loop iteration that defines it
         assert await hub.sweep() == []  # 16 s since the snapshot, 0 s since the last heartbeat
         assert not store.clusters.get("east").lost
         held.release.set()
@@ -146,8 +146,8 @@ async def test_a_heartbeat_arriving_while_another_cluster_is_marked_lost_spares_
     mono = Monotonic()
     hub = hub_over(store, mono)
     agents = [await connect(hub, "alpha"), await connect(hub, "beta")]
-    held = Held(store.clusters.mark_lost)
-    store.clusters.mark_lost = held  # type: ignore[method-assign]
+    held = Held(store.clusters.mark_unreachable)
+    store.clusters.mark_unreachable = held  # type: ignore[method-assign]  # a test double replaces the method
     try:
         mono.now += GRACE + 1  # both silent past the grace period when the sweep starts
         clock.advance(GRACE + 1)

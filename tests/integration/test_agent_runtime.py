@@ -11,12 +11,13 @@ import random
 import time
 
 import pytest
-from fleetkit import eventually, fleet, has_snapshot, job_spec, tree
+from fleetkit import Fleet, eventually, fleet, has_snapshot, job_spec, tree
 
 from agents.core.controller import JobController
 from agents.core.records import LABEL_JOB, PodManifest
 from agents.runtime import AgentRuntime, backoff_delay
 from agents.runtime_jobs import JobSlot
+from federation.client import FederationClient
 from federation.domain.jobs import Job, Task
 from federation.domain.plans import Placement
 from federation.domain.resources import Resources
@@ -25,11 +26,11 @@ from federation.domain.works import Work
 from federation.v1 import jobs_pb2
 
 
-def _connected(f, *names: str) -> bool:  # type: ignore[no-untyped-def]
-    return set(names) <= set(f.server.hub.connected())
+def _connected(f: Fleet, *names: str) -> bool:
+    return set(names) <= set(f.hub.connected())
 
 
-async def _state(f, name: str) -> int:  # type: ignore[no-untyped-def]
+async def _state(f: Fleet, name: str) -> int:
     async with f.client() as c:
         return int((await c.get_job(name)).state)
 
@@ -89,7 +90,7 @@ async def test_node_lost_without_room_in_the_domain_is_replanned(migrated_url: s
             await c.submit_job(job_spec("nomad", clusters=("east", "west")))
             await eventually(lambda: _is_running(c, "nomad"), what="running")
             first = await c.get_job("nomad")
-            leaf_nodes = sorted(set(f.job_pods(first.cluster, "nomad").values()))  # type: ignore[type-var]
+            leaf_nodes = sorted(set(f.job_pods(first.cluster, "nomad").values()))  # type: ignore[type-var]  # pod nodes are str; the mapping's value type is wider
             f.clusters[first.cluster].set_node_ready(str(leaf_nodes[0]), False)  # the leaf has no spare node
             await eventually(lambda: _moved(c, "nomad", first.cluster, first.hypernode), timeout=30,
                              what="re-placed in another domain")
@@ -124,11 +125,11 @@ async def test_finished_jobs_leave_the_active_set_so_a_pass_reconciles_only_acti
     calls = {"sync": 0, "pass": 0}
     real_sync, real_pass = JobController.sync, AgentRuntime._pass
 
-    async def counted_sync(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    async def counted_sync(self, *args, **kwargs):  # type: ignore[no-untyped-def]  # a counting wrapper, patched over the real method it forwards to
         calls["sync"] += 1
         return await real_sync(self, *args, **kwargs)
 
-    async def counted_pass(self):  # type: ignore[no-untyped-def]
+    async def counted_pass(self):  # type: ignore[no-untyped-def]  # a counting wrapper, patched over the real method it forwards to
         await real_pass(self)
         calls["pass"] += 1
 
@@ -141,7 +142,7 @@ async def test_finished_jobs_leave_the_active_set_so_a_pass_reconciles_only_acti
         while True:
             async with runtime._lock:  # between passes: the counts are consistent
                 before = dict(calls)
-            await eventually(lambda: calls["pass"] >= before["pass"] + 5, what="five more passes")  # noqa: B023
+            await eventually(lambda: calls["pass"] >= before["pass"] + 5, what="five more passes")  # noqa: B023 - the lambda is awaited within the loop iteration that defines it
             async with runtime._lock:
                 synced, passes = calls["sync"] - before["sync"], calls["pass"] - before["pass"]
             if synced == active * passes:
@@ -158,7 +159,7 @@ async def test_finished_jobs_leave_the_active_set_so_a_pass_reconciles_only_acti
             for name in history:
                 await c.submit_job(job_spec(name, pods=1))
             for name in history:
-                await eventually(lambda: f.store.jobs.get(name).state == "succeeded", what=f"{name} succeeded")  # noqa: B023
+                await eventually(lambda: f.store.jobs.get(name).state == "succeeded", what=f"{name} succeeded")  # noqa: B023 - the lambda is awaited within the loop iteration that defines it
             await settles_at(runtime, 0, "four finished jobs, none active")
             assert not runtime.jobs.slots and set(history) <= set(runtime.jobs.tombstones)
             await c.submit_job(job_spec("live", pods=1))  # no runtime: runs until cancelled
@@ -194,17 +195,17 @@ def test_version_rules(held: Work, offered: Work, accepted: bool) -> None:
     assert slot.work == (offered if accepted else held)
 
 
-async def _is_running(c, name: str) -> bool:  # type: ignore[no-untyped-def]
+async def _is_running(c: FederationClient, name: str) -> bool:
     return bool((await c.get_job(name)).state == jobs_pb2.JOB_STATE_RUNNING)
 
 
-async def _moved(c, name: str, cluster: str, hypernode: str) -> bool:  # type: ignore[no-untyped-def]
+async def _moved(c: FederationClient, name: str, cluster: str, hypernode: str) -> bool:
     job = await c.get_job(name)
     return bool(job.state in (jobs_pb2.JOB_STATE_PLACED, jobs_pb2.JOB_STATE_DISPATCHED, jobs_pb2.JOB_STATE_RUNNING)
                 and (job.cluster, job.hypernode) != (cluster, hypernode))
 
 
-def _live_pods(f, cluster: str, job: str, hypernode: str) -> list[str]:  # type: ignore[no-untyped-def]
+def _live_pods(f: Fleet, cluster: str, job: str, hypernode: str) -> list[str]:
     domain_nodes = {"leaf0": {f"{cluster}-n0", f"{cluster}-n1"}, "leaf1": {f"{cluster}-n2", f"{cluster}-n3"}}
     nodes = domain_nodes.get(hypernode.rsplit("-", 1)[-1], set())
     return [p.name for p in f.clusters[cluster].pods({LABEL_JOB: job}) if p.node in nodes and not p.deleting]

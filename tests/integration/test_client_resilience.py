@@ -54,7 +54,7 @@ async def test_idempotent_calls_ride_out_a_server_restart(store: Store) -> None:
             assert (await c.get_job("j1")).id == "j1"
         finally:
             second = await restarting
-            await second.stop(grace=1.0)  # type: ignore[attr-defined]
+            await second.stop(grace=1.0)  # type: ignore[attr-defined]  # the restarted server, typed object by the task
 
 
 async def test_non_idempotent_calls_are_not_retried(store: Store) -> None:

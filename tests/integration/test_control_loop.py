@@ -4,20 +4,21 @@ explain. Two in-memory clusters, real agents, the real server, SQLite and Postgr
 
 from __future__ import annotations
 
-from fleetkit import eventually, fleet, has_snapshot, job_spec
+from fleetkit import Fleet, eventually, fleet, has_snapshot, job_spec
 
+from federation.client import FederationClient
 from federation.control.snapshot import load
 from federation.v1 import jobs_pb2
 
 
-async def state_of(f, name: str) -> int:  # type: ignore[no-untyped-def]
+async def state_of(f: Fleet, name: str) -> int:
     async with f.client() as c:
         return (await c.get_job(name)).state
 
 
 async def test_submitted_job_is_placed_bound_inside_its_hypernode_runs_and_succeeds(migrated_url: str) -> None:
     async with fleet(migrated_url) as f:
-        await eventually(lambda: len(f.server.hub.connected()) == 2, what="both agents connected")  # type: ignore[union-attr]
+        await eventually(lambda: len(f.hub.connected()) == 2, what="both agents connected")
         # A round before west's first snapshot would (rightly) record the job as waiting
         # for its only allowed cluster; this test is about the uneventful path.
         await eventually(lambda: has_snapshot(f, "west"), what="west's first snapshot")
@@ -41,7 +42,7 @@ async def test_submitted_job_is_placed_bound_inside_its_hypernode_runs_and_succe
 
 async def test_unplaceable_job_is_unschedulable_with_a_reason_explain_names_the_constraint(migrated_url: str) -> None:
     async with fleet(migrated_url) as f:
-        await eventually(lambda: len(f.server.hub.connected()) == 2, what="both agents connected")  # type: ignore[union-attr]
+        await eventually(lambda: len(f.hub.connected()) == 2, what="both agents connected")
         async with f.client() as c:
             await c.submit_job(job_spec("huge", pods=3, tier=1))  # 3 x 8 GPUs never fit a 2-node leaf
             await eventually(lambda: _unschedulable(c, "huge"), what="huge marked unschedulable")
@@ -56,7 +57,7 @@ async def test_unplaceable_job_is_unschedulable_with_a_reason_explain_names_the_
 
 async def test_pod_failure_under_restart_pod_is_replaced_and_reported_as_an_event(migrated_url: str) -> None:
     async with fleet(migrated_url) as f:
-        await eventually(lambda: len(f.server.hub.connected()) == 2, what="both agents connected")  # type: ignore[union-attr]
+        await eventually(lambda: len(f.hub.connected()) == 2, what="both agents connected")
         async with f.client() as c:
             await c.submit_job(job_spec("resilient", clusters=("east",), policies=(("RestartPod", "PodFailed"),)))
             await eventually(lambda: _is(c, "resilient", jobs_pb2.JOB_STATE_RUNNING), what="running")
@@ -77,7 +78,7 @@ async def test_pod_replaced_on_another_node_after_node_loss_moves_the_recorded_p
     next planning round read the recorded placement (the Work's pods), and a planned node
     that is NotReady must not stay in it."""
     async with fleet(migrated_url) as f:
-        await eventually(lambda: len(f.server.hub.connected()) == 2, what="both agents connected")  # type: ignore[union-attr]
+        await eventually(lambda: len(f.hub.connected()) == 2, what="both agents connected")
         async with f.client() as c:
             await c.submit_job(job_spec("mover", pods=1, clusters=("east",)))
             await eventually(lambda: _is(c, "mover", jobs_pb2.JOB_STATE_RUNNING), what="running")
@@ -96,14 +97,14 @@ async def test_pod_replaced_on_another_node_after_node_loss_moves_the_recorded_p
                                                                      jobs_pb2.JOB_STATE_RUNNING)
 
 
-def _recorded_nodes(f, job: str) -> list[str]:  # type: ignore[no-untyped-def]
+def _recorded_nodes(f: Fleet, job: str) -> list[str]:
     [work] = [w for w in f.store.works.list(job=job) if w.active]
     return [str(n) for _t, _i, n in work.payload["pods"]]
 
 
 async def test_cancel_removes_everything_the_agent_created(migrated_url: str) -> None:
     async with fleet(migrated_url) as f:
-        await eventually(lambda: len(f.server.hub.connected()) == 2, what="both agents connected")  # type: ignore[union-attr]
+        await eventually(lambda: len(f.hub.connected()) == 2, what="both agents connected")
         async with f.client() as c:
             await c.submit_job(job_spec("doomed", clusters=("east",)))
             await eventually(lambda: _is(c, "doomed", jobs_pb2.JOB_STATE_RUNNING), what="running")
@@ -115,19 +116,19 @@ async def test_cancel_removes_everything_the_agent_created(migrated_url: str) ->
         assert [w.state for w in works] == ["withdrawn"]
 
 
-async def _is(c, name: str, state: int) -> bool:  # type: ignore[no-untyped-def]
+async def _is(c: FederationClient, name: str, state: int) -> bool:
     return bool((await c.get_job(name)).state == state)
 
 
-async def _unschedulable(c, name: str) -> bool:  # type: ignore[no-untyped-def]
+async def _unschedulable(c: FederationClient, name: str) -> bool:
     return bool((await c.get_job(name)).unschedulable)
 
 
-async def _restarts(c, name: str, n: int) -> bool:  # type: ignore[no-untyped-def]
+async def _restarts(c: FederationClient, name: str, n: int) -> bool:
     return bool((await c.get_job(name)).restarts >= n)
 
 
-def _pod_running(f, cluster: str, name: str) -> bool:  # type: ignore[no-untyped-def]
+def _pod_running(f: Fleet, cluster: str, name: str) -> bool:
     pod = f.clusters[cluster].pod(name)
     return pod is not None and pod.phase == "Running" and pod.node is not None and not pod.deleting
 

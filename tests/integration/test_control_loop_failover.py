@@ -6,31 +6,35 @@ succeeds (planner error, store unavailable, PostgreSQL stopped and started)."""
 from __future__ import annotations
 
 import asyncio
+from typing import NoReturn
 
 import grpc
 import grpc.aio
 import pytest
-from fleetkit import GRACE, eventually, fleet, has_snapshot, job_spec, start_server
+from conftest import PostgresServer
+from fleetkit import GRACE, Fleet, eventually, fleet, has_snapshot, job_spec, start_server
 from servicekit import EAST
+from sqlalchemy.engine import Engine
 
 from agents.runtime import AgentRuntime, Fenced
+from federation.domain.plans import FederationSnapshot, Plan, PlanLimits
 from federation.placement import plan as real_plan
 from federation.store import NotFound, Unavailable
 from federation.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2
 
 
-async def _job(f, name: str) -> jobs_pb2.Job:  # type: ignore[no-untyped-def]
+async def _job(f: Fleet, name: str) -> jobs_pb2.Job:
     async with f.client() as c:
         return await c.get_job(name)
 
 
-async def _running_in(f, name: str, cluster: str) -> bool:  # type: ignore[no-untyped-def]
+async def _running_in(f: Fleet, name: str, cluster: str) -> bool:
     job = await _job(f, name)
     return bool(job.state == jobs_pb2.JOB_STATE_RUNNING and job.cluster == cluster)
 
 
-def _connected(f, *names: str) -> bool:  # type: ignore[no-untyped-def]
-    return set(names) <= set(f.server.hub.connected())
+def _connected(f: Fleet, *names: str) -> bool:
+    return set(names) <= set(f.hub.connected())
 
 
 async def test_lost_agent_job_is_replanned_elsewhere_and_the_returning_agent_is_fenced(migrated_url: str) -> None:
@@ -84,7 +88,7 @@ async def test_job_whose_only_allowed_cluster_is_lost_waits_for_it_and_is_placed
         assert "Requeued" in events[:waited] and "Placed" in events[waited:]
 
 
-def _waiting(f, name: str) -> bool:  # type: ignore[no-untyped-def]
+def _waiting(f: Fleet, name: str) -> bool:
     job = f.store.jobs.get(name)
     return bool(job.state == "pending" and job.reason.startswith("allowed clusters unavailable"))
 
@@ -97,12 +101,12 @@ async def test_stale_epoch_hello_is_fenced_and_a_newer_leader_supersedes(migrate
         with pytest.raises(Fenced) as fenced:
             await asyncio.wait_for(stale.run(), 10)
         assert fenced.value.current_epoch == 2_000
-        assert f.server.hub.connected() == {"east": 2_000}  # type: ignore[union-attr]
+        assert f.hub.connected() == {"east": 2_000}
         newer = AgentRuntime(f.clusters["east"], f.config("east"), epoch=3_000)
         task = asyncio.create_task(newer.run())
         with pytest.raises(Fenced):  # the old leader is fenced mid-stream
             await asyncio.wait_for(f.agents.pop("east").task, 10)
-        await eventually(lambda: f.server.hub.connected() == {"east": 3_000}, what="newer leader connected")
+        await eventually(lambda: f.hub.connected() == {"east": 3_000}, what="newer leader connected")
         assert current.epoch == 2_000 and f.store.clusters.get("east").epoch == 3_000
         newer.stop()
         await task
@@ -111,7 +115,7 @@ async def test_stale_epoch_hello_is_fenced_and_a_newer_leader_supersedes(migrate
 async def test_agent_token_for_another_cluster_is_refused(migrated_url: str) -> None:
     async with fleet(migrated_url, agents=False) as f:
         async with grpc.aio.insecure_channel(f.address) as channel:
-            call = agent_pb2_grpc.AgentServiceStub(channel).Connect(metadata=(("authorization", f"Bearer {EAST}"),))
+            call = agent_pb2_grpc.AgentServiceStub(channel).Connect(metadata=(("authorization", f"Bearer {EAST}"),))  # type: ignore[call-arg]  # grpc-stubs lack the no-argument stream-stream call; requests go through write()
             await call.write(agent_pb2.AgentMessage(hello=agent_pb2.Hello(cluster="west", agent_id="rogue", epoch=1)))
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await call.read()
@@ -125,12 +129,12 @@ async def test_central_restart_mid_round_loses_nothing(migrated_url: str) -> Non
         await eventually(lambda: _connected(f, "east", "west"), what="agents connected")
         solving = asyncio.Event()
 
-        def slow_plan(*args: object) -> object:
+        def slow_plan(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan | None) -> Plan:
             solving.set()
             import time
 
             time.sleep(1.0)  # the solver is busy in its thread when the service stops
-            return real_plan(*args)  # type: ignore[arg-type]
+            return real_plan(snapshot, limits, previous)
 
         assert f.server.rounds is not None
         f.server.rounds.set_planner(slow_plan)
@@ -161,7 +165,7 @@ async def test_failed_round_writes_nothing_and_the_next_round_succeeds(migrated_
         assert rounds is not None
         await eventually(lambda: has_snapshot(f, "east"), what="snapshot stored")
 
-        def broken(*_args: object) -> object:
+        def broken(*_args: object) -> NoReturn:
             raise RuntimeError("solver crashed")
 
         rounds.set_planner(broken)
@@ -173,28 +177,59 @@ async def test_failed_round_writes_nothing_and_the_next_round_succeeds(migrated_
 
         record_round = f.store.audit.record_round
         rounds.set_planner(real_plan)
-        f.store.audit.record_round = _unavailable  # type: ignore[method-assign]
+        f.store.audit.record_round = _unavailable  # type: ignore[method-assign]  # a test double replaces the method
         with pytest.raises(Unavailable):
             await rounds.run_once("test")
         assert f.store.audit.list_rounds().items == () and f.store.jobs.get("patient").state == "pending"
         assert f.store.works.list(job="patient") == []
 
-        # A crash between the audit transaction and the Work: the job is recorded as
-        # placed with no Work behind it. The next round repairs it before planning.
-        create = f.store.works.create
-        f.store.works.create = _unavailable  # type: ignore[method-assign]
-        f.store.audit.record_round = record_round  # type: ignore[method-assign]
-        await eventually(lambda: f.store.jobs.get("patient").state == "placed", what="placed by a retried round")
-        assert f.store.works.list(job="patient") == []
-        f.store.works.create = create  # type: ignore[method-assign]
-        await eventually(lambda: _job_running(f, "patient"), what="repaired work dispatched and running")
-        assert len(f.store.works.list(job="patient")) == 1
-        assert len(f.store.audit.list_rounds().items) == 1  # the repair is not a new placement
+        # The retried round writes the placement and its Work in one transaction: there
+        # is no moment where the job is placed without the Work that runs it.
+        f.store.audit.record_round = record_round  # type: ignore[method-assign]  # a test double replaces the method
+        await eventually(lambda: _job_running(f, "patient"), what="placed by a retried round and running")
+        [work] = f.store.works.list(job="patient")
+        assert work.cluster == f.store.jobs.get("patient").cluster == "east"
+        assert len(f.store.audit.list_rounds().items) == 1
+
+
+async def test_a_placed_job_without_a_work_is_planned_again_without_reading_the_audit(migrated_url: str) -> None:
+    """Repair reads the works table, never the audit (which retention prunes): a placed
+    job with no Work (a row from before rounds wrote both together, or a manual
+    transition) was never dispatched, so it is requeued and placed afresh."""
+    async with fleet(migrated_url, agents=False) as f:
+        f.start_agent("east")
+        await eventually(lambda: _connected(f, "east") and has_snapshot(f, "east"), what="east reporting")
+        rounds = f.server.rounds
+        assert rounds is not None
+
+        def held_back(*_args: object) -> NoReturn:
+            raise RuntimeError("planner held back")
+
+        rounds.set_planner(held_back)
+        async with f.client() as c:
+            await c.submit_job(job_spec("orphan", pods=1))
+        await eventually(lambda: "planner held back" in rounds.last_error, what="round held back")
+        f.store.jobs.transition("orphan", "placed", cluster="east", hypernode="nowhere", tier=1)
+        assert f.store.works.list(job="orphan") == [] and f.store.audit.list_rounds().items == ()
+
+        def audit_read(*_args: object, **_kwargs: object) -> NoReturn:
+            raise AssertionError("the control loop read the audit")
+
+        f.store.audit.latest_decision = audit_read  # type: ignore[method-assign]  # a test double replaces the method
+        f.store.audit.job_audit = audit_read  # type: ignore[method-assign]  # a test double replaces the method
+        rounds.set_planner(real_plan)
+        rounds.trigger("test")
+        await eventually(lambda: _job_running(f, "orphan"), what="orphan requeued, placed again and running")
+        [work] = f.store.works.list(job="orphan")
+        job = f.store.jobs.get("orphan")
+        assert work.active and work.cluster == job.cluster == "east" and job.hypernode != "nowhere"
+        events = [e.type for e in f.store.jobs.events_since(0, job="orphan").events]
+        assert events[:3] == ["Submitted", "Placed", "Requeued"] and events.count("Placed") == 2
 
 
 @pytest.mark.postgres
 async def test_postgres_stopped_mid_flight_round_fails_cleanly_then_recovers(
-        postgres_server, pg_admin, pg_template) -> None:  # type: ignore[no-untyped-def]
+        postgres_server: PostgresServer, pg_admin: Engine, pg_template: str) -> None:
     from conftest import _fresh_pg
 
     for url in _fresh_pg(postgres_server, pg_admin, pg_template):
@@ -234,9 +269,9 @@ async def test_postgres_stopped_mid_flight_round_fails_cleanly_then_recovers(
             await eventually(lambda: _job_running(f, "durable"), what="durable still running")
 
 
-def _unavailable(*_args: object, **_kwargs: object) -> object:
+def _unavailable(*_args: object, **_kwargs: object) -> NoReturn:
     raise Unavailable("database is gone (test)")
 
 
-async def _job_running(f, name: str) -> bool:  # type: ignore[no-untyped-def]
+async def _job_running(f: Fleet, name: str) -> bool:
     return bool((await _job(f, name)).state == jobs_pb2.JOB_STATE_RUNNING)

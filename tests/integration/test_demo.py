@@ -8,7 +8,6 @@ outage and its return, plain output, the report and the picture.
 
 from __future__ import annotations
 
-import argparse
 import sqlite3
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from federation.cli.main import main
-from federation.demo.main import demo_main
+from federation.demo.main import DemoOptions, demo_main
 from federation.demo.report import SECTIONS
 from federation.sim.scenario import builtin_scenario_path, load_scenario
 
@@ -24,11 +23,9 @@ SHORT = Path(__file__).resolve().parents[1] / "fixtures" / "scenarios" / "demo-s
 SVG = "{http://www.w3.org/2000/svg}"
 
 
-def _args(out: Path, **overrides: object) -> argparse.Namespace:
-    values: dict[str, object] = dict(scenario=str(SHORT), speed=100.0, db=None, out=str(out), plain=True,
-                                     hold=False, max_wall_seconds=90.0, agent_grace_seconds=2.0)
-    values.update(overrides)
-    return argparse.Namespace(**values)
+def _args(out: Path, speed: float = 100.0, max_wall_seconds: float = 90.0) -> DemoOptions:
+    return DemoOptions(scenario=str(SHORT), speed=speed, db=None, out=str(out), plain=True, hold=False,
+                       max_wall_seconds=max_wall_seconds, agent_grace_seconds=2.0)
 
 
 def test_short_demo_runs_to_the_end_and_writes_report_picture_and_audit(tmp_path: Path,

@@ -152,11 +152,11 @@ async def test_stop_waits_for_an_in_flight_request(store: Store) -> None:
 
         time.sleep(1.0)  # a slow database: the request is in flight when stop() begins
         slow_calls.append("done")
-        return real_submit_many(*a, **kw)  # type: ignore[arg-type]
+        return real_submit_many(*a, **kw)  # type: ignore[arg-type]  # forwarded exactly as the store was called
 
     async with running(store) as srv, client(srv) as c:
         await c.create_queue(queues_pb2.Queue(name="research"))
-        store.jobs.submit_many = slow_submit_many  # type: ignore[method-assign,assignment]
+        store.jobs.submit_many = slow_submit_many  # type: ignore[method-assign,assignment]  # a test double replaces the method
         pending = asyncio.create_task(c.submit_job(spec("in-flight")))
         await asyncio.sleep(0.3)
         await srv.stop(grace=10)

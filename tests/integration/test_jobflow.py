@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from fleetkit import eventually, fleet, has_snapshot
 
+from federation.client import FederationClient
 from federation.domain.manifests import load_jobs
 from federation.v1 import jobs_pb2
 from federation.wire.jobs import job_to_proto
@@ -43,7 +44,7 @@ spec:
 """
 
 
-async def _state(c, name: str) -> int:  # type: ignore[no-untyped-def]
+async def _state(c: FederationClient, name: str) -> int:
     return (await c.get_job(name)).state
 
 
@@ -100,5 +101,5 @@ async def test_a_failed_step_cancels_the_rest_of_the_flow_with_the_reason(migrat
                 return await _state(c, "broken-train") == jobs_pb2.JOB_STATE_CANCELLED
 
             await eventually(cancelled, what="the second step cancelled")
-            job = await c.get_job("broken-train")
-            assert job.reason.startswith("dependency broken-prepare failed"), job.reason
+            broken = await c.get_job("broken-train")
+            assert broken.reason.startswith("dependency broken-prepare failed"), broken.reason

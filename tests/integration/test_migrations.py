@@ -14,7 +14,8 @@ from federation.store.engine import make_engine
 from federation.store.models import Base
 
 TABLES = {"queues", "jobs", "job_events", "clusters", "works", "placement_rounds", "placement_decisions",
-          "audit_pruning", "propagation_policies", "policy_claims", "priority_classes", "leases"}
+          "audit_pruning", "propagation_policies", "policy_claims", "priority_classes", "leases",
+          "placement_round_queues"}
 
 
 def _tables(engine: Engine) -> set[str]:

@@ -59,7 +59,7 @@ def _task(**fields: object) -> Mutation:
     def mutate(s: types_pb2.JobSpec) -> None:
         for key, value in fields.items():
             if key == "resources":
-                s.tasks[0].resources.update(value)  # type: ignore[call-overload]
+                s.tasks[0].resources.update(value)  # type: ignore[call-overload]  # deliberately wrong value types for the protobuf map
             else:
                 setattr(s.tasks[0], key, value)
 
@@ -148,7 +148,7 @@ async def _session(port: int, *messages: agent_pb2.AgentMessage) -> list[agent_p
     """Send ``messages`` on one Connect stream as the east agent; collect replies until it ends."""
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = agent_pb2_grpc.AgentServiceStub(channel)
-        call = stub.Connect(metadata=(("authorization", f"Bearer {EAST}"),))  # type: ignore[call-arg]
+        call = stub.Connect(metadata=(("authorization", f"Bearer {EAST}"),))  # type: ignore[call-arg]  # grpc-stubs lack the no-argument stream-stream call; requests go through write()
         replies: list[agent_pb2.CentralMessage] = []
         for msg in messages:
             if call.done():  # refused: the status is raised below

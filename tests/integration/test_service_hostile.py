@@ -25,7 +25,7 @@ from federation.v1 import agent_pb2, agent_pb2_grpc, queues_pb2, types_pb2
 
 
 async def _refused(srv: object, msg: types_pb2.JobSpec, token: str = ADMIN) -> ServiceError:
-    async with client(srv, token) as c:  # type: ignore[arg-type]
+    async with client(srv, token) as c:  # type: ignore[arg-type]  # servicekit's running server, typed object here
         with pytest.raises(ServiceError) as err:
             await asyncio.wait_for(c.submit_job(msg), 20)
     return err.value
@@ -115,12 +115,12 @@ async def test_a_queue_lists_its_namespaces_and_system_ones_need_the_opt_in(stor
 
 async def test_garbage_request_bodies_are_invalid_argument_not_unknown(store: Store) -> None:
     async with running(store) as srv, grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}") as channel:
-        call = channel.unary_unary("/federation.v1.JobService/SubmitJob")
+        call = channel.unary_unary("/federation.v1.JobService/SubmitJob", None, None)
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await call(b"\xff\xff\xff\xff garbage", timeout=10)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert (err.value.details() or "").startswith("request: is not a valid SubmitJob request message")
-        stream = channel.unary_stream("/federation.v1.JobService/WatchJobs")
+        stream = channel.unary_stream("/federation.v1.JobService/WatchJobs", None, None)
         with pytest.raises(grpc.aio.AioRpcError) as err:
             async for _ in stream(b"\x08\xff", timeout=10):
                 pass
@@ -132,12 +132,12 @@ async def test_an_unauthenticated_agent_stream_is_refused_before_anything_else(s
             grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}") as channel:
         stub = agent_pb2_grpc.AgentServiceStub(channel)
         for metadata in ((), (("authorization", "Bearer nobody"),)):
-            call = stub.Connect(metadata=metadata)  # type: ignore[call-arg]
+            call = stub.Connect(metadata=metadata)  # type: ignore[call-arg]  # grpc-stubs lack the no-argument stream-stream call; requests go through write()
             # Not even a hello is sent: the token alone decides.
             with pytest.raises(grpc.aio.AioRpcError) as err:
                 await asyncio.wait_for(call.read(), 10)
             assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
-        call = stub.Connect(metadata=(("authorization", f"Bearer {NLP}"),))  # type: ignore[call-arg]
+        call = stub.Connect(metadata=(("authorization", f"Bearer {NLP}"),))  # type: ignore[call-arg]  # grpc-stubs lack the no-argument stream-stream call; requests go through write()
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await asyncio.wait_for(call.read(), 10)
         assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
@@ -147,7 +147,7 @@ async def test_a_silent_agent_stream_is_closed_within_seconds(store: Store) -> N
     async with running(store, secured(), control_loop=True) as srv, \
             grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}") as channel:
         stub = agent_pb2_grpc.AgentServiceStub(channel)
-        call = stub.Connect(metadata=(("authorization", f"Bearer {EAST}"),))  # type: ignore[call-arg]
+        call = stub.Connect(metadata=(("authorization", f"Bearer {EAST}"),))  # type: ignore[call-arg]  # grpc-stubs lack the no-argument stream-stream call; requests go through write()
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await asyncio.wait_for(call.read(), 15)  # the hub's hello timeout is 5 s (was 30 s, then OK)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT

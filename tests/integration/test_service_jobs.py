@@ -10,8 +10,9 @@ import pytest
 from servicekit import client, counts, queue, running, spec
 
 from federation.client import FederationClient, ServiceError
-from federation.domain.plans import PlanLimits, PodAssignment
+from federation.domain.plans import Placement, PlanLimits, PodAssignment
 from federation.domain.states import JobState
+from federation.domain.works import work_payload
 from federation.store import Store
 from federation.store.records import Decision, JobUpdate, RoundRecord
 from federation.v1 import jobs_pb2
@@ -45,8 +46,8 @@ async def test_submit_triggers_a_round_and_cancel_tells_the_hub(store: Store) ->
         async def cancel_job(job: str) -> None:
             cancelled.append(job)
 
-        srv.rounds.trigger = triggers.append  # type: ignore[method-assign, assignment]
-        srv.hub.cancel_job = cancel_job  # type: ignore[method-assign]
+        srv.rounds.trigger = triggers.append  # type: ignore[method-assign, assignment]  # a test double replaces the method
+        srv.hub.cancel_job = cancel_job  # type: ignore[method-assign]  # a test double replaces the method
         await _setup(c)
         await c.submit_job(spec("train-b"))
         await c.submit_job(spec("train-b"))  # identical resubmission: nothing new to plan
@@ -130,6 +131,7 @@ async def test_explain_pending_then_placed_from_the_recorded_rounds(store: Store
     async with running(store) as srv, client(srv) as c:
         await _setup(c)
         await c.submit_job(spec("big", replicas=4))
+        store.clusters.register("east", 1)
         fresh = await c.explain_job("big")
         assert fresh.HasField("pending") and "next planning round" in fresh.pending.reason
         now = store.db.now()
@@ -149,7 +151,8 @@ async def test_explain_pending_then_placed_from_the_recorded_rounds(store: Store
                   pending_count=1, placed_count=1),
             [Decision(job="big", outcome="placed", cluster="east", hypernode="leaf-2", tier=1, pods=pods,
                       score_terms={"tier": -1.0})],
-            [JobUpdate(job="big", state=JobState.PLACED, cluster="east", hypernode="leaf-2", tier=1)])
+            [JobUpdate(job="big", state=JobState.PLACED, cluster="east", hypernode="leaf-2", tier=1,
+                       work=work_payload(Placement("big", "east", "leaf-2", 1, pods)))])
         where = await c.explain_job("big")
         assert where.state == jobs_pb2.JOB_STATE_PLACED and where.round_id == placed.round_id
         assert (where.placement.cluster, where.placement.hypernode, where.placement.tier) == ("east", "leaf-2", 1)
@@ -173,7 +176,7 @@ async def test_the_queue_cache_reads_an_expired_queue_once_for_a_burst(store: St
         reads.append(name)
         return real_get(name)
 
-    store.queues.get = counting_get  # type: ignore[method-assign]
+    store.queues.get = counting_get  # type: ignore[method-assign]  # a test double replaces the method
     now = [0.0]
     cache = QueueCache(store, ttl=2.0, clock=lambda: now[0])
     got = await asyncio.gather(*(cache.get("burst") for _ in range(50)))

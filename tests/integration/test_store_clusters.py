@@ -224,3 +224,20 @@ def test_cancel_withdraws_the_jobs_active_work(store: Store) -> None:
     store.jobs.cancel("llm", "user asked")
     assert store.works.get(work.id).state == "withdrawn"
     assert store.works.get(work.id).message == "user asked"
+
+
+def test_a_tenants_view_of_a_cluster_counts_only_its_own_queues_jobs(store: Store) -> None:
+    """Issue 10: ``active_jobs`` counted every tenant's jobs; a tenant's view
+    (``queues=`` the queues it may use) counts its own alone."""
+    store.queues.create(Queue("research"))
+    store.queues.create(Queue("vision"))
+    store.clusters.register("east", 1)
+    store.jobs.submit(make_job("mine"))
+    store.jobs.submit(Job(name="theirs", queue="vision", tasks=(Task("worker", 1, Resources.of(gpu=1)),)))
+    for name in ("mine", "theirs"):
+        store.jobs.transition(name, "placed", cluster="east")
+    assert store.clusters.get("east").active_jobs == 2
+    assert store.clusters.get("east", queues=["vision"]).active_jobs == 1
+    assert [c.active_jobs for c in store.clusters.list(queues=["vision"])] == [1]
+    assert [c.active_jobs for c in store.clusters.list(queues=[])] == [0]
+    assert [c.active_jobs for c in store.clusters.list()] == [2]

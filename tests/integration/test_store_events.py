@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from federation.domain import Job, Queue, Resources, Task
-from federation.store import Store
+from federation.store import JobEvent, Store
 
 
 def make_job(name: str, queue: str = "research") -> Job:
@@ -32,7 +32,7 @@ def test_reading_in_small_pages_resumes_exactly(busy: Store) -> None:
     everything = busy.jobs.events_since(0, limit=1000).events
     assert len(everything) == 9
     assert [e.id for e in everything] == sorted(e.id for e in everything)
-    collected = []
+    collected: list[JobEvent] = []
     cursor = 0
     while True:
         page = busy.jobs.events_since(cursor, limit=2)

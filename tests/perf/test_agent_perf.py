@@ -23,6 +23,7 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +32,17 @@ import pytest
 E2E = Path(__file__).resolve().parents[1] / "e2e"
 sys.path.insert(0, str(E2E))
 
-from controlplane import ControlPlane, build_binaries  # noqa: E402
-from fixtures_federation import KWOK_TOLERATION, WorkDriver, backend_for, cleanup, gpu_job, work_for  # noqa: E402
+from controlplane import ControlPlane, build_binaries  # noqa: E402 - after sys.path gains tests/e2e
+from fixtures_federation import KWOK_TOLERATION, WorkDriver, backend_for, cleanup, gpu_job, work_for  # noqa: E402 - after sys.path gains tests/e2e
 
-from agents.core.records import LABEL_JOB, NodeRecord, PodRecord  # noqa: E402
-from agents.core.snapshot import build_snapshot  # noqa: E402
-from agents.k8s.api import call  # noqa: E402
-from agents.k8s.convert import binding_body  # noqa: E402
-from federation.domain.nodes import Taint  # noqa: E402
-from federation.domain.resources import Resources  # noqa: E402
-from federation.domain.topology import HyperNodeMember, HyperNodeSpec, MemberSelector  # noqa: E402
-from federation.wire.clusters import snapshot_to_proto  # noqa: E402
+from agents.core.records import LABEL_JOB, NodeRecord, PodRecord  # noqa: E402 - after sys.path gains tests/e2e
+from agents.core.snapshot import build_snapshot  # noqa: E402 - after sys.path gains tests/e2e
+from agents.k8s.api import call  # noqa: E402 - after sys.path gains tests/e2e
+from agents.k8s.convert import binding_body  # noqa: E402 - after sys.path gains tests/e2e
+from federation.domain.nodes import Taint  # noqa: E402 - after sys.path gains tests/e2e
+from federation.domain.resources import Resources  # noqa: E402 - after sys.path gains tests/e2e
+from federation.domain.topology import HyperNodeMember, HyperNodeSpec, MemberSelector  # noqa: E402 - after sys.path gains tests/e2e
+from federation.wire.clusters import snapshot_to_proto  # noqa: E402 - after sys.path gains tests/e2e
 
 pytestmark = pytest.mark.perf
 
@@ -63,7 +64,7 @@ def _ms(samples: list[float]) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-def perf_plane():  # type: ignore[no-untyped-def]
+def perf_plane() -> Iterator[ControlPlane]:
     cp = ControlPlane(build_binaries(), ["perf"])
     try:
         cp.start()
@@ -75,7 +76,7 @@ def perf_plane():  # type: ignore[no-untyped-def]
         cp.stop()
 
 
-async def test_work_to_gang_bound_64_pods(perf_plane) -> None:  # type: ignore[no-untyped-def]
+async def test_work_to_gang_bound_64_pods(perf_plane: ControlPlane) -> None:
     backend = await backend_for(perf_plane, "perf")
     samples: list[float] = []
     passes: list[int] = []
@@ -102,7 +103,7 @@ async def test_work_to_gang_bound_64_pods(perf_plane) -> None:  # type: ignore[n
     _record("gang64_work_to_bound", {**_ms(samples), "passes": passes})
 
 
-async def test_apiserver_create_and_bind_baseline(perf_plane) -> None:  # type: ignore[no-untyped-def]
+async def test_apiserver_create_and_bind_baseline(perf_plane: ControlPlane) -> None:
     backend = await backend_for(perf_plane, "perf")
     core = backend._core
     results: dict[str, list[float]] = {"sequential_create": [], "sequential_bind": [], "concurrent_create": [],
@@ -204,7 +205,7 @@ def test_snapshot_build_and_encode_1000_nodes() -> None:
         json.dumps([{"name": n.name, "allocatable": n.allocatable.to_quantities(), "labels": dict(n.labels),
                      "taints": [t.__dict__ for t in n.taints], "ready": n.ready} for n in nodes])
         baseline.append(time.perf_counter() - t3)
-    assert len(result.snapshot.tree.domains) >= 125 + 16 + 1
+    assert result.snapshot is not None and len(result.snapshot.tree.domains) >= 125 + 16 + 1
     _record("snapshot_1000_nodes", {"build": _ms(build), "encode": _ms(encode), "proto_bytes": size,
                                     "json_dumps_nodes_baseline": _ms(baseline), "pods": len(pods),
                                     "hypernodes": len(hypernodes)})

@@ -5,8 +5,10 @@
 
 1. Round latency: ``plan()`` on 2,000 pending gangs over 100 clusters x 100 eight-GPU
    nodes with three-tier HyperNode trees (``instances.synthetic``), one instance per
-   seed; p50/p99 of wall and CPU time; baseline: ``greedy_plan`` on the same instances.
-2. Full re-plan: ``plan()`` on 10,000 pending jobs over the same fleet; baseline greedy.
+   seed; p50/p99 of wall and CPU time; baseline: ``greedy_plan`` on the same instances;
+   how often and by how much the plan beats the greedy plan on ``score_vector`` (issue 12).
+2. Full re-plan: ``plan()`` on 10,000 pending jobs over the same fleet in a 1.5 s budget;
+   baseline greedy (what it places, its time).
 3. Mid-size rounds (120 pending gangs, 10 clusters x 16 nodes, 40 % busy): how much
    the 1 s ``plan()`` improves the highest band's value over ``greedy_plan``.
 4. Optimality gap: on rounds small enough for CP-SAT to prove optimality
@@ -21,6 +23,7 @@ wall-clock limits (the machine is shared).
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import statistics
@@ -43,6 +46,9 @@ RESULTS: dict[str, Any] = {}
 OUT = Path(os.environ.get("PLACEMENT_PERF_JSON", ".placement-perf.json"))
 ROUNDS = int(os.environ.get("PLACEMENT_PERF_ROUNDS", "12"))
 GAP_SEEDS = int(os.environ.get("PLACEMENT_PERF_GAP_SEEDS", "30"))
+# The shipped round budget is 1 s; another value shows what the decomposition does when the
+# greedy pass leaves it a window (on a loaded host the greedy pass alone can take the 1 s).
+ROUND_BUDGET = float(os.environ.get("PLACEMENT_PERF_ROUND_BUDGET", "1.0"))
 
 
 @pytest.fixture(autouse=True)
@@ -83,37 +89,106 @@ def _load() -> str:
     return os.getloadavg().__repr__() if hasattr(os, "getloadavg") else "n/a"
 
 
+def _greedy(snap: FederationSnapshot, limits: PlanLimits) -> Plan:
+    """The greedy-only baseline under the same cyclic-GC pause ``plan()`` applies to itself."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return greedy_plan(snap, limits)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _both(snap: FederationSnapshot, limits: PlanLimits,
+          plan_first: bool) -> tuple[Plan, float, float, Plan, float, float]:
+    """Greedy baseline and ``plan()`` on one instance, in alternating order: the second run
+    on a snapshot finds its per-cluster caches (empty profiles, usable nodes) warm."""
+    if plan_first:
+        p, w, c = _timed(lambda: plan(snap, limits))
+        g, gw, gc_ = _timed(lambda: _greedy(snap, limits))
+    else:
+        g, gw, gc_ = _timed(lambda: _greedy(snap, limits))
+        p, w, c = _timed(lambda: plan(snap, limits))
+    return g, gw, gc_, p, w, c
+
+
+def _gains(snap: FederationSnapshot, p: Plan, g: Plan) -> dict[str, Any]:
+    """How the shipped plan compares with the greedy plan of the same round, on ``score_vector``."""
+    sc = Scoring(snap)
+    vp, vg = sc.vector(p), sc.vector(g)
+    top = next((i for i, (a, b) in enumerate(zip(vp, vg, strict=True)) if a != b), None)
+    return {
+        "improved": vp > vg, "worse": vp < vg, "status": p.status,
+        "top_band_gain": (vp[0] - vg[0]) / abs(vg[0]) if vg and vg[0] else 0.0,
+        "first_changed_band": top,
+        "first_changed_band_gain": (vp[top] - vg[top]) / abs(vg[top]) if top is not None and vg[top] else 0.0,
+        "placed": len(p.placements), "placed_greedy": len(g.placements),
+    }
+
+
 def test_round_latency_2000_gangs(benchmark: Any) -> None:
-    instances = [synthetic(seed=s, clusters=100, nodes=100, pending=2000) for s in range(ROUNDS)]
-    limits = PlanLimits(time_limit_seconds=1.0, workers=2)
-    walls, cpus, g_walls, g_cpus, statuses, placed = [], [], [], [], [], []
-    for snap in instances:
-        g, gw, gc = _timed(lambda snap=snap: greedy_plan(snap, limits))  # type: ignore[misc]
-        p, w, c = _timed(lambda snap=snap: plan(snap, limits))  # type: ignore[misc]
+    """Issue 12 row: a 2,000-gang round over 100 clusters x 100 nodes, ``ROUNDS`` seeds.
+
+    Per seed the greedy-only baseline and then ``plan()`` (1 s budget, 2 workers) run on the
+    same instance; recorded: wall and CPU p50/p99 of both, their ratio, and how often (and
+    by how much, on ``score_vector``) the shipped plan beats the greedy one."""
+    limits = PlanLimits(time_limit_seconds=ROUND_BUDGET, workers=2)
+    walls, cpus, g_walls, g_cpus, rows, loads = [], [], [], [], [], []
+    for seed in range(ROUNDS):
+        snap = synthetic(seed=seed, clusters=100, nodes=100, pending=2000)
+        loads.append(os.getloadavg()[0])
+        g, gw, gc_, p, w, c = _both(snap, limits, plan_first=seed % 2 == 1)
         assert validate(snap, p) == []
+        row = _gains(snap, p, g)
+        assert not row["worse"]  # never worse than greedy, by construction
+        rows.append({**row, "seed": seed, "wall_ms": round(1000 * w), "cpu_ms": round(1000 * c),
+                     "greedy_wall_ms": round(1000 * gw), "greedy_cpu_ms": round(1000 * gc_)})
         walls.append(w)
         cpus.append(c)
         g_walls.append(gw)
-        g_cpus.append(gc)
-        statuses.append(p.status)
-        placed.append((len(p.placements), len(g.placements)))
-    benchmark.pedantic(plan, args=(instances[0], limits), rounds=3, iterations=1)
-    _save("round_2000x100x100", {
-        "rounds": len(instances), "plan": _summary(walls, cpus), "greedy": _summary(g_walls, g_cpus),
-        "statuses": {s: statuses.count(s) for s in set(statuses)},
-        "placed_plan_vs_greedy": placed[:3], "loadavg": _load(),
+        g_cpus.append(gc_)
+    benchmark.pedantic(plan, args=(synthetic(seed=0, clusters=100, nodes=100, pending=2000), limits),
+                       rounds=3, iterations=1)
+    improved = [r for r in rows if r["improved"]]
+    statuses = [r["status"] for r in rows]
+    _save("round_2000x100x100" + ("" if ROUND_BUDGET == 1.0 else f"_budget{ROUND_BUDGET:g}s"), {
+        "budget_seconds": ROUND_BUDGET, "rounds": len(rows),
+        "plan": _summary(walls, cpus), "greedy": _summary(g_walls, g_cpus),
+        "ratio_plan_over_greedy": {
+            "p50_wall": statistics.median(walls) / statistics.median(g_walls),
+            "p50_cpu": statistics.median(cpus) / statistics.median(g_cpus)},
+        "statuses": {st: statuses.count(st) for st in sorted(set(statuses))},
+        "improved_rounds": len(improved),
+        "model_solved_rounds": sum(st != "GREEDY" for st in statuses),
+        "top_band_gain_median": statistics.median(r["top_band_gain"] for r in rows),
+        "top_band_gain_max": max(r["top_band_gain"] for r in rows),
+        "per_round": rows, "loadavg_1min_during": [round(x, 2) for x in loads], "loadavg_end": _load(),
     })
 
 
 def test_full_replan_10000_jobs() -> None:
-    snap = synthetic(seed=7, clusters=100, nodes=100, pending=10_000)
-    limits = PlanLimits(time_limit_seconds=5.0, workers=2)
-    g, gw, gc = _timed(lambda: greedy_plan(snap, limits))
-    p, w, c = _timed(lambda: plan(snap, limits))
-    assert validate(snap, p) == []
+    """Issue 12 row: re-plan 10,000 pending jobs over the same fleet in a 1.5 s budget, against
+    the greedy-only baseline (what it places, in what wall and CPU time) in the same run."""
+    limits = PlanLimits(time_limit_seconds=1.5, workers=2)
+    rows = []
+    for seed in range(int(os.environ.get("PLACEMENT_PERF_REPLANS", "3"))):
+        snap = synthetic(seed=7 + seed, clusters=100, nodes=100, pending=10_000)
+        load = os.getloadavg()[0]
+        g, gw, gc_, p, w, c = _both(snap, limits, plan_first=seed % 2 == 1)
+        assert validate(snap, p) == []
+        row = _gains(snap, p, g)
+        assert not row["worse"]
+        rows.append({**row, "seed": 7 + seed, "plan_wall_ms": round(1000 * w), "plan_cpu_ms": round(1000 * c),
+                     "greedy_wall_ms": round(1000 * gw), "greedy_cpu_ms": round(1000 * gc_),
+                     "loadavg_1min": round(load, 2)})
     _save("replan_10000", {
-        "plan_wall_ms": 1000 * w, "plan_cpu_ms": 1000 * c, "greedy_wall_ms": 1000 * gw, "greedy_cpu_ms": 1000 * gc,
-        "status": p.status, "placed": len(p.placements), "placed_greedy": len(g.placements), "loadavg": _load(),
+        "budget_seconds": limits.time_limit_seconds, "runs": rows,
+        "plan_wall_ms_median": statistics.median(r["plan_wall_ms"] for r in rows),
+        "plan_cpu_ms_median": statistics.median(r["plan_cpu_ms"] for r in rows),
+        "greedy_wall_ms_median": statistics.median(r["greedy_wall_ms"] for r in rows),
+        "greedy_cpu_ms_median": statistics.median(r["greedy_cpu_ms"] for r in rows),
+        "loadavg_end": _load(),
     })
 
 
@@ -165,7 +240,7 @@ def test_mid_rounds_cpsat_vs_greedy() -> None:
     for seed in range(int(os.environ.get("PLACEMENT_PERF_MID_SEEDS", "8"))):
         snap = synthetic(seed=seed, clusters=10, nodes=16, pending=120, priorities=2, busy=0.4)
         g = greedy_plan(snap)
-        p, wall, _ = _timed(lambda snap=snap: plan(snap, PlanLimits(time_limit_seconds=1.0, workers=2)))  # type: ignore[misc]
+        p, wall, _ = _timed(lambda snap=snap: plan(snap, PlanLimits(time_limit_seconds=1.0, workers=2)))  # type: ignore[misc]  # mypy cannot infer a lambda with a default argument
         assert validate(snap, p) == []
         sc = Scoring(snap)
         vg, vp = sc.vector(g), sc.vector(p)

@@ -13,18 +13,19 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from sqlalchemy import create_engine, text
 
-from federation.bench.submit import run
+from federation.bench.submit import SubmitConfig, run
 from federation.store import migrate as migrations
 
 pytestmark = pytest.mark.perf
 _CONFTEST = Path(__file__).resolve().parents[1] / "integration" / "conftest.py"
 
 
-def _integration_fixtures():  # type: ignore[no-untyped-def]
+def _integration_fixtures() -> ModuleType:
     """The integration suite's PostgreSQL helper (start_postgres), loaded by path."""
     spec = importlib.util.spec_from_file_location("integration_conftest", _CONFTEST)
     assert spec is not None and spec.loader is not None
@@ -51,7 +52,7 @@ def bench_db() -> Iterator[str]:
 
 
 def test_every_acknowledged_submission_is_stored(bench_db: str) -> None:
-    report = run(bench_db, seconds=3, clients=2, concurrency=16, warmup=0.5, baseline_seconds=1)
+    report = run(SubmitConfig(bench_db, seconds=3, clients=2, concurrency=16, warmup=0.5, baseline_seconds=1))
     print("\n" + report.text())
     assert report.acknowledged > 0 and report.errors == {}
     assert report.missing == 0 and report.found_in_store == report.acknowledged
@@ -63,10 +64,10 @@ def test_every_acknowledged_submission_is_stored(bench_db: str) -> None:
 def test_the_metrics_cost_comparison_runs_both_sides_and_scrapes(bench_db: str) -> None:
     """``federation.bench.metrics_cost`` (docs/benchmarks.md, "Cost of metrics"), shortened:
     one run without and one with ``--metrics-listen``, the endpoint scraped meanwhile."""
-    from federation.bench.metrics_cost import compare
+    from federation.bench.metrics_cost import MetricsCostConfig, compare
 
-    result = compare(bench_db, rounds=1, seconds=3, clients=1, concurrency=8, scrape_interval=0.5,
-                     control_loop=False)
+    result = compare(MetricsCostConfig(bench_db, rounds=1, seconds=3, clients=1, concurrency=8, scrape_interval=0.5,
+                                       control_loop=False))
     assert result["off"]["runs"]["missing"] == 0 and result["on"]["runs"]["missing"] == 0
     assert result["off"]["jobs_per_second"] > 0 and result["on"]["jobs_per_second"] > 0
     assert result["scrapes"] >= 2  # the server with metrics answered /metrics during its run

@@ -16,6 +16,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -31,7 +32,7 @@ _CONFTEST = Path(__file__).resolve().parents[1] / "integration" / "conftest.py"
 
 
 @pytest.fixture(scope="module")
-def server():  # type: ignore[no-untyped-def]
+def server() -> Iterator[Any]:  # the integration conftest's PostgresServer, loaded by path
     spec = importlib.util.spec_from_file_location("integration_conftest_takeover", _CONFTEST)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -45,7 +46,7 @@ def server():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def db(server) -> Iterator[str]:  # type: ignore[no-untyped-def]
+def db(server: Any) -> Iterator[str]:
     name = f"takeover_{uuid.uuid4().hex[:8]}"
     admin = create_engine(server.url, isolation_level="AUTOCOMMIT")
     try:

@@ -62,7 +62,7 @@ def _work(cluster: str, pods: list[list[object]]) -> WorkRecord:
 
 
 def _nodes(resp: object) -> list[str]:
-    return [p.node for p in resp.placement.pods]  # type: ignore[attr-defined]
+    return [p.node for p in resp.placement.pods]  # type: ignore[attr-defined]  # an ExplainJob response, typed object here
 
 
 def test_explain_shows_the_recorded_pods_of_the_jobs_work_not_the_planned_ones() -> None:

@@ -22,7 +22,7 @@ def snapshot(cluster: str) -> agent_pb2.AgentMessage:
 
 def status(work: str, phase: int, *actions: str) -> agent_pb2.AgentMessage:
     return agent_pb2.AgentMessage(status=agent_pb2.WorkStatus(
-        work_id=work, version=1, phase=phase,  # type: ignore[arg-type]
+        work_id=work, version=1, phase=phase,  # type: ignore[arg-type]  # raw enum numbers, out-of-range ones included, on purpose
         events=[agent_pb2.WorkEvent(action=a) for a in actions]))
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_workloads import GANG, workload
 
 from federation.domain.annotations import check_annotations, in_family, pod_annotations
 from federation.domain.errors import InvalidInput
 from federation.domain.manifests import load_jobs, load_manifests, load_queues
-from tests.unit.test_workloads import GANG, workload
 
 JOB = """apiVersion: batch.volcano.sh/v1alpha1
 kind: Job

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from federation.cli import apply
+from federation.cli.errors import EXIT_USAGE
 
 JOB = """apiVersion: batch.volcano.sh/v1alpha1
 kind: Job
@@ -47,7 +48,7 @@ def test_dependency_order_puts_queues_before_jobs_and_keeps_file_order_within_a_
 def test_refused_documents_get_one_line_each(text: str, message: str) -> None:
     docs, errors = _parse(QUEUE + "---\n" + text if not text.startswith("a:") else text)
     assert len(errors) == 1 and errors[0].text.startswith(message), errors
-    assert errors[0].code == apply.EXIT_USAGE
+    assert errors[0].code == EXIT_USAGE
     assert [d.kind.kind for d in docs] == ([] if text.startswith("a:") else ["Queue"])
 
 

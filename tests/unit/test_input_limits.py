@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -18,9 +19,9 @@ from federation.v1 import types_pb2
 from federation.wire.limits import Limits, check_job_spec, check_snapshot
 
 
-def _refused(fn: object, *args: object) -> InvalidInput:
+def _refused(fn: Callable[..., object], *args: object) -> InvalidInput:
     with pytest.raises(InvalidInput) as err:
-        fn(*args)  # type: ignore[operator]
+        fn(*args)
     return err.value
 
 
@@ -90,7 +91,7 @@ def test_namespaces_must_be_dns_labels(value: str) -> None:
     pytest.param(label_value, "has space", id="label value with a space"),
     pytest.param(label_value, "v" * 64, id="label value over 63"),
 ])
-def test_label_keys_values_and_resource_names_follow_kubernetes(check: object, value: str) -> None:
+def test_label_keys_values_and_resource_names_follow_kubernetes(check: Callable[..., object], value: str) -> None:
     _refused(check, value, "spec.labels")
 
 
@@ -153,9 +154,10 @@ def _spec(**kwargs: object) -> types_pb2.JobSpec:
     pytest.param(lambda m: setattr(m.tasks[0], "template_json", " " * (256 * 1024 + 1)), "spec.tasks[0].template",
                  "bytes of JSON", id="template size"),
 ])
-def test_job_specs_over_a_limit_are_refused_naming_the_field(mutate: object, path: str, rule: str) -> None:
+def test_job_specs_over_a_limit_are_refused_naming_the_field(
+        mutate: Callable[[types_pb2.JobSpec], object], path: str, rule: str) -> None:
     msg = _spec()
-    mutate(msg)  # type: ignore[operator]
+    mutate(msg)
     err = _refused(check_job_spec, msg, Limits(), "spec")
     assert err.path == path and rule in err.rule, err
 

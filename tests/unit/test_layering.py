@@ -31,6 +31,7 @@ REQUIRED = {
     "agents-never-import-service",
     "propagation-never-imports-store",
     "only-metrics-imports-prometheus-client",
+    "only-cli-parses-arguments",
 }
 
 

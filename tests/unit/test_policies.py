@@ -117,7 +117,7 @@ REFUSED = [
                  "documents[0].spec.placement.clusterAffinity.fieldSelector", "not supported", id="fieldSelector"),
     pytest.param({"placement": {"workloadAffinity": {}}}, "documents[0].spec.placement.workloadAffinity",
                  "not supported", id="workloadAffinity"),
-    pytest.param({"failover": {"application": {}}}, "documents[0].spec.failover", "not supported",
+    pytest.param({"failover": {"application": {}}}, "documents[0].spec.failover.application", "not supported",
                  id="application failover"),
     pytest.param({"propagateDeps": True}, "documents[0].spec.propagateDeps", "not supported", id="propagateDeps"),
     pytest.param({"suspension": {"dispatchingOnClusters": {}}}, "documents[0].spec.suspension.dispatchingOnClusters",
@@ -215,14 +215,25 @@ def test_admin_taints_follow_kubectl_taint_semantics() -> None:
     from federation.service.clusters import taints_after
 
     current = (Taint("a", "1", "NoSchedule"), Taint("b", "", "PreferNoSchedule"))
-    assert taints_after(current, _taint_request([("a", "2", "NoSchedule")], [])) == (
+    assert taints_after(current, _taint_request([("a", "2", "NoSchedule")], []), 5.0) == (
         Taint("b", "", "PreferNoSchedule"), Taint("a", "2", "NoSchedule"))  # same key+effect replaced
-    assert taints_after(current, _taint_request([], ["a"])) == (Taint("b", "", "PreferNoSchedule"),)
-    assert taints_after(current, _taint_request([], ["b:PreferNoSchedule"])) == (Taint("a", "1", "NoSchedule"),)
+    assert taints_after(current, _taint_request([], ["a"]), 5.0) == (Taint("b", "", "PreferNoSchedule"),)
+    assert taints_after(current, _taint_request([], ["b:PreferNoSchedule"]), 5.0) == (Taint("a", "1", "NoSchedule"),)
+
+
+def test_an_admin_noexecute_taint_records_when_it_was_put_on_and_keeps_it_when_set_again() -> None:
+    from federation.domain.nodes import Taint
+    from federation.service.clusters import taints_after
+
+    [first] = taints_after((), _taint_request([("drain", "", "NoExecute")], []), 100.0)
+    assert first == Taint("drain", "", "NoExecute", time_added=100.0)
+    assert taints_after((first,), _taint_request([("drain", "", "NoExecute")], []), 200.0) == (first,)
+    assert taints_after((first,), _taint_request([("drain", "v2", "NoExecute")], []), 200.0) == (
+        Taint("drain", "v2", "NoExecute", time_added=200.0),)  # a new value is a new taint
 
 
 @pytest.mark.parametrize(("add", "remove", "path"), [
-    pytest.param([("x", "", "NoExecute")], [], "add[0].effect", id="NoExecute would need eviction"),
+    pytest.param([("x", "", "NoWay")], [], "add[0].effect", id="an unknown effect"),
     pytest.param([("", "", "NoSchedule")], [], "add[0].key", id="a taint needs a key"),
     pytest.param([], ["ghost"], "remove[0]", id="removing what is not there"),
 ])
@@ -230,7 +241,7 @@ def test_bad_admin_taints_are_refused(add: list[tuple[str, str, str]], remove: l
     from federation.service.clusters import taints_after
 
     with pytest.raises(InvalidInput) as info:
-        taints_after((), _taint_request(add, remove))
+        taints_after((), _taint_request(add, remove), 0.0)
     assert info.value.path == path
 
 

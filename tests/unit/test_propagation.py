@@ -12,19 +12,13 @@ from federation.control.snapshot import build
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobs import Job, Task
 from federation.domain.nodes import Node, Taint
-from federation.domain.plans import Placement, Plan, PodAssignment
+from federation.domain.plans import FederationSnapshot, PendingJob, Placement, Plan, PodAssignment
 from federation.domain.propagation import ClusterAffinity, PropagationPolicy
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
-from federation.domain.states import WorkPhase
-from federation.propagation import (
-    admissible,
-    lost_clusters,
-    placement_from_payload,
-    reflected_in_snapshot,
-    work_payload,
-    works_to_create,
-)
+from federation.domain.states import JobState, WorkPhase
+from federation.domain.works import placement_from_payload, work_payload
+from federation.propagation import admissible, lost_clusters, reflected_in_snapshot, refuse_inadmissible
 from federation.propagation.status import effect, job_steps
 from federation.store import ClusterRecord, JobRecord, SnapshotSummary, WorkRecord
 
@@ -44,7 +38,7 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
     pytest.param("cancelled", "pending", (), id="cancelled-stays"),
 ])
 def test_job_steps(current: str, target: str, steps: tuple[str, ...]) -> None:
-    assert job_steps(current, target) == steps
+    assert job_steps(current, JobState(target)) == steps
 
 
 @pytest.mark.parametrize(("phase", "work_state", "replan"), [
@@ -94,9 +88,18 @@ def test_admissible_reuses_the_planner_eligibility() -> None:
     assert admissible(_job(), _cluster("west", (Taint("gpu", "broken"),))) == "taints"
 
 
-def test_only_applied_placements_get_works() -> None:
-    plan = Plan(placements=(Placement("a", "east", "r", 1), Placement("b", "east", "r", 1)))
-    assert [p.job for p in works_to_create(plan, {"b"})] == ["b"]
+def test_a_placement_its_policy_forbids_is_refused_as_unplaced_before_recording() -> None:
+    east_only = _job("a", clusters=("east",))
+    snapshot = FederationSnapshot(clusters=(_cluster("east"), _cluster("west")), queues=(Queue("q"),),
+                                  pending=(PendingJob(east_only, 0.0), PendingJob(_job("b"), 0.0)))
+    plan = Plan(placements=(Placement("a", "west", "r", 1), Placement("b", "west", "r", 1)))
+    kept, refused = refuse_inadmissible(plan, snapshot)
+    assert [p.job for p in kept.placements] == ["b"]
+    assert refused == (("a", "west", "affinity"),)
+    [unplaced] = kept.unplaced
+    assert (unplaced.job, unplaced.constraint, unplaced.unschedulable) == ("a", "propagation", False)
+    assert "propagation policy forbids" in unplaced.reason
+    assert refuse_inadmissible(kept, snapshot) == (kept, ())
 
 
 def _record(name: str, state: str, cluster: str | None = None, version: int = 3) -> JobRecord:
@@ -149,10 +152,14 @@ def test_placed_job_without_work_is_flagged_for_repair_and_lost_clusters_enter_u
     assert data.unavailable == {"west": "lost", "north": "no snapshot yet"}
 
 
-def test_active_job_on_a_lost_cluster_is_stranded_not_running() -> None:
+def test_active_job_on_a_lost_cluster_leaves_it_and_is_not_running_there() -> None:
+    """A cluster lost without the unreachable taint (``mark_lost``, or before the taint
+    existed) is unreachable since its last heartbeat; a job without tolerations leaves."""
     lost = ClusterRecord(**{**_cluster_record("east", T0).__dict__, "lost": True})
-    data = build([], [lost], [Queue("q")], [], [_record("held", "running", "east")], [], now=1.0)
-    assert data.stranded == frozenset({"east"}) and data.snapshot.running == ()
+    data = build([], [lost], [Queue("q")], [], [_record("held", "running", "east")], [], now=T0.timestamp() + 1)
+    assert dict(data.evictions) == {"east": {"held": "left cluster east: taint "
+                                             "cluster.karmada.io/unreachable:NoExecute: failover grace 0s"}}
+    assert data.snapshot.running == () and data.next_eviction is None
 
 
 def test_digest_ignores_snapshot_times_but_not_free_resources() -> None:

@@ -140,10 +140,17 @@ def _domains(rnd: PlanningRound, jc: JobClass, room: Mapping[int, list[int]], pr
 
 
 def attach_candidates(
-    rnd: PlanningRound, jc: JobClass, room: Mapping[int, list[int]], keep: Iterable[int], prune: bool
+    rnd: PlanningRound, jc: JobClass, room: Mapping[int, list[int]], keep: Iterable[int], prune: bool,
+    within: frozenset[str] | None = None,
 ) -> None:
-    """Fill ``jc.group``, ``jc.candidates`` and ``jc.cap`` (see module docstring)."""
+    """Fill ``jc.group``, ``jc.candidates`` and ``jc.cap`` (see module docstring).
+
+    ``within`` (a large-neighbourhood window) keeps only those clusters of the chosen
+    group, so pruning ranks the tightest domains *inside* the window rather than
+    federation-wide ones that would then all be dropped."""
     jc.group = choose_group(rnd, jc, room)
+    if within is not None:
+        jc.group = tuple(c for c in jc.group if c in within)
     st = rnd.state
     ix, _ = st.probe(jc.pods, jc.need)
     limits: dict[str, int | None] = {}

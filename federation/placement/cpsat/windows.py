@@ -36,9 +36,10 @@ from federation.placement.score import FAIR_BONUS, VALUE
 EXACT_MAX_VARS = 1_500
 JOINT_MAX_JOBS = 40  # one lexicographically weighted model; beyond this its big coefficients slow the LP
 SMALL_ROUND_JOBS = 300  # per-band windows of rounds up to this size: no pruning, exact capacity if small
+BAND_MODEL_MAX_JOBS = 300  # on larger rounds, a band with more jobs gets neighbourhood steps, not its own model
 MAX_COEFFICIENT = 1 << 50
 RESERVE = 0.15  # fraction of the budget kept for decoding and reasons
-FINISH_SECONDS_PER_JOB = 80e-6  # reasons, score terms and plan assembly per pending job (measured, loaded host)
+FINISH_SECONDS_PER_JOB = 50e-6  # reasons, score terms and plan assembly per pending job (25-36 us measured at load 6-7)
 MIN_WINDOW_SECONDS = 0.1
 MIN_BAND_SECONDS = 0.25  # below this a band keeps its greedy decisions without building a model
 DECODE_SECONDS_PER_VAR = 40e-6  # measured: building, decoding and repairing cost per x variable
@@ -111,18 +112,34 @@ def per_band(
     order = sorted(bands)
     small = len(rnd.snapshot.pending) <= SMALL_ROUND_JOBS
     floor = MIN_WINDOW_SECONDS if small else MIN_BAND_SECONDS
+    greedy_seconds, greedy_jobs = 0.0, 0
     for index, band in enumerate(order):
         members = bands[band]
-        before = rnd.checkpoint()
+        # The band's own model needs the pre-greedy state; when not even its floor is left
+        # it cannot run, so the full copy (10,000 nodes: tens of ms) is skipped.
+        # A band this large on a large round goes straight to the neighbourhood steps: its
+        # whole model (1,000 gangs: 0.2-0.7 s to build, then rarely past its hint) lost to
+        # them in every measured round (docs/benchmarks.md, issue 12 fleet scale).
+        whole = small or len(members) <= BAND_MODEL_MAX_JOBS
+        before = rnd.checkpoint() if whole and deadline - rnd.clock() >= floor else None
+        placed_before, evicted_before = set(rnd.placements), set(rnd.preempted)
+        greedy_started = rnd.clock()
         greedy_left = run_bands(rnd, tuple(members))
-        g_placed = {n: p for n, p in rnd.placements.items() if n not in before.placements}
-        g_evicted = {n for n in rnd.preempted if n not in before.preempted}
+        greedy_seconds += rnd.clock() - greedy_started
+        greedy_jobs += len(members)
+        g_placed = {n: p for n, p in rnd.placements.items() if n not in placed_before}
+        g_evicted = {n for n in rnd.preempted if n not in evicted_before}
         # Higher bands matter lexicographically more: each band gets at least half of what
         # is left (the last one all of it), more when it holds most of the remaining jobs.
-        share = len(members) / max(1, sum(len(bands[b]) for b in order[index:]))
-        seconds = (deadline - rnd.clock()) * (1.0 if index == len(order) - 1 else max(0.5, share))
+        # What is left excludes the greedy passes of the lower bands, estimated at this
+        # round's greedy rate per job: they always run, so time a band's model or
+        # neighbourhood steps took from them would push the round past its budget.
+        later = sum(len(bands[b]) for b in order[index + 1:])
+        share = len(members) / max(1, len(members) + later)
+        spare = deadline - rnd.clock() - greedy_seconds / max(1, greedy_jobs) * later
+        seconds = spare * (1.0 if index == len(order) - 1 else max(0.5, share))
         perfect = not greedy_left and not any(rnd.scoring.tier_steps(jobs[n], p.tier) for n, p in g_placed.items())
-        if perfect or seconds < floor:
+        if perfect or seconds < floor or before is None:
             if perfect or small:
                 left.extend(greedy_left)
             else:  # too little time for the band's model: CP-SAT on its worst few clusters

@@ -79,7 +79,7 @@ async def observe(cluster: FakeCluster, w: Work) -> Observed:
 
 async def step(cluster: FakeCluster, w: Work, **kw: object) -> Reconciliation:
     """One reconcile pass applied to the fake; asserts the cluster accepted every op."""
-    result = reconcile(w, await observe(cluster, w), **kw)  # type: ignore[arg-type]
+    result = reconcile(w, await observe(cluster, w), **kw)  # type: ignore[arg-type]  # keyword arguments passed through untyped to the constructor
     applied = await apply_ops(cluster, result.ops)
     assert applied.ok, applied.error
     return result

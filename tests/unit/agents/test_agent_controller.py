@@ -13,7 +13,7 @@ P = LifecyclePolicy
 
 
 def controller(j_policies: tuple[LifecyclePolicy, ...] = (), hypernode: str = "t1-l0", **kw: object) -> JobController:
-    return JobController(work(job(policies=j_policies, **kw), hypernode), label_keys=LABEL_KEYS)  # type: ignore[arg-type]
+    return JobController(work(job(policies=j_policies, **kw), hypernode), label_keys=LABEL_KEYS)  # type: ignore[arg-type]  # keyword arguments passed through untyped to the constructor
 
 
 async def test_lifecycle_bind_fail_restart_complete() -> None:
@@ -143,7 +143,7 @@ async def test_refused_operation_is_reported_and_retried_next_pass() -> None:
             raise refusal
         await real_bind(namespace, name, node)
 
-    cluster.bind_pod = flaky_bind  # type: ignore[method-assign]
+    cluster.bind_pod = flaky_bind  # type: ignore[method-assign]  # a test double replaces the method
     first = await ctl.sync(cluster, clock(), None)
     assert "apiserver said no" in first.error
     assert cluster.bind_count == 0  # the first bind was refused, so none followed

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from agentkit import fake, gpu, step, work
 
@@ -58,9 +60,9 @@ REFUSED = [
 
 
 @pytest.mark.parametrize(("build", "path"), REFUSED)
-def test_depends_on_that_cannot_work_is_refused(build: object, path: str) -> None:
+def test_depends_on_that_cannot_work_is_refused(build: Callable[[], object], path: str) -> None:
     with pytest.raises(InvalidInput) as info:
-        build()  # type: ignore[operator]
+        build()
     assert info.value.path == path
 
 

@@ -155,4 +155,4 @@ async def test_watch_emits_an_event_for_every_mutation_from_subscription_on() ->
     seen = [await asyncio.wait_for(watch.__anext__(), 1) for _ in range(4)]
     assert [(e.kind, e.type) for e in seen] == [("Pod", "ADDED"), ("Pod", "MODIFIED"), ("Node", "MODIFIED"),
                                                 ("Pod", "DELETED")]
-    await watch.aclose()  # type: ignore[attr-defined]
+    await watch.aclose()  # type: ignore[attr-defined]  # an async generator, typed as AsyncIterator

@@ -9,6 +9,7 @@ from dataclasses import replace
 from agentkit import job, work
 
 from agents.runtime_jobs import JobBook, JobSlot
+from federation.domain.states import WorkPhase
 from federation.domain.works import Work
 
 
@@ -17,7 +18,7 @@ def _work(name: str, version: int = 1, *, cancelled: bool = False) -> Work:
     return replace(w, work_id=f"{name}@{version}")
 
 
-def _report(slot: JobSlot, phase: str, message: str = "") -> None:
+def _report(slot: JobSlot, phase: WorkPhase, message: str = "") -> None:
     """What the runtime does when a status is put on the stream."""
     slot.sent += 1
     slot.final = slot.is_final(phase, message)
@@ -27,8 +28,8 @@ def test_a_finished_job_is_retired_only_once_central_applied_its_final_report() 
     book = JobBook()
     assert book.accept(_work("a")) and book.accept(_work("b"))
     a = book.slots["a"]
-    _report(a, "Running")
-    _report(a, "Succeeded", "job Completed")
+    _report(a, WorkPhase.RUNNING)
+    _report(a, WorkPhase.SUCCEEDED, "job Completed")
     assert not book.acked("a@1")  # the Running report: the final one is not applied yet
     assert "a" in book.slots
     assert book.acked("a@1")
@@ -40,7 +41,7 @@ def test_a_tombstone_ignores_replays_and_a_newer_version_revives_the_job() -> No
     book = JobBook()
     book.accept(_work("a", 2))
     slot = book.slots["a"]
-    _report(slot, "Failed", "job Failed")
+    _report(slot, WorkPhase.FAILED, "job Failed")
     book.acked("a@2")
     assert not book.accept(_work("a", 2)) and not book.accept(_work("a", 1))
     assert "a" not in book.slots
@@ -54,19 +55,19 @@ def test_a_withdrawn_job_retires_without_lingering_and_a_sync_or_cancel_ends_lin
     book.accept(_work("done"))
     assert book.cancel("gone", 1)
     gone = book.slots["gone"]
-    _report(gone, "Cancelled", "withdrawing 3 objects")
+    _report(gone, WorkPhase.CANCELLED, "withdrawing 3 objects")
     book.acked("gone@1")
     assert "gone" in book.slots  # still withdrawing
-    _report(gone, "Cancelled", "withdrawn")
+    _report(gone, WorkPhase.CANCELLED, "withdrawn")
     assert book.acked("gone@1") and not book.tombstones["gone"].linger
     done = book.slots["done"]
-    _report(done, "Succeeded")
+    _report(done, WorkPhase.SUCCEEDED)
     book.acked("done@1")
     assert book.keep() == {"done"}
     assert not book.cancel("done", 0) and book.cancel("done", 1)
     assert book.keep() == set()
     book.accept(_work("kept"))
-    _report(book.slots["kept"], "Succeeded")
+    _report(book.slots["kept"], WorkPhase.SUCCEEDED)
     book.acked("kept@1")
     book.sync([])  # a new stream's desired set without it: its leftovers are orphans
     assert book.keep() == set()
@@ -76,10 +77,10 @@ def test_acks_of_an_old_stream_never_count_and_unacked_final_reports_are_resent(
     book = JobBook()
     book.accept(_work("a"))
     slot = book.slots["a"]
-    _report(slot, "Succeeded")
+    _report(slot, WorkPhase.SUCCEEDED)
     book.sync([_work("a")])  # the stream broke before the ack: re-report on the new one
     assert slot.reported is None and (slot.sent, slot.acked) == (0, 0) and not slot.retirable
-    _report(slot, "Succeeded")
+    _report(slot, WorkPhase.SUCCEEDED)
     assert book.acked("a@1") and not book.slots
 
 
@@ -89,7 +90,7 @@ def test_an_ack_for_an_unknown_or_superseded_work_changes_nothing() -> None:
     book.accept(_work("a", 1))
     book.accept(_work("a", 2))
     slot = book.slots["a"]
-    _report(slot, "Running")
-    _report(slot, "Succeeded")
+    _report(slot, WorkPhase.RUNNING)
+    _report(slot, WorkPhase.SUCCEEDED)
     assert not book.acked("a@1")  # the v1 report applied; v2's final one not yet
     assert book.acked("a@2") and book.tombstones["a"].version == 2

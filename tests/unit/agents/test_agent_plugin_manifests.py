@@ -59,9 +59,9 @@ def test_secret_hash_follows_the_config_not_the_key() -> None:
 
 
 def tf_config(j: object, pod: str) -> dict[str, object]:
-    manifest = render(work(j)).pod(pod)  # type: ignore[arg-type]
+    manifest = render(work(j)).pod(pod)  # type: ignore[arg-type]  # the pod key is built loosely for the test
     assert manifest is not None
-    return json.loads(manifest.env_dict()["TF_CONFIG"])  # type: ignore[no-any-return]
+    return json.loads(manifest.env_dict()["TF_CONFIG"])  # type: ignore[no-any-return]  # json.loads returns Any
 
 
 def test_tensorflow_config_lists_every_role_and_the_pods_own_task() -> None:

@@ -25,4 +25,4 @@ def test_when_armed_everything_but_bind_is_delegated(monkeypatch: pytest.MonkeyP
     backend = FakeCluster("c")
     armed = with_failpoints(backend)
     assert armed is not backend
-    assert armed.cluster == backend.cluster  # type: ignore[attr-defined]
+    assert armed.cluster == backend.cluster

@@ -87,7 +87,7 @@ def _manifest(**kw: object) -> PodManifest:
         config_map_mounts=(("j-hosts", "/etc/volcano"),),
     )
     base.update(kw)
-    return PodManifest(**base)  # type: ignore[arg-type]
+    return PodManifest(**base)  # type: ignore[arg-type]  # keyword arguments passed through untyped to the constructor
 
 
 def test_pod_without_template_gets_a_container_with_requests_and_gpu_limits() -> None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -57,7 +59,8 @@ class MemoryLease:
 
 def elector(store: MemoryLease, who: str, **kw: float) -> LeaderElector:
     opts = {"lease_duration": 0.6, "renew_deadline": 0.4, "retry_period": 0.1, **kw}
-    return LeaderElector(store, who, **opts)
+    return LeaderElector(store, who, lease_duration=opts["lease_duration"], renew_deadline=opts["renew_deadline"],
+                         retry_period=opts["retry_period"])
 
 
 class Tracker:
@@ -68,7 +71,7 @@ class Tracker:
         self.terms: list[tuple[str, int, float]] = []  # (identity, epoch, monotonic start)
         self.overlaps = 0
 
-    def lead(self, hold: asyncio.Event | None = None):  # type: ignore[no-untyped-def]
+    def lead(self, hold: asyncio.Event | None = None) -> Callable[[Leadership], Coroutine[Any, Any, None]]:
         async def run(term: Leadership) -> None:
             if self.active:
                 self.overlaps += 1

@@ -85,16 +85,16 @@ CASES = [
          lambda p: _eq(nodes_of(p, "j"), ["a-n3"])),
     Case("volcano: the next tier only when no leaf holds the gang", "volcano-greedy",
          lambda: snap([cluster("a", [0, 8, 0, 8])], [gang("j", "q", 2, 8, topology=HARD2)]),
-         lambda p: _eq((p.placement("j").tier, nodes_of(p, "j")), (2, ["a-n0", "a-n2"]))),  # type: ignore[union-attr]
+         lambda p: _eq((p.placement("j").tier, nodes_of(p, "j")), (2, ["a-n0", "a-n2"]))),  # type: ignore[union-attr]  # a missing placement fails the test (AttributeError)
     Case("volcano: Karmada's pick is the first cluster by name with room", "volcano-greedy",
          lambda: snap([cluster("b", [0, 0, 0, 0]), cluster("a", [0, 0, 0, 0])], [gang("j", "q", 1, 8)]),
-         lambda p: _eq(p.placement("j").cluster, "a")),  # type: ignore[union-attr]
+         lambda p: _eq(p.placement("j").cluster, "a")),  # type: ignore[union-attr]  # a missing placement fails the test (AttributeError)
     Case("volcano: a hard gang waits in a fragmented first cluster", "volcano-greedy",
          lambda: snap([cluster("a", [0, 8, 0, 8]), cluster("b", [0, 0, 0, 0])], [gang("j", "q", 2, 8, topology=HARD1)]),
          lambda p: _eq(unplaced_of(p, "j"), ("topology", "a", False))),
     Case("karmada: the cluster with the most available replicas wins", "karmada-spread",
          lambda: snap([cluster("a", [8, 8, 0, 0]), cluster("b", [0, 0, 0, 0])], [gang("j", "q", 1, 8)]),
-         lambda p: _eq(p.placement("j").cluster, "b")),  # type: ignore[union-attr]
+         lambda p: _eq(p.placement("j").cluster, "b")),  # type: ignore[union-attr]  # a missing placement fails the test (AttributeError)
     Case("karmada: pods spread to the least allocated nodes", "karmada-spread",
          lambda: snap([cluster("a", [4, 0, 0, 4])], [gang("j", "q", 2, 4)]),
          lambda p: _eq(nodes_of(p, "j"), ["a-n1", "a-n2"])),
@@ -106,7 +106,7 @@ CASES = [
          lambda p: _eq(nodes_of(p, "j"), ["a-n1"])),
     Case("armada: a hard gang stays inside one HyperNode at its tier limit", "armada-drf",
          lambda: snap([cluster("a", [0, 8, 0, 0])], [gang("j", "q", 2, 8, topology=HARD1)]),
-         lambda p: _eq(p.placement("j").hypernode, "a-leaf1")),  # type: ignore[union-attr]
+         lambda p: _eq(p.placement("j").hypernode, "a-leaf1")),  # type: ignore[union-attr]  # a missing placement fails the test (AttributeError)
 ]
 
 
@@ -158,7 +158,7 @@ def test_queue_capability_is_honoured(policy: str) -> None:
 def test_unhealthy_clusters_are_never_used(policy: str) -> None:
     down = tiered_cluster("a", 4, leaf=2, spine=2, healthy=False)
     plan = run(policy, snap([down, cluster("b", [0, 0, 0, 0])], [gang("j", "q", 2, 8)]))
-    assert plan.placement("j").cluster == "b"  # type: ignore[union-attr]
+    assert plan.placement("j").cluster == "b"  # type: ignore[union-attr]  # a missing placement fails the test (AttributeError)
 
 
 @pytest.mark.parametrize("policy", [*BASELINES, "cpsat"])

@@ -4,6 +4,8 @@ outcome names, the agent's measured backend, and ``--metrics-listen`` checked at
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -18,7 +20,7 @@ from federation.cli.main import main as federation_main
 from federation.domain.errors import InvalidInput
 from federation.domain.resources import Resources
 from federation.metrics.exporter import parse_listen
-from federation.metrics.instruments import NO_METRICS, ServiceMetrics
+from federation.metrics.instruments import LOOP_LAG_INTERVAL, NO_METRICS, ServiceMetrics
 from federation.service.auth import PermissionDenied
 from federation.service.jobs import refusal_outcome
 from federation.store.errors import Unavailable
@@ -34,8 +36,8 @@ def test_round_phases_solver_statuses_submissions_and_dispatch_are_counted() -> 
         pass
     m.round_recorded("OPTIMAL")
     m.round_failed()
-    m.submission("created")
-    m.submission("invalid_argument")
+    m.submission("created", 0.004)
+    m.submission("invalid_argument", 0.0004)
     m.work_dispatched(0.3)
     r = m.registry
     assert _value(r, "federation_round_duration_seconds_count", phase="plan") == 1
@@ -45,11 +47,27 @@ def test_round_phases_solver_statuses_submissions_and_dispatch_are_counted() -> 
     assert _value(r, "federation_submissions_total", outcome="created") == 1
     assert _value(r, "federation_submissions_total", outcome="invalid_argument") == 1
     assert _value(r, "federation_work_dispatch_seconds_bucket", le="0.5") == 1
+    assert _value(r, "federation_submit_duration_seconds_bucket", le="0.0005") == 1
+    assert _value(r, "federation_submit_duration_seconds_bucket", le="0.005") == 2
+
+
+async def test_the_loop_lag_probe_observes_each_turn_until_cancelled() -> None:
+    m = ServiceMetrics()
+    probe = asyncio.create_task(m.watch_loop_lag())
+    await asyncio.sleep(LOOP_LAG_INTERVAL * 2.5)
+    time.sleep(0.15)  # hold the loop: the probe due meanwhile runs at least 50 ms late
+    await asyncio.sleep(LOOP_LAG_INTERVAL * 1.5)
+    probe.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await probe
+    count = _value(m.registry, "federation_event_loop_lag_seconds_count") or 0
+    assert count >= 2
+    assert (_value(m.registry, "federation_event_loop_lag_seconds_bucket", le="0.03") or 0) < count
 
 
 def test_metrics_off_registers_and_records_nothing() -> None:
     with NO_METRICS.phase("plan"):
-        NO_METRICS.submission("created")
+        NO_METRICS.submission("created", 0.001)
     assert generate_latest(NO_METRICS.registry) == b""
 
 

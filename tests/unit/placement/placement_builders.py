@@ -34,13 +34,13 @@ R = Resources.of
 def flat(name: str, free: Sequence[int], gpus: int = 8, **kwargs: object) -> ClusterSnapshot:
     """A cluster without HyperNodes; ``free[i]`` = free GPUs of node i."""
     nodes = tuple(gpu_node(f"{name}-n{i}", gpus, gpus - f) for i, f in enumerate(free))
-    return ClusterSnapshot(name, nodes, **kwargs)  # type: ignore[arg-type]
+    return ClusterSnapshot(name, nodes, **kwargs)  # type: ignore[arg-type]  # keyword arguments passed through untyped to the constructor
 
 
 def tiered(name: str, free: Sequence[int], leaf: int = 2, spine: int = 2, **kwargs: object) -> ClusterSnapshot:
     """Leaves of ``leaf`` nodes (tier 1), spines of ``spine`` leaves (tier 2), a top (tier 3)."""
     used = {i: 8 - f for i, f in enumerate(free)}
-    return tiered_cluster(name, len(free), leaf=leaf, spine=spine, used=used, **kwargs)  # type: ignore[arg-type]
+    return tiered_cluster(name, len(free), leaf=leaf, spine=spine, used=used, **kwargs)  # type: ignore[arg-type]  # keyword arguments passed through untyped to the constructor
 
 
 def job(name: str, pods: int = 1, gpus: int = 8, queue: str = "q", priority: int = 0,

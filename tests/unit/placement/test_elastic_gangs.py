@@ -48,7 +48,7 @@ def guide_job(**kwargs: object) -> Job:
     4 CPUs, minAvailable 4, hard mode, highestTierAllowed 1."""
     fields: dict[str, object] = {"min_available": 4, "network_topology": NetworkTopology("hard", 1)}
     fields.update(kwargs)
-    return Job("network-topology-job", "q", (Task("t0", 8, Resources.of(cpu=4)),), **fields)  # type: ignore[arg-type]
+    return Job("network-topology-job", "q", (Task("t0", 8, Resources.of(cpu=4)),), **fields)  # type: ignore[arg-type]  # keyword arguments passed through untyped to the constructor
 
 
 def leaf_of(p: Placement) -> str:

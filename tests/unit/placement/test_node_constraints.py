@@ -47,11 +47,11 @@ def labelled(cluster: ClusterSnapshot, labels: Mapping[int, Mapping[str, str]],
 
 def task(name: str, replicas: int, gpus: int = 8, **template: object) -> Task:
     res = Resources({GPU: gpus, CPU: 8_000 * gpus, MEMORY: 64 * GIB * gpus})
-    return Task(name, replicas, res, template_json=template_for(**template))  # type: ignore[arg-type]
+    return Task(name, replicas, res, template_json=template_for(**template))  # type: ignore[arg-type]  # keyword arguments passed through untyped
 
 
 def job(name: str, *tasks: Task, **kwargs: object) -> Job:
-    return Job(name, "q", tasks, **kwargs)  # type: ignore[arg-type]
+    return Job(name, "q", tasks, **kwargs)  # type: ignore[arg-type]  # keyword arguments passed through untyped to the constructor
 
 
 def affinity(*terms: Sequence[tuple[str, str, Sequence[str]]]) -> dict[str, object]:

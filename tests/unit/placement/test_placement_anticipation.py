@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from placement_builders import FAST, checked, hard, job, snap, tiered
 
 from federation.domain import FederationSnapshot, Job, PendingJob
 from federation.placement import greedy_plan, plan, validate
 from federation.placement.admission import enqueue, held_nodes, hold_room
 from federation.placement.rounds import PlanningRound
 from federation.placement.score import GUARD_MAX, Scoring
-from tests.unit.placement.placement_builders import FAST, checked, hard, job, snap, tiered
 
 # spine0 (n0-n3) nearly whole: 28 of 32 GPUs free; spine1 busy: n6 free, n7 half.
 # leaf1 (n2, n3) and leaf3 (n6, n7) are equally tight: one free 8-GPU node each.

@@ -107,7 +107,7 @@ TIERS = [
 @pytest.mark.parametrize(("topology", "limit"), [c[1:] for c in TIERS], ids=[c[0] for c in TIERS])
 def test_tier_limit(topology: object, limit: int | None) -> None:
     c = tiered("a", [8] * 8)
-    assert tier_limit(job("j", 2, topology=topology), c) == limit  # type: ignore[arg-type]
+    assert tier_limit(job("j", 2, topology=topology), c) == limit  # type: ignore[arg-type]  # parametrised topology values include deliberately untyped ones
 
 
 def test_candidate_domains_lowest_tier_first_within_limit() -> None:

@@ -6,6 +6,7 @@ checked on both sides of its threshold, through the greedy planner and ``plan()`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -53,8 +54,8 @@ def test_shipped_defaults_are_the_documented_ones() -> None:
 
 @pytest.mark.parametrize("planner", PLANNERS)
 @pytest.mark.parametrize("case", [preemption_case, reclaim_case], ids=["preempt", "reclaim"])
-def test_without_a_grace_nothing_is_ever_evicted(planner: str, case: object) -> None:
-    s = case(1_000_000.0)  # type: ignore[operator]
+def test_without_a_grace_nothing_is_ever_evicted(planner: str, case: Callable[[float], FederationSnapshot]) -> None:
+    s = case(1_000_000.0)
     result = run(planner, s, replace(FAST, preemption_grace_seconds=None))
     assert result.preemptions == ()
     assert result.placements == ()
@@ -63,18 +64,19 @@ def test_without_a_grace_nothing_is_ever_evicted(planner: str, case: object) -> 
 
 @pytest.mark.parametrize("planner", PLANNERS)
 @pytest.mark.parametrize("case", [preemption_case, reclaim_case], ids=["preempt", "reclaim"])
-def test_a_gang_evicts_only_after_waiting_out_the_grace(planner: str, case: object) -> None:
+def test_a_gang_evicts_only_after_waiting_out_the_grace(
+        planner: str, case: Callable[[float], FederationSnapshot]) -> None:
     limits = replace(FAST, preemption_grace_seconds=600.0)
-    early = run(planner, case(1000.0 + 599.0), limits)  # type: ignore[operator]
+    early = run(planner, case(1000.0 + 599.0), limits)
     assert early.preemptions == ()
-    late = run(planner, case(1000.0 + 600.0), limits)  # type: ignore[operator]
+    late = run(planner, case(1000.0 + 600.0), limits)
     assert len(late.preemptions) >= 1
     assert late.placements and late.placements[0].job in {"high", "a1"}
 
 
 def busy_leaf(now: float, topology: object = None) -> FederationSnapshot:
     # Leaves {n0,n1} and {n2,n3} each have one busy node; the spine {n0..n3} has two free.
-    s = snap([tiered("a", [8, 0, 8, 0])], [job("g", 2, topology=topology)], now=now)  # type: ignore[arg-type]
+    s = snap([tiered("a", [8, 0, 8, 0])], [job("g", 2, topology=topology)], now=now)  # type: ignore[arg-type]  # parametrised topology values include deliberately untyped ones
     return submitted(s, 0.0)
 
 

@@ -10,7 +10,7 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
 from placement_builders import FAST, Queue, R, flat, hard, job, occupy, running, snap, soft, tiered
 
-from federation.domain import FederationSnapshot, Plan, RunningJob
+from federation.domain import ClusterSnapshot, FederationSnapshot, Plan, Resources, RunningJob
 from federation.domain.plans import PendingJob
 from federation.placement import greedy_plan, plan, score, score_vector, validate
 
@@ -20,12 +20,12 @@ TOPOLOGIES = [None, hard(1), hard(2), soft(1), hard(name="spine")]
 @st.composite
 def rounds(draw: st.DrawFn) -> FederationSnapshot:
     clusters = []
-    for c in range(draw(st.integers(1, 3))):
+    for i in range(draw(st.integers(1, 3))):
         free = draw(st.lists(st.sampled_from([0, 2, 4, 8, 8]), min_size=2, max_size=6))
         if draw(st.booleans()) and len(free) >= 4:
-            clusters.append(tiered(f"c{c}", free))
+            clusters.append(tiered(f"c{i}", free))
         else:
-            clusters.append(flat(f"c{c}", free))
+            clusters.append(flat(f"c{i}", free))
     queues = [
         Queue("a", weight=draw(st.integers(1, 3)), priority=draw(st.integers(0, 1)),
               capability=draw(st.sampled_from([None, R(gpu=16), R(gpu=32)]))),
@@ -70,15 +70,15 @@ def advance(s: FederationSnapshot, p: Plan, arrivals: list[PendingJob], now: flo
                               tuple(left) + tuple(arrivals), tuple(runs + started), now)
 
 
-def _free_clusters(s: FederationSnapshot) -> list:  # type: ignore[type-arg]
+def _free_clusters(s: FederationSnapshot) -> list[ClusterSnapshot]:
     """The clusters as they were before any running job (inverse of ``occupy``)."""
-    from federation.domain import ClusterSnapshot, Node
-    used: dict[tuple[str, str], object] = {}
+    from federation.domain import Node
+    used: dict[tuple[str, str], Resources] = {}
     for r in s.running:
         req = {(t, i): res for t, i, res in r.job.pods()}
         for a in r.placement.pods:
             key = (r.placement.cluster, a.node)
-            used[key] = used.get(key, R()) + req[(a.task, a.index)]  # type: ignore[operator]
+            used[key] = used.get(key, R()) + req[(a.task, a.index)]
     out = []
     for c in s.clusters:
         nodes = tuple(Node(n.name, n.allocatable, n.free + used[(c.name, n.name)] if (c.name, n.name) in used

@@ -16,7 +16,7 @@ from federation.sim.metrics import (
     objective_gap,
     percentile,
 )
-from federation.sim.simulator import RoundRecord, Sample, SimResult
+from federation.sim.simulator import Sample, SimResult, SimulatedRound
 from federation.sim.tracking import JobOutcome
 
 CONTRACT = ("jobs", "placed", "avgJctSeconds", "makespanSeconds", "gpuUtilization", "lowestTierFraction",
@@ -35,7 +35,7 @@ def rec(name: str, gang: int = 2, tier: int | None = 1, best: int | None = 1, ho
 
 
 def toy(samples: list[Sample], jobs: list[JobOutcome], weights: tuple[int, int] = (1, 1),
-        rounds: tuple[RoundRecord, ...] = ()) -> SimResult:
+        rounds: tuple[SimulatedRound, ...] = ()) -> SimResult:
     s = scenario(queues=[{"name": "a", "weight": weights[0]}, {"name": "b", "weight": weights[1]}], jobs=[])
     end = max((j.finished_at or 0.0) for j in jobs)
     return SimResult(s, tuple(jobs), rounds, tuple(samples), (), end)
@@ -95,8 +95,8 @@ def test_percentiles_are_nearest_rank() -> None:
     assert (percentile(values, 50), percentile(values, 99), percentile([], 50)) == (50.0, 99.0, 0.0)
 
 
-def round_(status: str, objective: float, bound: float) -> RoundRecord:
-    return RoundRecord(0.0, 0.01, 1, 1, 0, 0, status, objective, bound)
+def round_(status: str, objective: float, bound: float) -> SimulatedRound:
+    return SimulatedRound(0.0, 0.01, 1, 1, 0, 0, status, objective, bound)
 
 
 def test_objective_gap_averages_the_rounds_the_solver_decided() -> None:
@@ -106,8 +106,8 @@ def test_objective_gap_averages_the_rounds_the_solver_decided() -> None:
 
 
 def test_compute_holds_every_contract_metric() -> None:
-    rounds = (RoundRecord(0.0, 0.002, 2, 2, 0, 0, "OPTIMAL", 10.0, 10.0),
-              RoundRecord(5.0, 0.004, 1, 1, 0, 0, "OPTIMAL", 10.0, 10.0))
+    rounds = (SimulatedRound(0.0, 0.002, 2, 2, 0, 0, "OPTIMAL", 10.0, 10.0),
+              SimulatedRound(5.0, 0.004, 1, 1, 0, 0, "OPTIMAL", 10.0, 10.0))
     jobs = [rec("x", submitted=0.0, finished=150.0), rec("y", submitted=50.0, finished=200.0)]
     result = toy([sample(0, 8, 8, {"a": 8}, {"a": 8})], jobs, rounds=rounds)
     metrics = compute(result, with_gap=True)

@@ -7,11 +7,12 @@ from simkit import FakeTimer, job, place, plan_of, scenario, scripted, two_leaf_
 
 from federation.domain.plans import FederationSnapshot, Plan
 from federation.placement.baselines import POLICIES
-from federation.sim.simulator import MAX_CHURN, simulate
+from federation.sim.simulator import MAX_CHURN, SimResult, simulate
+from federation.sim.tracking import JobOutcome
 
 
-def record(result: object, name: str) -> object:
-    return next(j for j in result.jobs if j.name == name)  # type: ignore[attr-defined]
+def record(result: SimResult, name: str) -> JobOutcome:
+    return next(j for j in result.jobs if j.name == name)
 
 
 def test_the_same_scenario_gives_the_same_run() -> None:
@@ -31,8 +32,8 @@ def test_a_gang_across_leaves_runs_slower_by_the_tier_multiplier() -> None:
         return plan_of(place("near", "c1", "c1-l0", 1, ["n0", "n1"]), place("far", "c1", "c1-top", 2, ["n2", "n3"]))
 
     result = simulate(s, scripted(decide))
-    assert record(result, "near").finished_at == 100.0  # type: ignore[attr-defined]
-    assert record(result, "far").tier == 1  # type: ignore[attr-defined]  # n2,n3 share leaf l1: tier 1
+    assert record(result, "near").finished_at == 100.0
+    assert record(result, "far").tier == 1  # n2,n3 share leaf l1: tier 1
 
     def split(snap: FederationSnapshot) -> Plan:
         if not snap.pending:
@@ -42,21 +43,21 @@ def test_a_gang_across_leaves_runs_slower_by_the_tier_multiplier() -> None:
     s2 = scenario(jobs=[job("near", pods=2, duration=100)])
     slow = simulate(s2, scripted(split))
     near = record(slow, "near")
-    assert near.tier == 2 and near.finished_at == pytest.approx(150.0)  # type: ignore[attr-defined]
+    assert near.tier == 2 and near.finished_at == pytest.approx(150.0)
 
 
 def test_a_gang_on_one_node_runs_at_full_speed_even_in_a_wide_domain() -> None:
     s = scenario(jobs=[job("pair", pods=2, gpus=4, duration=100)])
     result = simulate(s, scripted(lambda snap: plan_of(place("pair", "c1", "c1-top", 2, ["n0", "n0"]))
                                   if snap.pending else Plan()))
-    assert record(result, "pair").finished_at == 100.0  # type: ignore[attr-defined]
+    assert record(result, "pair").finished_at == 100.0
 
 
 def test_arrivals_in_one_instant_are_coalesced_into_one_round_on_the_grid() -> None:
     s = scenario(jobs=[job(f"j{i}", at=3.0) for i in range(4)])
     result = simulate(s, POLICIES["karmada-spread"], round_interval=10.0)
     assert [r.at for r in result.rounds] == [10.0] and result.rounds[0].pending == 4
-    assert all(record(result, f"j{i}").first_start == 10.0 for i in range(4))  # type: ignore[attr-defined]
+    assert all(record(result, f"j{i}").first_start == 10.0 for i in range(4))
 
 
 def test_placements_that_do_not_fit_are_recorded_and_never_applied() -> None:
@@ -65,7 +66,7 @@ def test_placements_that_do_not_fit_are_recorded_and_never_applied() -> None:
     result = simulate(s, scripted(lambda snap: bad if len(snap.pending) == 2 else Plan()))
     assert [r.job for r in result.rejections] == ["b"]
     assert "do not fit" in result.rejections[0].reason
-    assert record(result, "b").starts == 0  # type: ignore[attr-defined]
+    assert record(result, "b").starts == 0
 
 
 @pytest.mark.parametrize("placement,reason", [
@@ -76,7 +77,7 @@ def test_placements_that_do_not_fit_are_recorded_and_never_applied() -> None:
 ], ids=["outside its HyperNode", "unknown cluster", "unknown HyperNode", "unknown node"])
 def test_malformed_placements_are_refused(placement: object, reason: str) -> None:
     s = scenario(jobs=[job("a")])
-    result = simulate(s, scripted(lambda snap: plan_of(placement) if snap.pending else Plan()))  # type: ignore[arg-type]
+    result = simulate(s, scripted(lambda snap: plan_of(placement) if snap.pending else Plan()))  # type: ignore[arg-type]  # a scripted planner has a narrower signature than Planner
     assert reason in result.rejections[0].reason
 
 
@@ -92,10 +93,10 @@ def test_a_node_failure_kills_and_requeues_its_gang_which_restarts_from_scratch(
                  events=[{"at": 50, "kind": "nodeFail", "target": "n0"}])
     result = simulate(s, POLICIES["volcano-greedy"])
     a = record(result, "a")
-    assert a.fault_kills == 1 and a.starts == 2  # type: ignore[attr-defined]
-    assert a.fault_gpu_seconds == 16 * 50.0  # type: ignore[attr-defined]
-    assert a.last_start == 50.0 and a.finished_at == 150.0  # type: ignore[attr-defined]
-    assert a.cluster == "c1" and a.tier == 1  # type: ignore[attr-defined]  # the other leaf
+    assert a.fault_kills == 1 and a.starts == 2
+    assert a.fault_gpu_seconds == 16 * 50.0
+    assert a.last_start == 50.0 and a.finished_at == 150.0
+    assert a.cluster == "c1" and a.tier == 1  # the other leaf
 
 
 def test_a_cluster_outage_moves_its_jobs_and_blocks_new_ones_until_it_returns() -> None:
@@ -106,7 +107,7 @@ def test_a_cluster_outage_moves_its_jobs_and_blocks_new_ones_until_it_returns() 
                                                                               "target": "c1"}])
     result = simulate(s, POLICIES["volcano-greedy"])
     a = record(result, "a")
-    assert a.fault_kills == 1 and a.cluster == "c2" and a.last_start == 30.0  # type: ignore[attr-defined]
+    assert a.fault_kills == 1 and a.cluster == "c2" and a.last_start == 30.0
     down = [x for x in result.samples if 30 <= x.at < 500]
     assert down and all(x.capacity.gpus == 16 for x in down)
 
@@ -115,7 +116,7 @@ def test_a_pod_failure_restarts_the_job_in_place() -> None:
     s = scenario(jobs=[job("a", pods=2, duration=100)], events=[{"at": 40, "kind": "podFail", "target": "a"}])
     result = simulate(s, POLICIES["armada-drf"])
     a = record(result, "a")
-    assert a.restarts_in_place == 1 and a.starts == 1 and a.finished_at == 140.0  # type: ignore[attr-defined]
+    assert a.restarts_in_place == 1 and a.starts == 1 and a.finished_at == 140.0
 
 
 def test_a_preempted_job_goes_back_to_pending_and_restarts_from_scratch() -> None:
@@ -133,17 +134,17 @@ def test_a_preempted_job_goes_back_to_pending_and_restarts_from_scratch() -> Non
 
     result = simulate(s, scripted(decide), round_interval=10.0)
     low, high = record(result, "low"), record(result, "high")
-    assert low.preempted == 1 and high.first_start == 100.0  # type: ignore[attr-defined]
-    assert low.preempted_gpu_seconds == 32 * 100.0  # type: ignore[attr-defined]  # 4 x 8 GPUs for 100 s
-    assert low.last_start == 250.0 and low.finished_at == 250.0 + 1500.0  # type: ignore[attr-defined]
+    assert low.preempted == 1 and high.first_start == 100.0
+    assert low.preempted_gpu_seconds == 32 * 100.0  # 4 x 8 GPUs for 100 s
+    assert low.last_start == 250.0 and low.finished_at == 250.0 + 1500.0
 
 
 def test_jobs_nothing_can_hold_stay_pending_and_the_run_still_ends() -> None:
     s = scenario(jobs=[job("huge", pods=9), job("ok", pods=1)])
     result = simulate(s, POLICIES["karmada-spread"])
     huge = record(result, "huge")
-    assert not huge.holdable and huge.starts == 0  # type: ignore[attr-defined]
-    assert record(result, "ok").finished_at == 100.0  # type: ignore[attr-defined]
+    assert not huge.holdable and huge.starts == 0
+    assert record(result, "ok").finished_at == 100.0
 
 
 def test_planner_wall_time_is_measured_with_the_injected_timer() -> None:

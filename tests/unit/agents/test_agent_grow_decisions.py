@@ -26,7 +26,7 @@ def grown(w: Work, *pods: tuple[str, int, str]) -> Work:
 
 
 def nodes_of(cluster: object) -> dict[str, str | None]:
-    return {p.name: p.node for p in cluster.pods({"federation.io/job": "train"})}  # type: ignore[attr-defined]
+    return {p.name: p.node for p in cluster.pods({"federation.io/job": "train"})}  # type: ignore[attr-defined]  # the fake cluster, typed object by its callers
 
 
 async def test_an_elastic_work_runs_only_the_pods_it_lists() -> None:

@@ -1,0 +1,102 @@
+"""The job's PriorityClass in the member cluster: ensured there, carried by its pods.
+
+The federation resolves ``priorityClassName`` against the classes applied to it
+(``fedctl apply`` of scheduling.k8s.io/v1 PriorityClass, or the built-in table) and plans
+with that value. In the member cluster Kubernetes' Priority admission plugin resolves the
+pod's ``priorityClassName`` again, against that cluster's classes, and refuses a pod whose
+class does not exist there, or whose ``spec.priority`` differs from the class's value. So
+before the job's pods are created the agent makes sure the class exists:
+
+- **absent**: it is created with the job's priority (the federation's value of the class),
+  labelled ``federation.io/managed``, never deleted by the agent (other jobs, and the
+  cluster's own pods, may use it);
+- **present with the same value**: used;
+- **present with another value**: the cluster's class is used as it is (its admin's
+  definition is what every other pod of that cluster is ordered by, and admission would
+  refuse any other value), and the job gets a Warning event saying both values; the
+  federation still plans with its own value;
+- **cannot be read or created** (RBAC, apiserver refusal): the pods are created without a
+  class (the cluster's globalDefault, or 0) and the job gets a Warning event saying why.
+
+Pods then carry ``priorityClassName`` and ``priority`` equal to the class's value in that
+cluster. A job without a class (or with only the ``federation.io/priority`` annotation,
+which no member cluster can express without a class) leaves its pods' priority to the
+cluster. A workload job (Deployment/StatefulSet) carries its class in its own pod
+template: the agent ensures the class the same way, and warns when it cannot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from agents.backend import AlreadyExists, BackendError, ClusterBackend
+from agents.core.recovery import Action, JobEvent
+from federation.domain.jobs import Job
+from federation.domain.states import WARNING_EVENT
+from federation.domain.works import Work
+
+DESCRIPTION = "created by the federation agent for jobs of the class {name} (the federation's value)"
+
+
+@dataclass(frozen=True)
+class ClusterPriority:
+    """The class the job's pods carry in this cluster ("" none), its value there, and a
+    warning to report once (empty when the cluster honours the federation's class as is)."""
+
+    name: str = ""
+    value: int | None = None
+    warning: str = ""
+
+
+NONE = ClusterPriority()
+
+
+def decide(name: str, wanted: int, existing: int | None, cluster: str) -> tuple[ClusterPriority, bool]:
+    """What the pods carry given the class as the cluster holds it (``existing``), and
+    whether it must be created first; pure."""
+    if not name:
+        return NONE, False
+    if existing is None:
+        return ClusterPriority(name, wanted), True
+    if existing == wanted:
+        return ClusterPriority(name, wanted), False
+    return ClusterPriority(name, existing, f"PriorityClass {name} in cluster {cluster} has value {existing}, "
+                                           f"the federation's is {wanted}: the pods carry the cluster's class "
+                                           f"(admission allows no other value); the federation plans with "
+                                           f"{wanted}"), False
+
+
+async def ensure_priority_class(backend: ClusterBackend, job: Job) -> ClusterPriority:
+    """Make sure the job's class exists in the cluster; what its pods carry (see module doc)."""
+    name, cluster = job.priority_class, backend.cluster
+    if not name:
+        return NONE
+    try:
+        existing = await backend.read_priority_class(name)
+        result, create = decide(name, job.priority, existing, cluster)
+        if create:
+            try:
+                await backend.create_priority_class(name, job.priority, DESCRIPTION.format(name=name))
+            except AlreadyExists:  # created meanwhile (another job, an admin): use it as it is
+                result, _ = decide(name, job.priority, await backend.read_priority_class(name), cluster)
+        return result
+    except BackendError as exc:
+        return ClusterPriority(warning=f"PriorityClass {name} could not be ensured in cluster {cluster} "
+                                       f"({exc.reason}); the pods run without it (the cluster's default priority)")
+
+
+def for_cluster(work: Work, priority: ClusterPriority) -> Work:
+    """``work`` with the job's class and priority as the cluster holds them, for rendering
+    its pods (a workload job is left alone: its pods come from its own template)."""
+    job = work.job
+    if job.workload is not None or (job.priority_class, job.priority) == (priority.name, priority.value):
+        return work
+    if not priority.name:
+        return replace(work, job=replace(job, priority_class=""))
+    return replace(work, job=replace(job, priority_class=priority.name, priority=priority.value or 0))
+
+
+def priority_warning(job: str, message: str, now: float) -> Action:
+    """The report of a class the cluster could not honour as the federation has it: a
+    ``Warning`` WorkEvent, which central records as a job Warning event."""
+    return Action(WARNING_EVENT, job, JobEvent(WARNING_EVENT, "PriorityClass", message, now), cause=message)
