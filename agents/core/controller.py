@@ -27,7 +27,14 @@ from agents.core.apply import Applied, apply_ops, observe_job
 from agents.core.events import job_pods, observe, pod_events
 from agents.core.operations import BindPod, CreatePod, DeletePod
 from agents.core.plugins import secret_refs
-from agents.core.priority import NONE, ClusterPriority, ensure_priority_class, for_cluster, priority_warning
+from agents.core.priority import (
+    NONE,
+    ClusterPriority,
+    ensure_priority_class,
+    for_cluster,
+    priority_warning,
+    retry_delay,
+)
 from agents.core.reconcile import Observed, ops_for_actions, reconcile
 from agents.core.records import LABEL_JOB, PodRecord
 from agents.core.recovery import (
@@ -80,6 +87,8 @@ class JobController:
         self.state = JobRuntimeState()
         self.hints: tuple[PodAssignment, ...] = ()
         self.priority: ClusterPriority | None = None  # the class as this cluster holds it, once ensured
+        self._priority_failures = 0  # consecutive failed attempts to ensure it
+        self._priority_retry_at: float | None = None  # when a failed attempt is tried again
 
     def update(self, work: Work) -> bool:
         """Accept a newer Work (or a cancel); stale or duplicate versions are ignored
@@ -96,19 +105,16 @@ class JobController:
         return True
 
     async def sync(self, backend: ClusterBackend, now: float, tree: HyperNodeTree | None) -> PassReport:
-        notes: list[Action] = []
-        if self.priority is None and not self.work.cancelled:
-            self.priority = await ensure_priority_class(backend, self.work.job)
-            if self.priority.warning:  # reported once, as a job Warning event
-                notes.append(priority_warning(self.work.name, self.priority.warning, now))
+        notes = await self._ensure_priority(backend, now)
         work = for_cluster(self.work, self.priority or NONE)
         observed = await self._observe(backend, tree)
         pods = tuple(job_pods(work.job, observed.pods, work.version))
         executed: list[Action] = []
-        wake_at: float | None = None
+        wake_at: float | None = None if self.work.cancelled else self._priority_retry_at
         error = ""
         if not work.cancelled and work.job.workload is None:  # a workload's controller repairs its pods
-            executed, wake_at, applied = await self._recover(backend, work, observed, pods, now)
+            executed, due, applied = await self._recover(backend, work, observed, pods, now)
+            wake_at = due if wake_at is None or (due is not None and due < wake_at) else wake_at
             error = applied.error
             if executed and applied.ok:
                 observed = await self._observe(backend, tree)
@@ -131,6 +137,21 @@ class JobController:
             phase, message = WorkPhase.REPLAN, replans[-1].record.message
         return PassReport(work.work_id, work.name, work.version, phase, message, pods, (*executed, *notes),
                           tuple(a.record for a in executed), wake_at, error, work.generation)
+
+    async def _ensure_priority(self, backend: ClusterBackend, now: float) -> list[Action]:
+        """Ensure the job's class in the cluster on the first pass, and again after a
+        failed attempt once its back-off has passed (agents/core/priority.py). A warning
+        is reported when it first appears or changes, not on every retry."""
+        due = self.priority is None or (self._priority_retry_at is not None and now >= self._priority_retry_at)
+        if self.work.cancelled or not due:
+            return []
+        before = self.priority.warning if self.priority is not None else ""
+        self.priority = await ensure_priority_class(backend, self.work.job)
+        self._priority_failures = self._priority_failures + 1 if self.priority.failed else 0
+        self._priority_retry_at = now + retry_delay(self._priority_failures) if self.priority.failed else None
+        if self.priority.warning and self.priority.warning != before:
+            return [priority_warning(self.work.name, self.priority.warning, now)]
+        return []
 
     async def _observe(self, backend: ClusterBackend, tree: HyperNodeTree | None) -> Observed:
         job = self.work.job

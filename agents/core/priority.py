@@ -15,8 +15,13 @@ before the job's pods are created the agent makes sure the class exists:
   definition is what every other pod of that cluster is ordered by, and admission would
   refuse any other value), and the job gets a Warning event saying both values; the
   federation still plans with its own value;
-- **cannot be read or created** (RBAC, apiserver refusal): the pods are created without a
-  class (the cluster's globalDefault, or 0) and the job gets a Warning event saying why.
+- **cannot be read or created** (RBAC, apiserver refusal, a timeout): the pods are created
+  without a class (the cluster's globalDefault, or 0) and the job gets a Warning event
+  saying why. The failure may be transient, so the job's controller tries again on a
+  later pass, after a bounded exponential back-off (``retry_delay``: 1 s doubling to
+  5 min, as the Kubernetes workqueue's rate limiter), and its pods created from then on
+  carry the class; pods already running keep theirs (Kubernetes cannot change a pod's
+  priority, and recreating a running gang for it would cost more than it gives).
 
 Pods then carry ``priorityClassName`` and ``priority`` equal to the class's value in that
 cluster. A job without a class (or with only the ``federation.io/priority`` annotation,
@@ -46,9 +51,18 @@ class ClusterPriority:
     name: str = ""
     value: int | None = None
     warning: str = ""
+    failed: bool = False  # the class could not be ensured: try again later (retry_delay)
 
 
 NONE = ClusterPriority()
+RETRY_BASE_SECONDS = 1.0
+RETRY_MAX_SECONDS = 300.0
+
+
+def retry_delay(failures: int) -> float:
+    """How long after its ``failures``-th failed attempt the class is tried again: 1 s
+    doubling, at most 5 min (client-go's ItemExponentialFailureRateLimiter, bounded)."""
+    return min(RETRY_MAX_SECONDS, RETRY_BASE_SECONDS * 2.0 ** min(max(0, failures - 1), 20))
 
 
 def decide(name: str, wanted: int, existing: int | None, cluster: str) -> tuple[ClusterPriority, bool]:
@@ -82,7 +96,8 @@ async def ensure_priority_class(backend: ClusterBackend, job: Job) -> ClusterPri
         return result
     except BackendError as exc:
         return ClusterPriority(warning=f"PriorityClass {name} could not be ensured in cluster {cluster} "
-                                       f"({exc.reason}); the pods run without it (the cluster's default priority)")
+                                       f"({exc.reason}); the pods run without it (the cluster's default priority)",
+                               failed=True)
 
 
 def for_cluster(work: Work, priority: ClusterPriority) -> Work:

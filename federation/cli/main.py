@@ -103,7 +103,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", dest="json_out", help="write the bench JSON here")
     bench.add_argument("--placements", dest="placements_out", metavar="FILE",
                        help="write every job start (restarts included) as JSON lines: policy, job, cluster, "
-                            "hypernode, tier, at (simulated seconds), pods")
+                            "hypernode, tier, at (simulated seconds), pods; a running elastic job's growth "
+                            "adds a line with growth: true and the added pods")
     add_policy_flags(bench)
     return parser
 

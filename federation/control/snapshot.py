@@ -18,6 +18,9 @@ Two things are decided here, both so that consecutive rounds agree with each oth
   cluster ever hold this job?' still ranges over it: a job whose only allowed cluster is
   lost waits for it, it is not unschedulable. Registered clusters that have not sent a
   valid snapshot yet are listed apart (``unknown``): their size is unknown, never zero.
+  Jobs that stay on a lost cluster while their tolerations allow are running jobs like
+  any other: their queue's usage counts them, but an unhealthy cluster has no usable
+  nodes, so nothing is placed, grown or preempted there.
 
 - **A round reads a bounded intake of the backlog** (``max_pending``): ``intake`` splits
   it between queues round-robin (queue priority first in each pass) so every queue with
@@ -204,15 +207,17 @@ def build(
                 continue
             if verdict.at is not None:
                 next_eviction = verdict.at if next_eviction is None else min(next_eviction, verdict.at)
-        if rec.cluster in by_name and by_name[rec.cluster].lost:
-            continue  # stays on an unreachable cluster while tolerated; never planned around there
+        lost = rec.cluster in by_name and by_name[rec.cluster].lost
         work = work_of.get(rec.job.name)
         if work is not None and work.cluster == rec.cluster:
             placement = placement_from_payload(rec.name, work.payload)
         else:
             placement = Placement(rec.name, rec.cluster, rec.hypernode or "", rec.tier or 0)
-            if work is None and rec.state == JobState.PLACED:
+            if work is None and rec.state == JobState.PLACED and not lost:
                 without_work.append(rec)
+        # A job still tolerated on an unreachable cluster runs there as far as anyone knows:
+        # it counts toward its queue (fair share, capability, guarantee), while the cluster,
+        # passed unhealthy, gets nothing new and yields no victim or growth.
         running.append(RunningJob(rec.job, placement, started_at=rec.updated_at.timestamp()))
         cluster = by_name.get(rec.cluster)
         received = cluster.summary.taken_at if cluster is not None and cluster.summary is not None else None

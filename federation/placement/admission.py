@@ -93,7 +93,9 @@ def enqueue(snapshot: FederationSnapshot, factor: float | None) -> tuple[Federat
     if factor is None or not snapshot.pending:
         return snapshot, ()
     led = QueueLedger(snapshot)
-    budget = Resources({k: int(v * factor) for k, v in led.capacity}) - total(r.job.requests for r in snapshot.running)
+    healthy = {c.name for c in snapshot.clusters if c.healthy}  # what runs on a lost cluster takes no healthy room
+    budget = (Resources({k: int(v * factor) for k, v in led.capacity})
+              - total(r.job.requests for r in snapshot.running if r.placement.cluster in healthy))
     bands: dict[tuple[int, int], dict[str, deque[int]]] = {}
     order = sorted(range(len(snapshot.pending)), key=lambda i: (snapshot.pending[i].submitted_at, i))
     for i in order:

@@ -223,11 +223,9 @@ class ClusterRepository:
         now = self._db.now()
         why = reason or f"cluster {name} lost"
         with self._db.write() as session:
-            row = _lock(session, name)
-            if _heard_within(row, now, unless_heard_within):
+            row, marked = _fence(session, name, now, unless_heard_within)
+            if not marked:
                 return ClusterLoss(cluster_record(row), (), (), marked=False)
-            row.lost = True
-            row.healthy = False
             names = session.scalars(
                 select(JobRow.name).where(JobRow.cluster == name, JobRow.state.in_(list(ACTIVE_STATES)))
             ).all()
@@ -244,11 +242,9 @@ class ClusterRepository:
         goes with the next accepted hello (``register`` replaces the agent's taints)."""
         now = self._db.now()
         with self._db.write() as session:
-            row = _lock(session, name)
-            if _heard_within(row, now, unless_heard_within):
+            row, marked = _fence(session, name, now, unless_heard_within)
+            if not marked:
                 return ClusterLoss(cluster_record(row), (), (), marked=False)
-            row.lost = True
-            row.healthy = False
             current = (from_json(Taint, raw) for raw in row.taints)
             kept = [t for t in current if (t.key, t.effect) != (taint.key, taint.effect)]
             row.taints = [to_json(t) for t in (*kept, taint)]
@@ -270,8 +266,16 @@ class ClusterRepository:
             return ClusterLoss(cluster_record(row), tuple(requeued), tuple(withdrawn))
 
 
-def _heard_within(row: ClusterRow, now: datetime, seconds: float | None) -> bool:
-    return seconds is not None and not row.lost and row.last_heartbeat > now - timedelta(seconds=seconds)
+def _fence(session: Session, name: str, now: datetime, unless_heard_within: float | None) -> tuple[ClusterRow, bool]:
+    """Lock the cluster and mark it lost (its agent must say hello again), unless it was
+    heard from within ``unless_heard_within`` seconds; whether it was marked."""
+    row = _lock(session, name)
+    if (unless_heard_within is not None and not row.lost
+            and row.last_heartbeat > now - timedelta(seconds=unless_heard_within)):
+        return row, False
+    row.lost = True
+    row.healthy = False
+    return row, True
 
 
 def _requeue(session: Session, now: datetime, cluster: str, names: Sequence[str], why: str,

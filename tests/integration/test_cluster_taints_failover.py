@@ -3,7 +3,8 @@ silent gets its cluster tainted ``cluster.karmada.io/unreachable:NoExecute`` by 
 service; a job without a toleration leaves after the service's failover grace, one that
 tolerates the taint for ``tolerationSeconds`` stays that long and then leaves, one that
 tolerates it without a bound stays; the returning agent clears the taint and its sync
-removes only the pods of the jobs that left. An admin's NoExecute taint evicts likewise."""
+removes only the pods of the jobs that left. A job that stays still counts toward its
+queue's capability meanwhile. An admin's NoExecute taint evicts likewise."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import time
 from fleetkit import GRACE, Fleet, eventually, fleet, job_spec
 from servicekit import ADMIN
 
+from federation.domain.queues import Queue
+from federation.domain.resources import Resources
 from federation.propagation.taints import UNREACHABLE
 from federation.v1 import jobs_pb2, types_pb2
 
@@ -101,3 +104,22 @@ async def test_an_admin_noexecute_taint_evicts_the_jobs_that_do_not_tolerate_it(
         await eventually(lambda: _running_in(f, "plain", "west"), what="plain moved to west")
         await eventually(lambda: f.leftovers("east", "plain") == 0, what="its pods removed from east by the agent")
         assert await _running_in(f, "tolerant", "east")
+
+
+async def test_a_job_staying_on_an_unreachable_cluster_still_counts_toward_its_queue(migrated_url: str) -> None:
+    async with fleet(migrated_url, agents=False, failover_grace_seconds=FAILOVER_GRACE) as f:
+        f.store.queues.update(Queue("research", owners=("nlp",), capability=Resources.of(gpu=4)))
+        f.start_agent("east")
+        async with f.client() as c:
+            await c.submit_job(_tolerating("loyal", None))  # 2 GPUs, tolerates unreachable for ever
+        await eventually(lambda: _running_in(f, "loyal", "east"), what="loyal running in east")
+        f.start_agent("west")
+        await f.kill_agent("east")
+        await eventually(lambda: f.store.clusters.get("east").lost, timeout=GRACE + 20, what="east unreachable")
+        async with f.client() as c:
+            await c.submit_job(job_spec("extra", pods=1, gpus=4))  # 2 + 4 would pass the capability of 4
+            await c.submit_job(job_spec("small", pods=1, gpus=2))  # 2 + 2 fits
+        await eventually(lambda: _running_in(f, "small", "west"), what="small placed in west")
+        state, cluster = await _where(f, "extra")
+        assert (state, cluster) == (jobs_pb2.JOB_STATE_PENDING, "")
+        assert await _running_in(f, "loyal", "east")

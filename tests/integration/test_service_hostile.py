@@ -199,6 +199,49 @@ async def test_generated_hostile_specs_are_refused_and_leave_the_store_unchanged
             assert 1 <= replicas <= 10_000 and 1 <= tier <= 16 and namespace in ("", "default")
 
 
+_SNAPSHOT_TEXT = st.one_of(st.text(max_size=30), st.sampled_from(
+    ["1e300000", "1e-300000", "(a+)+b", r"(a)\1", "a/b", "9" * 70, "", "-1", "1e3Gi", "x" * 300]))
+
+
+@st.composite
+def _hostile_snapshots(draw: st.DrawFn) -> types_pb2.ClusterSnapshot:
+    snap = _snapshot(*GOOD_TREE)
+    snap.nodes.add(name=draw(_SNAPSHOT_TEXT) or "n", allocatable={"memory": draw(_SNAPSHOT_TEXT)},
+                   free={"cpu": "1"}, labels={draw(_SNAPSHOT_TEXT) or "k": "v"})
+    snap.hyper_nodes.add(name="gen", tier=draw(st.integers(-5, 2**31 - 1))).members.add(
+        type=types_pb2.MEMBER_TYPE_NODE, regex=draw(_SNAPSHOT_TEXT) or ".*")
+    return snap
+
+
+def _node_names(store: Store) -> list[str]:
+    [east] = [s for s in store.clusters.snapshots() if s.name == "east"]
+    return sorted(n.name for n in east.nodes)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(hostile=st.lists(_hostile_snapshots(), min_size=3, max_size=3))
+async def test_generated_hostile_snapshots_are_refused_on_the_stream_and_the_store_keeps_the_last_good(
+        store: Store, hostile: list[types_pb2.ClusterSnapshot]) -> None:
+    """Issue 10's Tests: Hypothesis-generated snapshots with hostile values, over a real agent
+    stream. Each is answered at once, accepted only within every bound, or refused with a
+    ``snapshot…`` path, and a refused one leaves the stored snapshot as it was."""
+    good = _snapshot(*GOOD_TREE)
+    async with running(store, secured(), control_loop=True) as srv:
+        hello = agent_pb2.AgentMessage(hello=agent_pb2.Hello(cluster="east", agent_id="a", epoch=1))
+        replies = await asyncio.wait_for(_session(srv.port, hello, *(agent_pb2.AgentMessage(snapshot=s)
+                                                                     for s in (good, *hostile))), 60)
+        acks = [r.ack for r in replies if r.ack.what in ("snapshot", "snapshot-rejected")]
+        assert len(acks) == 1 + len(hostile), replies
+        assert acks[0].what == "snapshot"
+        expected = sorted(n.name for n in good.nodes)
+        for snap, ack in zip(hostile, acks[1:], strict=True):
+            if ack.what == "snapshot-rejected":
+                assert ack.id.startswith("snapshot"), ack
+            else:
+                expected = sorted(n.name for n in snap.nodes)
+        assert _node_names(store) == expected  # the last accepted one, never a refused one
+
+
 async def test_a_store_outage_reaches_clients_as_unavailable_without_the_database_address() -> None:
     """The driver's message names the database host and port; only the server log may hold it."""
     import socket

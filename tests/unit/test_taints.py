@@ -144,7 +144,8 @@ def test_the_round_input_names_who_leaves_now_and_when_the_next_one_does() -> No
     assert {c: dict(j) for c, j in data.evictions.items()} == {
         "east": {"plain": f"left cluster east: taint {UNREACHABLE}:NoExecute: failover grace 20s"}}
     assert data.next_eviction == T + 120
-    assert data.snapshot.running == ()  # nothing is planned around an unreachable cluster
+    # Those that stay still count toward their queue (tests/unit/test_taint_usage.py).
+    assert [r.job.name for r in data.snapshot.running] == ["patient", "loyal"]
     later = build([], [east], [Queue("q")], [], active[1:], [], now=T + 121, failover_grace=20)
     assert list(later.evictions["east"]) == ["patient"] and later.next_eviction is None
 

@@ -11,7 +11,15 @@ from agentkit import fabric, fake, job, work
 
 from agents.backend import BackendError
 from agents.core.controller import JobController
-from agents.core.priority import NONE, ClusterPriority, decide, ensure_priority_class, for_cluster
+from agents.core.priority import (
+    NONE,
+    RETRY_MAX_SECONDS,
+    ClusterPriority,
+    decide,
+    ensure_priority_class,
+    for_cluster,
+    retry_delay,
+)
 from agents.fake.clock import ManualClock
 from agents.fake.cluster import FakeCluster
 from agents.k8s.convert import pod_body
@@ -81,6 +89,54 @@ async def test_a_class_that_cannot_be_created_leaves_the_pods_without_one_and_sa
     manifest = cluster.manifest("train-worker-0")
     assert manifest is not None and manifest.priority_class_name == "" and "priorityClassName" not in \
         pod_body(manifest)["spec"]
+
+
+class Flaky(FakeCluster):
+    """Refuses the first ``failures`` creations (an apiserver timing out), then creates."""
+
+    failures = 2
+    attempts = 0
+
+    async def create_priority_class(self, name: str, value: int, description: str) -> None:
+        self.attempts += 1
+        if self.attempts <= self.failures:
+            raise BackendError("HTTP 503 Service Unavailable")
+        await super().create_priority_class(name, value, description)
+
+
+async def test_a_failed_class_is_tried_again_after_a_bounded_back_off_and_then_carried() -> None:
+    clock = ManualClock()
+    cluster = Flaky("c1", fabric(), clock=clock, runtime=lambda _m: 100.0)
+    ctl = JobController(work(_high()))  # type: ignore[arg-type]
+    first = await ctl.sync(cluster, clock(), None)
+    assert [a.kind for a in first.actions] == ["Warning"] and "HTTP 503" in first.actions[0].cause
+    assert (cluster.attempts, first.wake_at) == (1, 1.0)  # the runtime wakes the job for the retry
+    clock.advance(0.5)
+    early = await ctl.sync(cluster, clock(), None)
+    assert (cluster.attempts, early.actions, early.wake_at) == (1, (), 1.0)  # not before its back-off
+    clock.advance(0.5)
+    second = await ctl.sync(cluster, clock(), None)
+    assert (cluster.attempts, second.actions, second.wake_at) == (2, (), 3.0)  # failed again: said once, 2 s
+    clock.advance(2.0)
+    third = await ctl.sync(cluster, clock(), None)
+    assert cluster.attempts == 3 and cluster.priority_classes == {"high": 10_000}
+    assert (third.actions, third.wake_at) == ((), None)
+    assert ctl.priority == ClusterPriority("high", 10_000)
+    gone = cluster.manifest("train-worker-0")
+    assert gone is not None and gone.priority_class_name == ""  # created while the class was missing
+    await cluster.delete_pod(gone.namespace, "train-worker-0")  # a pod created from now on carries the class
+    await ctl.sync(cluster, clock(), None)
+    manifest = cluster.manifest("train-worker-0")
+    assert manifest is not None and (manifest.priority_class_name, manifest.priority) == ("high", 10_000)
+    await ctl.sync(cluster, clock(), None)
+    assert cluster.attempts == 3  # ensured: never asked again
+
+
+@pytest.mark.parametrize(("failures", "delay"), [
+    (1, 1.0), (2, 2.0), (3, 4.0), (9, 256.0), (10, RETRY_MAX_SECONDS), (10_000, RETRY_MAX_SECONDS),
+])
+def test_the_retry_back_off_doubles_and_is_bounded(failures: int, delay: float) -> None:
+    assert retry_delay(failures) == delay
 
 
 def test_for_cluster_leaves_a_workload_and_an_unchanged_job_alone() -> None:

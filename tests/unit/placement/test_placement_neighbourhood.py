@@ -24,7 +24,7 @@ def _round(seed: int) -> tuple[int, int, list[str]]:
     greedy_left = run_bands(rnd, tuple(band0))
     before = neighbourhood._band_value(rnd, 0)
     started = time.monotonic()
-    left = neighbourhood.improve(rnd, 0, band0, greedy_left, PlanLimits(workers=1), started + 1.0,
+    left = neighbourhood.improve(rnd, 0, band0, greedy_left, PlanLimits(workers=1), started + 10.0,
                                  fair_left(rnd, 0), Outcome())
     after = neighbourhood._band_value(rnd, 0)
     left += run_bands(rnd, tuple(p for p in snapshot.pending if rnd.scoring.band(p.job) != 0))
