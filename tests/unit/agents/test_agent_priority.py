@@ -107,7 +107,7 @@ class Flaky(FakeCluster):
 async def test_a_failed_class_is_tried_again_after_a_bounded_back_off_and_then_carried() -> None:
     clock = ManualClock()
     cluster = Flaky("c1", fabric(), clock=clock, runtime=lambda _m: 100.0)
-    ctl = JobController(work(_high()))  # type: ignore[arg-type]
+    ctl = JobController(work(_high()))
     first = await ctl.sync(cluster, clock(), None)
     assert [a.kind for a in first.actions] == ["Warning"] and "HTTP 503" in first.actions[0].cause
     assert (cluster.attempts, first.wake_at) == (1, 1.0)  # the runtime wakes the job for the retry
