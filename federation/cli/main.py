@@ -16,6 +16,7 @@ from federation.cli.errors import EXIT_USAGE, fail
 from federation.cli.limit_flags import add_limit_flags, limits_from_args
 from federation.cli.policy_flags import add_policy_flags, policy_limits
 from federation.domain.errors import InvalidInput
+from federation.propagation.taints import DEFAULT_FAILOVER_GRACE_SECONDS
 
 if TYPE_CHECKING:
     from federation.demo.main import DemoOptions
@@ -41,7 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--agent-grace-seconds", type=float, default=30.0,
                        help="an agent silent this long makes its cluster unreachable (tainted "
                             "cluster.karmada.io/unreachable:NoExecute); its jobs leave as their tolerations run out")
-    serve.add_argument("--failover-grace", type=duration_flag(0, "DURATION"), default=0.0, metavar="DURATION",
+    serve.add_argument("--failover-grace", type=duration_flag(0, "DURATION"), metavar="DURATION",
+                       default=DEFAULT_FAILOVER_GRACE_SECONDS,
                        help="how long a job without a clusterToleration of its own stays on an unreachable or "
                             "not-ready cluster before it is re-placed (Karmada's default toleration; default "
                             "%(default)gs: at once)")

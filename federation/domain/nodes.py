@@ -9,6 +9,9 @@ from federation.domain.errors import InvalidInput, require
 from federation.domain.resources import Resources
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+# A cluster toleration's tolerationSeconds: ten years is "for ever" in practice, and the
+# wire carries int64 (a larger value would fail conversion instead of being refused).
+MAX_TOLERATION_SECONDS = 10 * 365 * 86_400
 
 
 @dataclass(frozen=True)
@@ -41,8 +44,11 @@ class Toleration:
     def __post_init__(self) -> None:
         require(self.operator in ("Equal", "Exists"), "operator", "must be Equal or Exists")
         require(self.effect in ("", *TAINT_EFFECTS), "effect", f"must be empty or one of {', '.join(TAINT_EFFECTS)}")
-        if self.seconds is not None:  # Kubernetes' rule (ValidateTolerations)
+        if self.seconds is not None:  # Kubernetes' rule (ValidateTolerations), bounded
             require(self.effect == "NoExecute", "tolerationSeconds", "is only allowed with effect NoExecute")
+            require(abs(self.seconds) <= MAX_TOLERATION_SECONDS, "tolerationSeconds",
+                    f"must be between -{MAX_TOLERATION_SECONDS} and {MAX_TOLERATION_SECONDS} (ten years; "
+                    "0 or less leaves at once, as in Kubernetes)")
         if self.operator == "Exists":
             require(self.value == "", "value", "must be empty when operator is Exists")
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from federation.domain.nodes import Taint, Toleration
+from federation.domain.nodes import MAX_TOLERATION_SECONDS, Taint, Toleration
 
 NOT_READY = "cluster.karmada.io/not-ready"
 UNREACHABLE = "cluster.karmada.io/unreachable"
@@ -63,9 +63,10 @@ def with_defaults(tolerations: Sequence[Toleration], grace_seconds: float) -> tu
     """``tolerations`` plus the default not-ready/unreachable ones (``grace_seconds``) for
     each of the two taints they do not tolerate already (Karmada's ``AddTolerations``)."""
     out = list(tolerations)
+    seconds = min(MAX_TOLERATION_SECONDS, max(0, round(grace_seconds)))
     for key in (NOT_READY, UNREACHABLE):
         if not any(t.tolerates(Taint(key, "", NO_EXECUTE)) for t in tolerations):
-            out.append(Toleration(key, "Exists", "", NO_EXECUTE, seconds=max(0, round(grace_seconds))))
+            out.append(Toleration(key, "Exists", "", NO_EXECUTE, seconds=seconds))
     return tuple(out)
 
 

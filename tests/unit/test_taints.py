@@ -126,6 +126,16 @@ def test_toleration_seconds_are_parsed_with_noexecute_and_refused_otherwise() ->
     assert "NoExecute" in info.value.rule
 
 
+@pytest.mark.parametrize("seconds", [-(10 * 365 * 86_400) - 1, 10 * 365 * 86_400 + 1, 10**30])
+def test_toleration_seconds_out_of_range_are_refused_naming_the_field(seconds: int) -> None:
+    """Bounded at the edge: 10**30 used to pass the parser and fail the int64 wire conversion."""
+    with pytest.raises(InvalidInput) as info:
+        load_manifests(JOB + POLICY.format(toleration="{key: k, operator: Exists, effect: NoExecute, "
+                                                      f"tolerationSeconds: {seconds}}}"))
+    assert info.value.path == "documents[1].spec.placement.clusterTolerations[0].tolerationSeconds"
+    assert "ten years" in info.value.rule
+
+
 def _record(name: str, cluster: str, job: Job) -> JobRecord:
     at = datetime.fromtimestamp(T, tz=UTC)
     return JobRecord(name=name, queue="q", tenant="t", job=job, spec_digest="", state="running",
