@@ -224,17 +224,39 @@ class FederationClient:
             self.jobs.ExplainJob, jobs_pb2.ExplainJobRequest(name=name))
         return resp
 
-    async def watch_jobs(self, from_event_id: int = 0, queue: str = "") -> AsyncIterator[jobs_pb2.JobEvent]:
-        """Events after ``from_event_id``, then live ones; resume with the last ``event_id`` seen."""
-        call = self.jobs.WatchJobs(jobs_pb2.WatchJobsRequest(from_event_id=from_event_id, queue=queue),
-                                   metadata=self._metadata)
-        try:
-            async for event in call:
-                yield event
-        except grpc.aio.AioRpcError as exc:
-            raise ServiceError(exc.code(), exc.details() or "") from None
-        finally:
-            call.cancel()
+    async def watch_jobs(self, from_event_id: int = 0, queue: str = "", *,
+                         batched: bool = True) -> AsyncIterator[jobs_pb2.JobEvent]:
+        """Events after ``from_event_id``, then live ones, one at a time; resume with the last ``event_id`` seen.
+
+        Reads ``WatchJobBatches`` (several events to a message: far fewer messages for the
+        server to send when many watch; docs/design/watch.md), or ``WatchJobs`` with
+        ``batched=False`` or when the server does not know the batched call (UNIMPLEMENTED,
+        an older server). A stream that fails UNAVAILABLE (server restarting, connection
+        lost) is reopened after the last event delivered, per ``self.retry``: the caller
+        sees every event once, in order. The attempts start over after each event received.
+        """
+        after = from_event_id
+        delays = self.retry.delays()
+        while True:
+            request = jobs_pb2.WatchJobsRequest(from_event_id=after, queue=queue)
+            call: Any = (self.jobs.WatchJobBatches(request, metadata=self._metadata) if batched
+                         else self.jobs.WatchJobs(request, metadata=self._metadata))
+            try:
+                async for message in call:
+                    for event in (message.events if batched else (message,)):
+                        after = event.event_id
+                        yield event
+                    delays = self.retry.delays()
+                return  # the server ended the watch (shutting down)
+            except grpc.aio.AioRpcError as exc:
+                if batched and exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    batched = False
+                    continue
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or not delays:
+                    raise ServiceError(exc.code(), exc.details() or "") from None
+            finally:
+                call.cancel()
+            await asyncio.sleep(delays.pop(0))
 
     # ------------------------------------------------------------------ queues
 

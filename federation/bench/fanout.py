@@ -4,8 +4,12 @@ Two configurations against the same ``federation serve`` subprocess build, one a
 other in one run so the ratio is taken under the same machine load:
 
 - **quiet**: one WatchJobs stream (needed to measure delivery), no agent streams;
-- **busy**: ``--watchers`` WatchJobs streams (default 200) plus ``--agents`` idle agent
+- **busy**: ``--watchers`` watch streams (default 200) plus ``--agents`` idle agent
   streams (default 50: a hello, then a heartbeat every 5 s, as a real agent does).
+
+The watchers read ``WatchJobBatches`` through ``FederationClient.watch_jobs`` (as fedctl
+does); ``--watch-rpc events`` measures the per-event ``WatchJobs`` instead, and ``both``
+adds a second busy phase with it (``busy_events``), so the two compare in one run.
 
 Streams run in their own client processes, the submitter in the main one. For each: the
 server's idle CPU (fraction of one core over ``--idle-seconds`` with every
@@ -82,15 +86,16 @@ async def _drain(call: Any) -> None:
         pass
 
 
-async def _watch(c: FederationClient, queue: str, arrivals: list[tuple[str, float]], ready: asyncio.Event) -> None:
+async def _watch(c: FederationClient, queue: str, arrivals: list[tuple[str, float]], ready: asyncio.Event,
+                 batched: bool) -> None:
     ready.set()
-    async for ev in c.watch_jobs(0, queue):
+    async for ev in c.watch_jobs(0, queue, batched=batched):
         if ev.type == jobs_pb2.JOB_EVENT_TYPE_SUBMITTED:
             arrivals.append((ev.job.id, time.monotonic()))
 
 
 async def _streams(address: str, queue: str, watchers: int, agents: int, expected: int, seconds: float,
-                   started: Any, submitted: Any) -> list[tuple[str, float]]:
+                   batched: bool, started: Any, submitted: Any) -> list[tuple[str, float]]:
     """Open the streams, report readiness, collect arrivals until ``expected``, or until
     ``seconds`` after the submitter says it is done (``submitted``)."""
     arrivals: list[tuple[str, float]] = []
@@ -99,7 +104,7 @@ async def _streams(address: str, queue: str, watchers: int, agents: int, expecte
     tasks: list[asyncio.Task[None]] = []
     for i in range(watchers):
         ready = asyncio.Event()
-        tasks.append(asyncio.create_task(_watch(channels[i % len(channels)], queue, arrivals, ready)))
+        tasks.append(asyncio.create_task(_watch(channels[i % len(channels)], queue, arrivals, ready, batched)))
         await ready.wait()
     tasks += [asyncio.create_task(_idle_agent(address, f"idle-{queue}-{os.getpid()}-{i}", stop))
               for i in range(agents)]
@@ -125,7 +130,7 @@ async def _streams(address: str, queue: str, watchers: int, agents: int, expecte
     return arrivals
 
 
-def _stream_process(args: tuple[str, str, int, int, int, float], started: Any, submitted: Any, out: Any,
+def _stream_process(args: tuple[str, str, int, int, int, float, bool], started: Any, submitted: Any, out: Any,
                     niceness: int = 0) -> None:
     if niceness:
         os.nice(niceness)  # --streams-nice: how much of the busy figure is the clients' own CPU
@@ -177,7 +182,7 @@ def histogram_quantile(q: float, before: list[tuple[float, float]], after: list[
 
 
 def measure(address: str, pid: int, watchers: int, agents: int, submits: int, idle_seconds: float,
-            processes: int = 2, metrics: str = "", streams_nice: int = 0) -> Figures:
+            processes: int = 2, metrics: str = "", streams_nice: int = 0, batched: bool = True) -> Figures:
     """Streams live in ``processes`` client processes (plus one for the agents), the submitter in
     this one, so a busy watcher process cannot delay the submissions it is measured against.
     Delivery delay compares CLOCK_MONOTONIC readings, which every process on the host shares."""
@@ -191,7 +196,7 @@ def measure(address: str, pid: int, watchers: int, agents: int, submits: int, id
     for w, a in jobs:
         started, (mine, theirs) = ctx.Event(), ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_stream_process,
-                           args=((address, queue, w, a, w * submits, 60.0), started, submitted, theirs,
+                           args=((address, queue, w, a, w * submits, 60.0, batched), started, submitted, theirs,
                                  streams_nice))
         proc.start()
         procs.append(proc)
@@ -233,11 +238,16 @@ async def _create_queue(address: str, queue: str) -> None:
         await admin.create_queue(queues_pb2.Queue(name=queue))
 
 
+WATCH_RPCS = ("batches", "events", "both")
+
+
 @dataclass(frozen=True)
 class FanoutConfig:
     """One fan-out run (built by ``federation/cli/bench_runners.py``): the busy side's
-    watchers and idle agents, the submissions timed on each side, the idle CPU window, and
-    extra ``federation serve`` flags."""
+    watchers and idle agents, the submissions timed on each side, the idle CPU window,
+    extra ``federation serve`` flags, and which watch call the watchers use: ``batches``
+    (WatchJobBatches, what fedctl and the client library use), ``events`` (the per-event
+    WatchJobs) or ``both`` (a busy phase with each, after the one quiet phase)."""
 
     db: str
     watchers: int = 200
@@ -246,24 +256,36 @@ class FanoutConfig:
     idle_seconds: float = 10.0
     serve_args: tuple[str, ...] = ()
     streams_nice: int = 0  # niceness of the busy phase's stream client processes (e.g. 19)
+    watch_rpc: str = "batches"
+
+    def __post_init__(self) -> None:
+        if self.watch_rpc not in WATCH_RPCS:
+            raise ValueError(f"watch_rpc: one of {', '.join(WATCH_RPCS)}")
 
 
 def run(config: FanoutConfig) -> dict[str, Any]:
+    """Quiet, then busy (per ``watch_rpc``), against one server; ratios are busy over quiet."""
     db, watchers, agents, submits = config.db, config.watchers, config.agents, config.submits
     idle_seconds, serve_args, streams_nice = config.idle_seconds, config.serve_args, config.streams_nice
     metrics = f"127.0.0.1:{_free_port()}"
     load_before = os.getloadavg()[0]
+    phases = {"batches": [("busy", True)], "events": [("busy", False)],
+              "both": [("busy", True), ("busy_events", False)]}[config.watch_rpc]
     proc, address = start_server(db, True, [*serve_args, "--metrics-listen", metrics])
     try:
-        quiet = measure(address, proc.pid, 1, 0, submits, idle_seconds, processes=1, metrics=metrics)
-        busy = measure(address, proc.pid, watchers, agents, submits, idle_seconds, metrics=metrics,
-                       streams_nice=streams_nice)
+        quiet = measure(address, proc.pid, 1, 0, submits, idle_seconds, processes=1, metrics=metrics,
+                        batched=phases[0][1])
+        busy = {name: measure(address, proc.pid, watchers, agents, submits, idle_seconds, metrics=metrics,
+                              streams_nice=streams_nice, batched=batched) for name, batched in phases}
     finally:
         proc.terminate()
         proc.wait(30)
-    return {"quiet": asdict(quiet), "busy": asdict(busy),
-            "submit_p50_ratio": _ratio(busy.submit_p50_ms, quiet.submit_p50_ms),
-            "server_submit_p50_ratio": _ratio(busy.server_submit_p50_ms, quiet.server_submit_p50_ms),
+    out: dict[str, Any] = {"quiet": asdict(quiet), **{name: asdict(f) for name, f in busy.items()}}
+    for name, f in busy.items():
+        suffix = name.removeprefix("busy")
+        out[f"submit_p50_ratio{suffix}"] = _ratio(f.submit_p50_ms, quiet.submit_p50_ms)
+        out[f"server_submit_p50_ratio{suffix}"] = _ratio(f.server_submit_p50_ms, quiet.server_submit_p50_ms)
+    return {**out, "watch_rpc": config.watch_rpc, "serve_args": list(serve_args),
             "load_average": [load_before, os.getloadavg()[0]], "cores": os.cpu_count(),
             "streams_nice": streams_nice}
 

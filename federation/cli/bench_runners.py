@@ -69,10 +69,17 @@ def fanout_config(argv: Sequence[str] | None = None) -> tuple[FanoutConfig, str 
     p.add_argument("--streams-nice", type=int, default=0,
                    help="run the busy phase's stream client processes at this niceness (e.g. 19): the part of "
                         "the busy figures due to the clients' own CPU on this machine")
+    p.add_argument("--watch-rpc", choices=fanout.WATCH_RPCS, default="batches",
+                   help="the watchers' call: WatchJobBatches (batches), the per-event WatchJobs (events), or a busy "
+                        "phase with each (both)")
+    p.add_argument("--watch-coalesce-ms", type=float,
+                   help="the server's --watch-coalesce-ms (default: the server's default)")
     p.add_argument("--json", help="also write the figures here")
     a = p.parse_args(argv)
+    serve_args = () if a.watch_coalesce_ms is None else ("--watch-coalesce-ms", str(a.watch_coalesce_ms))
     return FanoutConfig(a.db, watchers=a.watchers, agents=a.agents, submits=a.submits,
-                        idle_seconds=a.idle_seconds, streams_nice=a.streams_nice), a.json
+                        idle_seconds=a.idle_seconds, streams_nice=a.streams_nice, watch_rpc=a.watch_rpc,
+                        serve_args=serve_args), a.json
 
 
 def fanout_main(argv: Sequence[str] | None = None) -> int:

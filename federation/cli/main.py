@@ -25,6 +25,17 @@ if TYPE_CHECKING:
 DEFAULT_DB = "sqlite:///federation.db"
 
 
+def _coalesce_ms(value: str) -> float:
+    """``--watch-coalesce-ms``: 0 to 1000 (a longer window would delay events past the 1 s delivery goal)."""
+    try:
+        ms = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of milliseconds") from None
+    if not 0 <= ms <= 1000:
+        raise argparse.ArgumentTypeError(f"{value!r} must be between 0 and 1000 milliseconds")
+    return ms
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="federation", description="Multi-cluster federation scheduler")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -67,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="group commit: at most this many SubmitJob calls per store transaction")
     serve.add_argument("--submit-batch-delay-ms", type=float, default=2.0,
                        help="group commit: a submission waits at most this long for others to join its batch")
+    serve.add_argument("--watch-coalesce-ms", type=_coalesce_ms, default=50.0,
+                       help="the watch feed reads new events at most once per this window, so a burst reaches "
+                            "each watcher as one message (docs/design/watch.md); 0 = at once")
     serve.add_argument("--audit-retention", metavar="DURATION", type=duration_flag(60, "DURATION"),
                        help="prune planning rounds that ended longer ago than this (e.g. 30d), in the background; "
                             "the latest decision of every live job is kept (default: keep everything)")
@@ -169,6 +183,7 @@ def _serve_config(args: argparse.Namespace) -> ServeConfig:
         control_loop=not args.no_control_loop,
         submit_batching=SubmitBatching(max_items=args.submit_batch_size,
                                        max_delay_seconds=args.submit_batch_delay_ms / 1000),
+        watch_coalesce_seconds=args.watch_coalesce_ms / 1000,
         limits=limits_from_args(args),
         metrics_listen=args.metrics_listen, log_format=args.log_format,
         audit_retention_seconds=args.audit_retention,

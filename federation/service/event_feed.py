@@ -19,7 +19,15 @@ benchmark, docs/benchmarks.md):
 - each event is serialized once, by the poller in its worker thread (``FeedItem.wire``),
   and every stream writes those bytes (``WatchJobs`` answers with ``PRESERIALIZED``
   methods' bytes as they are: ``wire_bytes.PassBytes``), not 200 ``SerializeToString``;
-- a watcher takes every event that arrived since its last turn in one batch;
+- a watcher takes every event that arrived since its last turn in one batch, and a
+  ``WatchJobBatches`` stream sends that batch as one message (``event_batches``: each
+  event's framing as a batch field is computed here once, ``FeedItem.framed``);
+- coalescing: the poller reads the table at most once per ``coalesce_seconds`` (50 ms by
+  default). A wake (a local submit or cancel) right after a quiet spell polls at once; a
+  wake within the window of the last poll waits for the window's end, so the events of
+  every submission of a burst in that window are published together and each watcher gets
+  one message per window instead of one per event. The cost is at most one window of
+  extra delay during a burst, against the 1 s delivery goal (docs/design/watch.md);
 - watchers are woken ``WAKE_CHUNK`` at a time with a turn of the loop in between, so a
   unary call (SubmitJob) that arrives during a 200-stream burst waits for one chunk's
   writes, not for all of them.
@@ -40,6 +48,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from federation.service.event_batches import frame
 from federation.service.views import event_to_view
 from federation.store.errors import StoreError
 from federation.store.records import JobEvent
@@ -49,6 +58,8 @@ log = logging.getLogger(__name__)
 
 # Watchers woken per turn of the event loop (module doc).
 WAKE_CHUNK = 16
+# The shortest time between two polls (module doc: coalescing); `federation serve --watch-coalesce-ms`.
+DEFAULT_COALESCE_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,11 @@ class FeedItem:
     id: int
     queue: str
     wire: bytes  # a serialized jobs_pb2.JobEvent
+    framed: bytes = b""  # ``wire`` framed as field 1 of a JobEventBatch (``event_batches.frame``)
+
+    @classmethod
+    def of(cls, id: int, queue: str, wire: bytes) -> FeedItem:
+        return cls(id, queue, wire, frame(wire))
 
     @property
     def view(self) -> jobs_pb2.JobEvent:
@@ -67,9 +83,13 @@ class FeedItem:
 class EventFeed:
     """Poll the event table once for everyone; broadcast in memory; replay history from the store."""
 
-    def __init__(self, store: Any, *, poll_seconds: float = 0.2, capacity: int = 4096, page: int = 500) -> None:
+    def __init__(self, store: Any, *, poll_seconds: float = 0.2, capacity: int = 4096, page: int = 500,
+                 coalesce_seconds: float = DEFAULT_COALESCE_SECONDS) -> None:
+        if coalesce_seconds < 0 or poll_seconds <= 0:
+            raise ValueError("EventFeed: poll_seconds > 0 and coalesce_seconds >= 0")
         self._store = store
         self._poll = poll_seconds
+        self._coalesce = coalesce_seconds
         self._page = page
         self._items: deque[FeedItem] = deque()
         self._capacity = capacity
@@ -130,8 +150,10 @@ class EventFeed:
     # ------------------------------------------------------------------ the poller
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         while not self._closing:
             self._wake.clear()
+            polled = loop.time()
             try:
                 full = await self._poll_once()
             except StoreError as exc:
@@ -142,6 +164,11 @@ class EventFeed:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._poll):
                     await self._wake.wait()
+            # The coalescing window (module doc): at most one poll per window, so a burst's
+            # events reach each watcher together; a lone event after a quiet spell goes at once.
+            rest = polled + self._coalesce - loop.time()
+            if rest > 0 and not self._closing:
+                await asyncio.sleep(rest)
 
     async def _poll_once(self) -> bool:
         """Read, render and publish one page; True if the page was full (more may be waiting)."""
@@ -161,7 +188,7 @@ class EventFeed:
         page = self._store.jobs.events_since(after, limit=self._page, queues=queues)
         events: tuple[JobEvent, ...] = page.events
         records = self._store.jobs.get_many({ev.job for ev in events})
-        return [FeedItem(ev.id, ev.queue, event_to_view(ev, records.get(ev.job)).SerializeToString())
+        return [FeedItem.of(ev.id, ev.queue, event_to_view(ev, records.get(ev.job)).SerializeToString())
                 for ev in events], page.cursor
 
     def _notify(self) -> None:

@@ -12,13 +12,14 @@ per-transaction cost dominated the hot path (issue 2). Each call still answers o
 its own job, only after the batch committed, with the same codes as before; a database
 failure fails every call of that batch (UNAVAILABLE), since none of it was stored.
 
-WatchJobs reads the shared ``event_feed.EventFeed``: one poller of the store's event
+WatchJobs and WatchJobBatches read the shared ``event_feed.EventFeed``: one poller of the store's event
 table (every ``watch_poll_seconds``, at once after a submit or cancel through this
 servicer) broadcasting to every stream. Why the table and not an in-process notifier
 only: the rounds, the agent hub, and (with PostgreSQL) other service replicas write
 events too; the table is the one feed every writer already appends to in the same
 transaction as the change, so a watcher can never miss an event or see one whose change
-was rolled back, and resumption is just "events after id N".
+was rolled back, and resumption is just "events after id N". Who may see which events
+is decided in one place for both RPCs (``watching.Watches``).
 """
 
 from __future__ import annotations
@@ -41,16 +42,16 @@ from federation.service.admission import INLINE_TEMPLATE_BYTES, admit, template_
 from federation.service.auth import (
     Authenticator,
     Identity,
-    PermissionDenied,
     check_queue,
-    may_use_queue,
     usable_queues,
 )
 from federation.service.batching import Batcher
 from federation.service.errors import status_for
-from federation.service.event_feed import EventFeed
+from federation.service.event_batches import pack
+from federation.service.event_feed import DEFAULT_COALESCE_SECONDS, EventFeed
 from federation.service.objects import PriorityClassCache
 from federation.service.views import explain, job_to_view
+from federation.service.watching import Watches
 from federation.store.errors import NotFound
 from federation.store.jobs_submit import Item, Outcome
 from federation.store.records import DecisionRecord, EventPage, JobRecord, Page, Submitted, WorkRecord
@@ -186,6 +187,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     def __init__(self, store: JobStore, auth: Authenticator, *, rounds: Trigger | None = None,
                  hub: Canceller | None = None, queues: QueueCache | None = None,
                  spec_limit_bytes: int = DEFAULT_SPEC_LIMIT, watch_poll_seconds: float = 0.2,
+                 watch_coalesce_seconds: float = DEFAULT_COALESCE_SECONDS,
                  batching: SubmitBatching | None = None, topology_wait_seconds: float = 0.0,
                  metrics: ServiceMetrics = NO_METRICS, classes: PriorityClassCache | None = None,
                  limits: Limits = DEFAULT_LIMITS) -> None:
@@ -200,7 +202,8 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         self.queues = queues or QueueCache(store)
         self._limit = spec_limit_bytes
         self._closing = asyncio.Event()
-        self.feed = EventFeed(store, poll_seconds=watch_poll_seconds)
+        self.feed = EventFeed(store, poll_seconds=watch_poll_seconds, coalesce_seconds=watch_coalesce_seconds)
+        self.watches = Watches(self.feed, self.queues, self._closing.is_set)
         b = batching or SubmitBatching()
         self.submissions: Batcher[tuple[Job, str], Outcome] = Batcher(
             self._submit_many, max_items=b.max_items, max_delay=b.max_delay_seconds, max_batches=b.max_batches)
@@ -326,49 +329,20 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
 
     async def WatchJobs(  # type: ignore[override]  # bytes of a JobEvent: wire_bytes.PassBytes sends them
             self, request: jobs_pb2.WatchJobsRequest, context: Context) -> AsyncIterator[bytes]:
-        """Events from the shared feed (serialized ``JobEvent``s), each checked against the caller's access as sent.
-
-        A tenant may watch only a queue that exists and is theirs (a queue created later
-        for someone else must not stream to them); ownership is re-read through the queue
-        cache (invalidated by this process's QueueService, else at most ``ttl`` old) for
-        every event delivered, and a watch on one queue ends with PERMISSION_DENIED the
-        moment the caller no longer owns it. An unfiltered watch skips other tenants' events.
-        """
+        """One message per event (serialized once for every stream); the rules are ``watching.Watches``'."""
         who = self._auth.require_tenant(context)
-        if request.from_event_id < 0:
-            raise InvalidInput("from_event_id", "must not be negative")
-        if request.queue:
-            await self._watchable(who, request.queue)
-        cursor = request.from_event_id
-        while not self._closing.is_set():
-            items, cursor = await self.feed.next_batch(cursor, [request.queue] if request.queue else None)
+        async for items in self.watches.visible(who, request):
             for item in items:
-                if request.queue:
-                    if item.queue != request.queue:
-                        continue
-                    await self._watchable(who, request.queue)  # ends the watch if access was lost
-                elif not await self._may_see(who, item.queue):
-                    continue
-                yield item.wire  # serialized once for every stream (event_feed.py; wire_bytes.PassBytes)
+                yield item.wire
 
-    async def _watchable(self, who: Identity, name: str) -> None:
-        """PERMISSION_DENIED unless ``who`` may see queue ``name`` now (it must exist for a tenant)."""
-        if who.admin:
-            return
-        try:
-            queue = await self.queues.get(name)
-        except NotFound:
-            raise PermissionDenied(f"tenant {who.name} may not watch queue {name}: no such queue") from None
-        check_queue(who, queue.name, queue.owners)
-
-    async def _may_see(self, who: Identity, name: str) -> bool:
-        if who.admin:
-            return True
-        try:
-            queue = await self.queues.get(name)
-        except NotFound:
-            return False
-        return may_use_queue(who, queue.owners)
+    async def WatchJobBatches(  # type: ignore[override]  # bytes of a JobEventBatch: wire_bytes.PassBytes sends them
+            self, request: jobs_pb2.WatchJobsRequest, context: Context) -> AsyncIterator[bytes]:
+        """WatchJobs' events, one message per feed turn (bounded: ``event_batches.pack``), joined
+        from each event's precomputed framing without re-serializing."""
+        who = self._auth.require_tenant(context)
+        async for items in self.watches.visible(who, request):
+            for batch in pack(item.framed for item in items):
+                yield batch
 
     async def ExplainJob(self, request: jobs_pb2.ExplainJobRequest, context: Context) -> jobs_pb2.ExplainJobResponse:
         who = self._auth.require_tenant(context)

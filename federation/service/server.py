@@ -43,6 +43,7 @@ from federation.service.audit import AuditServicer
 from federation.service.auth import Authenticator
 from federation.service.clusters import ClusterServicer
 from federation.service.errors import ErrorMapping
+from federation.service.event_feed import DEFAULT_COALESCE_SECONDS
 from federation.service.health import (
     AGENTS,
     AUDIT,
@@ -116,6 +117,7 @@ class ServeConfig:
     shutdown_grace_seconds: float = 10.0
     control_loop: bool = True
     submit_batching: SubmitBatching = field(default_factory=SubmitBatching)
+    watch_coalesce_seconds: float = DEFAULT_COALESCE_SECONDS  # the event feed's coalescing window
     limits: Limits = DEFAULT_LIMITS
     metrics_listen: str | None = None  # HOST:PORT of Prometheus /metrics; None: no metrics kept
     log_format: str = "text"  # text | json (federation.logs)
@@ -221,6 +223,7 @@ async def build_server(
     control_loop: bool = True,
     spec_limit_bytes: int = DEFAULT_SPEC_LIMIT,
     watch_poll_seconds: float = 0.2,
+    watch_coalesce_seconds: float = DEFAULT_COALESCE_SECONDS,
     submit_batching: SubmitBatching | None = None,
     limits: Limits = DEFAULT_LIMITS,
     metrics_listen: str | None = None,
@@ -266,7 +269,8 @@ async def build_server(
                  ("grpc.so_reuseport", 0)],
     )
     jobs = JobServicer(store, auth, rounds=rounds, hub=hub, spec_limit_bytes=spec_limit_bytes,
-                       watch_poll_seconds=watch_poll_seconds, batching=submit_batching, metrics=metrics,
+                       watch_poll_seconds=watch_poll_seconds, watch_coalesce_seconds=watch_coalesce_seconds,
+                       batching=submit_batching, metrics=metrics,
                        topology_wait_seconds=(plan_limits or PlanLimits()).topology_wait_seconds, limits=limits)
     jobs_pb2_grpc.add_JobServiceServicer_to_server(jobs, server)
     # The QueueService invalidates the submit path's queue cache, so an owner removed here loses
@@ -418,6 +422,7 @@ async def _serve(store: Store, auth: Authenticator, tls: ServerTls | None, confi
         max_pending_per_round=config.max_pending_per_round,
         control_loop=config.control_loop,
         submit_batching=config.submit_batching,
+        watch_coalesce_seconds=config.watch_coalesce_seconds,
         limits=config.limits,
         metrics_listen=config.metrics_listen,
         audit_retention_seconds=config.audit_retention_seconds,

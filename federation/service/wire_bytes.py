@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 import grpc.aio
 
-PRESERIALIZED = frozenset({"/federation.v1.JobService/WatchJobs"})
+PRESERIALIZED = frozenset({"/federation.v1.JobService/WatchJobs", "/federation.v1.JobService/WatchJobBatches"})
 
 if TYPE_CHECKING:
     _Interceptor = grpc.aio.ServerInterceptor[Any, Any]

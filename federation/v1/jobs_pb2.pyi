@@ -380,6 +380,28 @@ class JobEvent(_message.Message):
 Global___JobEvent: _TypeAlias = JobEvent  # noqa: Y015
 
 @_typing.final
+class JobEventBatch(_message.Message):
+    """Consecutive events of one watch, in event_id order; resume after the last one's event_id."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___JobEvent]: ...
+    def __init__(
+        self,
+        *,
+        events: _abc.Iterable[Global___JobEvent] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["events", b"events"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___JobEventBatch: _TypeAlias = JobEventBatch  # noqa: Y015
+
+@_typing.final
 class WatchJobsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -59,6 +59,11 @@ class JobServiceStub(object):
                 request_serializer=federation_dot_v1_dot_jobs__pb2.WatchJobsRequest.SerializeToString,
                 response_deserializer=federation_dot_v1_dot_jobs__pb2.JobEvent.FromString,
                 _registered_method=True)
+        self.WatchJobBatches = channel.unary_stream(
+                '/federation.v1.JobService/WatchJobBatches',
+                request_serializer=federation_dot_v1_dot_jobs__pb2.WatchJobsRequest.SerializeToString,
+                response_deserializer=federation_dot_v1_dot_jobs__pb2.JobEventBatch.FromString,
+                _registered_method=True)
         self.ExplainJob = channel.unary_unary(
                 '/federation.v1.JobService/ExplainJob',
                 request_serializer=federation_dot_v1_dot_jobs__pb2.ExplainJobRequest.SerializeToString,
@@ -103,6 +108,16 @@ class JobServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchJobBatches(self, request, context):
+        """The same events as WatchJobs, same order, same access rules and resumption, several
+        to a message: the events that arrived within one coalescing window (about 50 ms),
+        at most 256 events and 1 MiB per message. For many watchers (fedctl and the client
+        library use it); each batch is never empty.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ExplainJob(self, request, context):
         """Why a job is where it is (or why it is still pending).
         """
@@ -137,6 +152,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.WatchJobs,
                     request_deserializer=federation_dot_v1_dot_jobs__pb2.WatchJobsRequest.FromString,
                     response_serializer=federation_dot_v1_dot_jobs__pb2.JobEvent.SerializeToString,
+            ),
+            'WatchJobBatches': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchJobBatches,
+                    request_deserializer=federation_dot_v1_dot_jobs__pb2.WatchJobsRequest.FromString,
+                    response_serializer=federation_dot_v1_dot_jobs__pb2.JobEventBatch.SerializeToString,
             ),
             'ExplainJob': grpc.unary_unary_rpc_method_handler(
                     servicer.ExplainJob,
@@ -279,6 +299,33 @@ class JobService(object):
             '/federation.v1.JobService/WatchJobs',
             federation_dot_v1_dot_jobs__pb2.WatchJobsRequest.SerializeToString,
             federation_dot_v1_dot_jobs__pb2.JobEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchJobBatches(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/federation.v1.JobService/WatchJobBatches',
+            federation_dot_v1_dot_jobs__pb2.WatchJobsRequest.SerializeToString,
+            federation_dot_v1_dot_jobs__pb2.JobEventBatch.FromString,
             options,
             channel_credentials,
             insecure,

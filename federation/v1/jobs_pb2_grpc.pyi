@@ -47,6 +47,12 @@ class JobServiceStub:
     """Streams events with event_id > from_event_id (0 = from the start of retained
     history), then live events. Reconnect with the last event_id seen to resume.
     """
+    WatchJobBatches: _grpc.UnaryStreamMultiCallable[_jobs_pb2.WatchJobsRequest, _jobs_pb2.JobEventBatch]
+    """The same events as WatchJobs, same order, same access rules and resumption, several
+    to a message: the events that arrived within one coalescing window (about 50 ms),
+    at most 256 events and 1 MiB per message. For many watchers (fedctl and the client
+    library use it); each batch is never empty.
+    """
     ExplainJob: _grpc.UnaryUnaryMultiCallable[_jobs_pb2.ExplainJobRequest, _jobs_pb2.ExplainJobResponse]
     """Why a job is where it is (or why it is still pending)."""
 
@@ -63,6 +69,12 @@ class JobServiceAsyncStub(JobServiceStub):
     WatchJobs: _aio.UnaryStreamMultiCallable[_jobs_pb2.WatchJobsRequest, _jobs_pb2.JobEvent]  # type: ignore[assignment]
     """Streams events with event_id > from_event_id (0 = from the start of retained
     history), then live events. Reconnect with the last event_id seen to resume.
+    """
+    WatchJobBatches: _aio.UnaryStreamMultiCallable[_jobs_pb2.WatchJobsRequest, _jobs_pb2.JobEventBatch]  # type: ignore[assignment]
+    """The same events as WatchJobs, same order, same access rules and resumption, several
+    to a message: the events that arrived within one coalescing window (about 50 ms),
+    at most 256 events and 1 MiB per message. For many watchers (fedctl and the client
+    library use it); each batch is never empty.
     """
     ExplainJob: _aio.UnaryUnaryMultiCallable[_jobs_pb2.ExplainJobRequest, _jobs_pb2.ExplainJobResponse]  # type: ignore[assignment]
     """Why a job is where it is (or why it is still pending)."""
@@ -107,6 +119,18 @@ class JobServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_jobs_pb2.JobEvent], _abc.AsyncIterator[_jobs_pb2.JobEvent]]:
         """Streams events with event_id > from_event_id (0 = from the start of retained
         history), then live events. Reconnect with the last event_id seen to resume.
+        """
+
+    @_abc_1.abstractmethod
+    def WatchJobBatches(
+        self,
+        request: _jobs_pb2.WatchJobsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_jobs_pb2.JobEventBatch], _abc.AsyncIterator[_jobs_pb2.JobEventBatch]]:
+        """The same events as WatchJobs, same order, same access rules and resumption, several
+        to a message: the events that arrived within one coalescing window (about 50 ms),
+        at most 256 events and 1 MiB per message. For many watchers (fedctl and the client
+        library use it); each batch is never empty.
         """
 
     @_abc_1.abstractmethod

@@ -1,9 +1,11 @@
-"""Tenant isolation that holds over time (issue 10): the access matrix, and the WatchJobs races.
+"""Tenant isolation that holds over time (issue 10): the access matrix, and the watch races.
 
 Roles: the queue's owner (nlp), another tenant (vision), an admin (ops), a cluster agent's
 token (east) and no token. Every cell is checked over real gRPC against real SQLite and
 PostgreSQL; then the two watch races of the issue: a watch opened on a queue that does not
-exist yet, and a watch that outlives its owner's removal from the queue.
+exist yet, and a watch that outlives its owner's removal from the queue. Both watch calls,
+the per-event WatchJobs and WatchJobBatches (``batched``), are held to every rule, and
+must show the same events in the same order.
 """
 
 from __future__ import annotations
@@ -26,10 +28,13 @@ CODE = grpc.StatusCode
 OK = CODE.OK
 
 
-async def _first_event(c: FederationClient, queue_name: str) -> str:
-    async for ev in c.watch_jobs(0, queue_name):
+async def _first_event(c: FederationClient, queue_name: str, batched: bool = True) -> str:
+    async for ev in c.watch_jobs(0, queue_name, batched=batched):
         return ev.job.id
     return ""
+
+
+BOTH_WATCHES = pytest.mark.parametrize("batched", [True, False], ids=["WatchJobBatches", "WatchJobs"])
 
 
 Op = Callable[[FederationClient], Awaitable[Any]]
@@ -38,7 +43,8 @@ OPS: dict[str, Op] = {
     "submit": lambda c: c.submit_job(spec("probe", "nlp-q")),
     "get": lambda c: c.get_job("nlp-1"),
     "list-queue": lambda c: c.list_jobs(queue="nlp-q"),
-    "watch-queue": lambda c: _first_event(c, "nlp-q"),
+    "watch-queue": lambda c: _first_event(c, "nlp-q", batched=False),
+    "watch-queue-batches": lambda c: _first_event(c, "nlp-q", batched=True),
     "explain": lambda c: c.explain_job("nlp-1"),
     "audit": lambda c: c.job_audit("nlp-1"),
     "cancel": lambda c: c.cancel_job("nlp-1"),
@@ -153,12 +159,13 @@ async def test_listings_and_counts_show_a_tenant_only_its_own_queues(store: Stor
             (scored, 5.0, 6.0, 3), (scored, 0.0, 0.0, 1)]
 
         assert [j.id for j in await vision.list_jobs()] == ["vision-1"]
-        seen: list[str] = []
-        async for ev in vision.watch_jobs(0):  # nlp's jobs were submitted first: a leak shows before
-            seen.append(ev.job.id)
-            if ev.job.id == "vision-1":
-                break
-        assert set(seen) == {"vision-1"}, seen
+        for batched in (True, False):
+            seen: list[str] = []
+            async for ev in vision.watch_jobs(0, batched=batched):  # nlp's jobs came first: a leak shows before
+                seen.append(ev.job.id)
+                if ev.job.id == "vision-1":
+                    break
+            assert set(seen) == {"vision-1"}, (batched, seen)
 
         queues = {q.name: q for q in await vision.list_queues()}
         assert (queues["vision-q"].status.pending_jobs, list(queues["vision-q"].owners)) == (1, ["vision"])
@@ -176,19 +183,20 @@ async def test_listings_and_counts_show_a_tenant_only_its_own_queues(store: Stor
         assert (await vision.get_cluster("east")).active_jobs == 0
 
 
-async def test_a_watch_on_a_queue_that_does_not_exist_yet_is_refused(store: Store) -> None:
+@BOTH_WATCHES
+async def test_a_watch_on_a_queue_that_does_not_exist_yet_is_refused(store: Store, batched: bool) -> None:
     """Issue 10: A watched 'future'; an admin then created it for B; A received B's jobs."""
     async with running(store, secured(), watch_poll_seconds=0.05) as srv, \
             client(srv, NLP) as nlp, client(srv, ADMIN) as admin, client(srv, VISION) as vision:
         with pytest.raises(ServiceError) as err:
-            await asyncio.wait_for(_first_event(nlp, "future"), 60)
+            await asyncio.wait_for(_first_event(nlp, "future", batched), 60)
         assert err.value.code == CODE.PERMISSION_DENIED and "no such queue" in err.value.message
         # An unfiltered watch opened before the queue exists never shows B's jobs either.
         await admin.create_queue(queue("nlp-q", "nlp"))
         seen: list[str] = []
 
         async def watch() -> None:
-            async for ev in nlp.watch_jobs(0):
+            async for ev in nlp.watch_jobs(0, batched=batched):
                 seen.append(ev.job.id)
                 if ev.job.id == "nlp-last":
                     return
@@ -200,10 +208,11 @@ async def test_a_watch_on_a_queue_that_does_not_exist_yet_is_refused(store: Stor
         await nlp.submit_job(spec("nlp-last", "nlp-q"))
         await asyncio.wait_for(watching, 60)
         assert seen == ["nlp-last"], seen
-        assert await asyncio.wait_for(_first_event(admin, "future"), 60) == "vision-secret"
+        assert await asyncio.wait_for(_first_event(admin, "future", batched), 60) == "vision-secret"
 
 
-async def test_removing_a_tenant_from_the_owners_ends_its_open_watch(store: Store) -> None:
+@BOTH_WATCHES
+async def test_removing_a_tenant_from_the_owners_ends_its_open_watch(store: Store, batched: bool) -> None:
     """Issue 10: removing A from a queue's owners did not end A's open watch on it."""
     async with running(store, secured(), watch_poll_seconds=0.05) as srv, \
             client(srv, NLP) as nlp, client(srv, ADMIN) as admin, client(srv, VISION) as vision:
@@ -211,7 +220,7 @@ async def test_removing_a_tenant_from_the_owners_ends_its_open_watch(store: Stor
         seen: list[str] = []
 
         async def watch() -> None:
-            async for ev in nlp.watch_jobs(0, "team"):
+            async for ev in nlp.watch_jobs(0, "team", batched=batched):
                 seen.append(ev.job.id)
 
         watching = asyncio.create_task(watch())
@@ -228,20 +237,21 @@ async def test_removing_a_tenant_from_the_owners_ends_its_open_watch(store: Stor
         assert seen == ["before"], seen
 
 
-async def test_watch_resumes_from_an_event_id_and_replays_history_in_pages(store: Store) -> None:
+@BOTH_WATCHES
+async def test_watch_resumes_from_an_event_id_and_replays_history_in_pages(store: Store, batched: bool) -> None:
     async with running(store, secured(), watch_poll_seconds=0.05) as srv, \
             client(srv, ADMIN) as admin, client(srv, NLP) as nlp:
         await admin.create_queue(queue("nlp-q", "nlp"))
         for i in range(600):  # more than one page (500) and more than the live buffer needs
             await nlp.submit_job(spec(f"j{i}", "nlp-q", replicas=1))
         ids: list[int] = []
-        async for ev in nlp.watch_jobs(0, "nlp-q"):
+        async for ev in nlp.watch_jobs(0, "nlp-q", batched=batched):
             ids.append(ev.event_id)
             if len(ids) == 600:
                 break
         assert ids == sorted(ids) and len(set(ids)) == 600
         resumed = []
-        async for ev in nlp.watch_jobs(ids[449]):
+        async for ev in nlp.watch_jobs(ids[449], batched=batched):
             resumed.append(ev.event_id)
             if len(resumed) == 150:
                 break
