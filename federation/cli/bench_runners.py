@@ -74,12 +74,13 @@ def fanout_config(argv: Sequence[str] | None = None) -> tuple[FanoutConfig, str 
                         "phase with each (both)")
     p.add_argument("--watch-coalesce-ms", type=float,
                    help="the server's --watch-coalesce-ms (default: the server's default)")
+    p.add_argument("--warmup-submits", type=int, default=50, help="untimed submissions before the first phase")
     p.add_argument("--json", help="also write the figures here")
     a = p.parse_args(argv)
     serve_args = () if a.watch_coalesce_ms is None else ("--watch-coalesce-ms", str(a.watch_coalesce_ms))
     return FanoutConfig(a.db, watchers=a.watchers, agents=a.agents, submits=a.submits,
                         idle_seconds=a.idle_seconds, streams_nice=a.streams_nice, watch_rpc=a.watch_rpc,
-                        serve_args=serve_args), a.json
+                        serve_args=serve_args, warmup_submits=a.warmup_submits), a.json
 
 
 def fanout_main(argv: Sequence[str] | None = None) -> int:

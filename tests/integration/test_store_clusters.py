@@ -50,7 +50,8 @@ def test_register_then_heartbeat(store: Store) -> None:
     assert reg.accepted and reg.previous_epoch is None
     assert (reg.cluster.epoch, reg.cluster.health, reg.cluster.taints[0].key) == (1, "healthy", "gpu")
     before = reg.cluster.last_heartbeat
-    assert store.clusters.heartbeat("east", 1).last_heartbeat > before
+    heard = store.clusters.heartbeat("east", 1)
+    assert heard > before and store.clusters.get("east").last_heartbeat == heard
 
 
 def test_a_lower_epoch_is_fenced_and_a_higher_one_replaces(store: Store) -> None:
