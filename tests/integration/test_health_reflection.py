@@ -14,6 +14,7 @@ from fleetkit import eventually
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from servicekit import ADMIN, running, secured
 
+from federation.domain import Job, Resources, Task
 from federation.domain.queues import Queue
 from federation.service.health import AGENTS, AUDIT, CLUSTERS, JOBS, OBJECTS, QUEUES
 from federation.store import Store
@@ -59,8 +60,32 @@ async def test_health_probe_and_grpcurl_list_describe_and_call_without_and_with_
                                      addr, f"{QUEUES}/ListQueues")
             assert called.returncode == 0, called.stderr
             assert [q["name"] for q in json.loads(called.stdout)["queues"]] == ["research"]
+
+            # Both watch calls decode through reflection (their messages are bytes joined by the
+            # server, not serialized by grpc: wire_bytes.PassBytes, event_batches). A watch never
+            # ends by itself: grpcurl stops at -max-time and prints what it received.
+            store.jobs.submit(Job(name="probe", queue="research", tasks=(Task("worker", 1, Resources.of(gpu=1)),)))
+            seen = {}
+            for method in ("WatchJobs", "WatchJobBatches"):
+                watched = await arun_tool("grpcurl", "-plaintext", "-max-time", "3", "-H",
+                                          f"authorization: Bearer {ADMIN}", "-d", '{"queue": "research"}',
+                                          addr, f"{JOBS}/{method}")
+                assert "DeadlineExceeded" in watched.stderr, (method, watched.stderr)
+                seen[method] = _json_stream(watched.stdout)
+            assert seen["WatchJobs"][0]["job"]["id"] == "probe"
+            assert seen["WatchJobBatches"][0]["events"][0] == seen["WatchJobs"][0]
     finally:
         store.dispose()
+
+
+def _json_stream(text: str) -> list[Any]:
+    """The JSON objects grpcurl printed one after another for a server stream."""
+    decoder, out, rest = json.JSONDecoder(), [], text.strip()
+    while rest:
+        value, end = decoder.raw_decode(rest)
+        out.append(value)
+        rest = rest[end:].lstrip()
+    return out
 
 
 async def test_api_only_replica_has_no_agent_service_status(migrated_url: str) -> None:

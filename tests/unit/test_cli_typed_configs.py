@@ -44,7 +44,8 @@ def test_bench_runner_flags_become_typed_configs() -> None:
                                   batch_size=8, token="t")  # warm-up capped at half the run
     assert fanout_config(["--db", "d", "--watchers", "5", "--idle-seconds", "2"]) == (
         FanoutConfig("d", watchers=5, idle_seconds=2.0), None)
-    assert fanout_config(["--db", "d", "--watch-rpc", "both", "--watch-coalesce-ms", "200", "--warmup-submits", "0"]) == (
+    argv = ["--db", "d", "--watch-rpc", "both", "--watch-coalesce-ms", "200", "--warmup-submits", "0"]
+    assert fanout_config(argv) == (
         FanoutConfig("d", watch_rpc="both", serve_args=("--watch-coalesce-ms", "200.0"), warmup_submits=0), None)
     with pytest.raises(ValueError, match="watch_rpc"):
         FanoutConfig("d", watch_rpc="sometimes")
