@@ -304,7 +304,7 @@ def _proportion(cluster: ClusterSnapshot, jobs: list[Job], snapshot: FederationS
     for job in jobs:
         requested[job.queue] = requested.get(job.queue, Resources()) + job.requests
     capacity = total(n.allocatable for n in cluster.nodes if n.usable) if cluster.healthy else Resources()
-    return Proportion(capacity, snapshot.queues, allocated, requested)
+    return Proportion(capacity, snapshot.queues, allocated, requested, guarantees=len(snapshot.clusters) == 1)
 
 
 def _allocate_in(cluster: ClusterSnapshot, jobs: list[Job], snapshot: FederationSnapshot, ledger: BaselineLedger,

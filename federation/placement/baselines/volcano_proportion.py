@@ -19,7 +19,11 @@ Besides admission (``volcano_enqueue``), proportion shapes ``allocate`` three wa
   default actions (no ``reclaim``) this is not work-conserving.
 
 Each member cluster runs its own Volcano, so this is computed per member cluster over the
-jobs running or Inqueue there.
+jobs running or Inqueue there. A queue's guarantee is a federation quantity that
+volcano-global enforces at dispatch (``volcano_enqueue``); flooring a member's deserved at
+the whole federation guarantee would starve the other queues of any member smaller than it
+(the artefact ``volcano_enqueue`` describes), so the floor applies only when the federation
+is one cluster.
 """
 
 from __future__ import annotations
@@ -78,8 +82,10 @@ def _as_dict(r: Resources) -> dict[str, float]:
     return {k: float(v) for k, v in r if v}
 
 
-def water_fill(total: Resources, queues: Iterable[QueueState], capability: dict[str, Resources | None]) -> None:
-    """Set each queue's ``deserved`` as proportion's session open does (see module docstring)."""
+def water_fill(total: Resources, queues: Iterable[QueueState], capability: dict[str, Resources | None],
+               guarantees: bool = True) -> None:
+    """Set each queue's ``deserved`` as proportion's session open does (see module docstring);
+    ``guarantees`` False leaves out the floor at each queue's guarantee."""
     states = list(queues)
     remaining = _as_dict(total)
     met: set[str] = set()
@@ -101,7 +107,7 @@ def water_fill(total: Resources, queues: Iterable[QueueState], capability: dict[
             if cap is not None:
                 new = {k: min(v, float(cap.get(k))) if cap.get(k) > 0 else v for k, v in new.items()}
             new = {k: min(v, state.request.get(k, 0.0)) for k, v in new.items()}
-            if state.queue.guarantee is not None:
+            if guarantees and state.queue.guarantee is not None:
                 for k, g in state.queue.guarantee:
                     new[k] = max(new.get(k, 0.0), float(g))
             state.deserved = new
@@ -128,7 +134,7 @@ class Proportion:
     """Proportion's per-queue state in one member cluster for one ``allocate`` action."""
 
     def __init__(self, total: Resources, queues: Iterable[Queue], allocated: dict[str, Resources],
-                 requested: dict[str, Resources]) -> None:
+                 requested: dict[str, Resources], guarantees: bool = True) -> None:
         by_name = {q.name: q for q in queues}
         names = sorted(set(allocated) | set(requested))
         self.queues: dict[str, QueueState] = {}
@@ -139,7 +145,7 @@ class Proportion:
             for k, v in requested.get(name, Resources()):
                 want[k] = want.get(k, 0.0) + v
             self.queues[name] = QueueState(queue, used, want, {})
-        water_fill(total, self.queues.values(), {q.name: q.capability for q in by_name.values()})
+        water_fill(total, self.queues.values(), {q.name: q.capability for q in by_name.values()}, guarantees)
 
     def state(self, queue: str) -> QueueState | None:
         return self.queues.get(queue)

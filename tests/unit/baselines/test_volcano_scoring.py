@@ -170,3 +170,16 @@ def test_default_node_scores(used: int, gpus: int, least: int, balanced: int, pa
     assert volcano_scores.least_allocated(node, node.free, request) == least
     assert volcano_scores.balanced_allocation(node, node.free, request) == balanced
     assert volcano_scores.binpack(node, node.free, request) == pytest.approx(packed)
+
+
+@pytest.mark.parametrize(("guarantees", "deserved"), [(True, (64, 16)), (False, (8, 24))],
+                         ids=["one-cluster-floor", "member-no-floor"])
+def test_a_guarantee_floors_deserved_only_on_one_cluster(guarantees: bool, deserved: tuple[int, int]) -> None:
+    # proportion.go floors deserved at the guarantee; in a member of 32 GPUs the whole
+    # federation guarantee (64) would use up the room prod does not ask for (it asks 8), so
+    # research could not get the second pass's 8 GPUs: members skip the floor.
+    queues = (Queue("prod", guarantee=Resources.of(gpu=64)), Queue("research"))
+    prop = Proportion(Resources.of(gpu=32), queues, {},
+                      {"prod": Resources.of(gpu=8), "research": Resources.of(gpu=32)}, guarantees)
+    got = tuple(round(prop.queues[q].deserved.get(GPU, 0.0)) for q in ("prod", "research"))
+    assert got == deserved
