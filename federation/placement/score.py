@@ -22,8 +22,12 @@ Layering (docs/design/placement.md has the full argument):
      chosen one at a tier some pending gang needs as its lowest (a leaf in an empty spine,
      when an 8-node gang waits for a spine): whole room is kept whole for the queued
      gangs that need it (``guard``, ``cpsat/anticipation.py``);
-   * **packing**: up to ``PACK_PENALTY_MAX`` per unit for landing in an emptier domain
-     (best fit keeps whole domains free for the next big gang);
+   * **packing**: up to ``PACK_PENALTY_MAX`` per unit for the room the placement leaves
+     free in its domain (``leftover``: best fit by what is left, so whole domains stay
+     free for the next big gang). Measured on what is *left*, not on the domain's emptiness
+     before: a gang that must land where two whole nodes are free pays nothing when it
+     fills them, and of two jobs of equal value that compete for one domain the one that
+     fills it is preferred (best fit decreasing);
    * **preferred node affinity**: up to ``PREFER_MAX`` per unit for a domain whose nodes
      match the tasks' preferred terms (``placement/preference.py``); what is left of one
      tier step above packing and anticipation, so it never buys a wider tier.
@@ -78,6 +82,8 @@ class Scoring:
         }
         self._lowest: dict[object, int | None] = {}
         self._emptiness: dict[tuple[str, str], int] = {}
+        self._room: dict[tuple[str, str], tuple[int, int, str]] = {}  # (free, allocatable, resource) at start
+        self._leftover: dict[tuple[str, str, int], int] = {}
         self._nodes: dict[str, dict[str, Node]] = {}
         self._units: dict[str, int] = {}
         self._band: dict[str, int] = {}
@@ -118,29 +124,59 @@ class Scoring:
         return 0 if low is None else min(MAX_TIER_STEPS, max(0, tier - low))
 
     def prime(self, known: dict[tuple[str, str], tuple[int, int]]) -> None:
-        """Seed ``emptiness`` from (free GPUs, allocatable GPUs) per domain computed elsewhere."""
+        """Seed the domains' room from (free GPUs, allocatable GPUs) per domain computed elsewhere."""
         for key, (free, alloc) in known.items():
             if alloc > 0:
-                self._emptiness[key] = min(PACK_PENALTY_MAX, (PACK_PENALTY_MAX + 1) * max(0, free) // alloc)
+                self._room[key] = (max(0, free), alloc, GPU)
 
-    def emptiness(self, cluster: str, hypernode: str) -> int:
-        """0 (full) .. PACK_PENALTY_MAX (empty): how empty the domain was at round start."""
+    def room(self, cluster: str, hypernode: str) -> tuple[int, int, str]:
+        """(free, allocatable, resource) of the domain at round start; GPUs when it has any."""
         key = (cluster, hypernode)
-        if key not in self._emptiness:
+        found = self._room.get(key)
+        if found is None:
             snap = self.snapshot.cluster(cluster)
             dom = snap.tree.domains.get(hypernode) if snap is not None else None
-            value = 0
+            found = (0, 0, GPU)
             if snap is not None and dom is not None:
                 if cluster not in self._nodes:
                     self._nodes[cluster] = {n.name: n for n in snap.nodes if n.usable}
                 index = self._nodes[cluster]
                 nodes = [index[name] for name in dom.nodes if name in index]
                 res = GPU if any(n.allocatable.get(GPU) for n in nodes) else "cpu"
-                alloc = sum(n.allocatable.get(res) for n in nodes)
-                free = sum(max(0, n.free.get(res)) for n in nodes)
-                value = min(PACK_PENALTY_MAX, (PACK_PENALTY_MAX + 1) * free // alloc) if alloc else 0
-            self._emptiness[key] = value
-        return self._emptiness[key]
+                found = (sum(max(0, n.free.get(res)) for n in nodes), sum(n.allocatable.get(res) for n in nodes), res)
+            self._room[key] = found
+        return found
+
+    def emptiness(self, cluster: str, hypernode: str) -> int:
+        """0 (full) .. PACK_PENALTY_MAX (empty): how empty the domain was at round start."""
+        key = (cluster, hypernode)
+        found = self._emptiness.get(key)
+        if found is None:
+            free, alloc, _ = self.room(cluster, hypernode)
+            found = self._emptiness[key] = min(PACK_PENALTY_MAX, (PACK_PENALTY_MAX + 1) * free // alloc) if alloc else 0
+        return found
+
+    def leftover(self, job: Job, cluster: str, hypernode: str) -> int:
+        """0 .. PACK_PENALTY_MAX: how empty the domain would be with only ``job`` added to it.
+
+        The packing term. Why not the domain's emptiness before the placement (the first
+        version): that charged a gang for the room it *needs*. A two-node gang can only go
+        where two whole nodes are free, so per unit it paid up to 4 more than a one-GPU job
+        put in a nearly full leaf, and between plans of equal value the model kept the one
+        that started small jobs; on ``fragmented`` its plans then left the wide gangs
+        waiting (avg JCT 1.11x its own greedy seed's, ``docs/benchmarks.md``). Charged on
+        what is left, each job still prefers its tightest domain, and a job that fills a
+        domain pays less per unit than one that leaves most of it free: best fit
+        decreasing, the bin-packing order that starts big items first.
+        """
+        free, alloc, res = self.room(cluster, hypernode)
+        need = job.requests.get(res)
+        key = (cluster, hypernode, need)
+        found = self._leftover.get(key)
+        if found is None:
+            found = 0 if not alloc else min(PACK_PENALTY_MAX, (PACK_PENALTY_MAX + 1) * max(0, free - need) // alloc)
+            self._leftover[key] = found
+        return found
 
     def needed_tiers(self) -> frozenset[int]:
         """Tiers that some pending gang of several pods needs as its lowest feasible tier."""
@@ -181,7 +217,7 @@ class Scoring:
     def placement_value(self, job: Job, cluster: str, hypernode: str, tier: int) -> int:
         """Base value of a placement without the fairness bonus (always > 0)."""
         u = self.units(job)
-        return u * (VALUE - TIER_PENALTY * self.tier_steps(job, tier) - self.emptiness(cluster, hypernode)
+        return u * (VALUE - TIER_PENALTY * self.tier_steps(job, tier) - self.leftover(job, cluster, hypernode)
                     - self.guard(cluster, hypernode) + self.preference(job, cluster, hypernode))
 
     def preference(self, job: Job, cluster: str, hypernode: str) -> int:
@@ -249,6 +285,7 @@ class Scoring:
             "units": float(self.units(job)),
             "tierSteps": float(self.tier_steps(job, placement.tier)),
             "emptiness": float(self.emptiness(placement.cluster, placement.hypernode)),
+            "leftover": float(self.leftover(job, placement.cluster, placement.hypernode)),
             "guard": float(self.guard(placement.cluster, placement.hypernode)),
             "preference": float(self.preference(job, placement.cluster, placement.hypernode)),
             "value": float(self.placement_value(job, placement.cluster, placement.hypernode, placement.tier)),

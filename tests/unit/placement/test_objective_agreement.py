@@ -53,7 +53,7 @@ ROWS: list[tuple[str, Callable[[], FederationSnapshot], PlanLimits, str]] = [
     ("fair-share credit for the queue below its share", _fair, PlanLimits(), "fair"),
     ("tier steps of a soft gang that only fits a spine",
      lambda: snap([tiered("t", [8, 0, 8, 0, 8, 0, 8, 0])], [job("g", 2, topology=soft(1))]), PlanLimits(), "tier"),
-    ("packing: emptiness of the chosen domain",
+    ("packing: room the placement leaves in its domain",
      lambda: snap([flat("a", [8, 8]), flat("b", [4, 8])], [job("s", gpus=4), job("t", gpus=2)]), PlanLimits(),
      "packing"),
     ("anticipation: a queued spine gang guards the whole spine",
@@ -101,5 +101,5 @@ def test_the_model_prices_the_greedy_plan_as_score_does(build: Callable[[], Fede
     else:
         greedy = finish(*(lambda r: (r, run_bands(r, s.pending)))(open_round(s, limits)), "GREEDY", 0.0)
         values = [terms.terms(p) for p in greedy.placements]
-        key = {"tier": "tierSteps", "packing": "emptiness", "guard": "guard", "preference": "preference"}[term]
+        key = {"tier": "tierSteps", "packing": "leftover", "guard": "guard", "preference": "preference"}[term]
         assert any(t[key] > 0 for t in values), values
