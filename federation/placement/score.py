@@ -15,6 +15,10 @@ Layering (docs/design/placement.md has the full argument):
    * **amount placed** (work conservation): ``VALUE`` per unit; a preempted running gang
      loses ``VALUE`` per unit in ITS band, plus a small cost that grows with the GPU-hours
      it has already run (victims that lose the least work are chosen);
+   * **jobs started**: ``JOB_START`` per job placed, whatever its size (a stopped job loses
+     it too). Amount placed alone counts GPUs, but the average wait and JCT count jobs:
+     between plans that place the same units, the one that starts more jobs leaves fewer
+     waiting (``JOB_START``'s comment has the measured reason);
    * **topology tier**: ``TIER_PENALTY`` per unit for each tier above the lowest tier any
      allowed empty cluster could offer the gang (at most ``MAX_TIER_STEPS`` steps, so placing
      a gang is always worth more than leaving it pending — soft topology never blocks);
@@ -56,6 +60,11 @@ MAX_TIER_STEPS = 3
 PACK_PENALTY_MAX = 7
 GUARD_MAX = 6  # anticipation + packing (<= 13) stay below one tier step (16)
 RUN_COST_MAX = 32
+# Per job placed: a quarter of one unit's VALUE, one tier step of a one-GPU job. Slurm's
+# multifactor priority has the same lever (PriorityWeightJobSize with PriorityFavorSmall).
+# Measured (docs/benchmarks.md, "Third session"): with the packing term on what is left,
+# fair-saturated's avg JCT went 6,557 -> 5,888 s with it, fairness 0.035 -> 0.047.
+JOB_START = 16
 # Preferred node affinity (placement/preference.py): below one tier step even against the
 # worst packing and anticipation of a lower tier.
 PREFER_MAX = max(0, TIER_PENALTY - PACK_PENALTY_MAX - GUARD_MAX - 1)
@@ -217,8 +226,9 @@ class Scoring:
     def placement_value(self, job: Job, cluster: str, hypernode: str, tier: int) -> int:
         """Base value of a placement without the fairness bonus (always > 0)."""
         u = self.units(job)
-        return u * (VALUE - TIER_PENALTY * self.tier_steps(job, tier) - self.leftover(job, cluster, hypernode)
-                    - self.guard(cluster, hypernode) + self.preference(job, cluster, hypernode))
+        return JOB_START + u * (VALUE - TIER_PENALTY * self.tier_steps(job, tier)
+                                - self.leftover(job, cluster, hypernode) - self.guard(cluster, hypernode)
+                                + self.preference(job, cluster, hypernode))
 
     def preference(self, job: Job, cluster: str, hypernode: str) -> int:
         """``0..PREFER_MAX`` per unit: the domain's match with the job's preferred node affinity."""
@@ -237,13 +247,13 @@ class Scoring:
         return min(RUN_COST_MAX, math.ceil(math.log2(1.0 + gpu_hours)))
 
     def victim_cost(self, running: RunningJob) -> int:
-        return VALUE * self.units(running.job) + self.run_cost(running)
+        return JOB_START + VALUE * self.units(running.job) + self.run_cost(running)
 
     def band_weight_base(self) -> int:
         """An integer larger than any band value can reach in absolute terms (per round)."""
         if self._base is not None:
             return self._base
-        pend = sum(self.units(p.job) for p in self.snapshot.pending) * (VALUE + FAIR_BONUS)
+        pend = sum(JOB_START + self.units(p.job) * (VALUE + FAIR_BONUS) for p in self.snapshot.pending)
         run = sum(self.victim_cost(r) for r in self.snapshot.running)
         self._base = pend + run + 1
         return self._base
@@ -286,6 +296,7 @@ class Scoring:
             "tierSteps": float(self.tier_steps(job, placement.tier)),
             "emptiness": float(self.emptiness(placement.cluster, placement.hypernode)),
             "leftover": float(self.leftover(job, placement.cluster, placement.hypernode)),
+            "start": float(JOB_START),
             "guard": float(self.guard(placement.cluster, placement.hypernode)),
             "preference": float(self.preference(job, placement.cluster, placement.hypernode)),
             "value": float(self.placement_value(job, placement.cluster, placement.hypernode, placement.tier)),

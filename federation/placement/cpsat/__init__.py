@@ -29,7 +29,8 @@ plan, so plans from different planners are comparable):
 1. queue priority ≫ job priority — strict: bands are weighted lexicographically in a
    joint model, or decided one window at a time, highest band first;
 2. fairness — ``FAIR_BONUS`` (256) per unit filling a queue's deficit below its fair share;
-3. amount placed — ``VALUE`` (64) per unit (work conservation), minus evicted units;
+3. amount placed — ``VALUE`` (64) per unit (work conservation), minus evicted units, and
+   ``JOB_START`` (16) per job started (the average wait counts jobs, not GPUs);
 4. topology tier — ``TIER_PENALTY`` (16) per unit per tier above the lowest feasible;
 5. anticipation and packing — up to ``GUARD_MAX`` (6) per unit for eating into emptier
    domains above the chosen one at a tier a queued gang needs, and up to

@@ -55,16 +55,17 @@ def test_a_leaf_the_gang_fills_costs_it_nothing_and_a_small_job_prefers_the_full
 
 
 def test_the_model_fills_a_domain_with_one_gang_rather_than_many_small_jobs() -> None:
-    """Two whole nodes free; eight 2-GPU jobs or one 16-GPU gang fill them, for the same
-    value. The greedy pass starts the small ones (they come first in its order). Charged on
-    the domain's emptiness before, both plans cost the same and the greedy one was kept;
-    charged on what is left, the gang leaves nothing and the model's plan wins."""
+    """Two whole nodes free; four 4-GPU jobs or one 16-GPU gang fill them. The greedy pass
+    starts the small ones (they come first in its order). Charged on the domain's emptiness
+    before, the small ones were worth more (three more job starts, same packing cost) and
+    the greedy plan was kept; charged on what is left, the gang leaves nothing, pays 96
+    less in packing than the starts it gives up (48), and the model's plan wins."""
     c = flat("a", [8, 8])
-    jobs = [job(f"s{i}", 1, gpus=2) for i in range(8)] + [job("gang", 2, gpus=8)]
+    jobs = [job(f"s{i}", 1, gpus=4) for i in range(4)] + [job("gang", 2, gpus=8)]
     s = snap([c], jobs)
     greedy = greedy_plan(s)
     best = plan(s, PlanLimits(time_limit_seconds=5.0))
     assert validate(s, greedy) == [] and validate(s, best) == []
-    assert {p.job for p in greedy.placements} == {f"s{i}" for i in range(8)}
+    assert {p.job for p in greedy.placements} == {f"s{i}" for i in range(4)}
     assert {p.job for p in best.placements} == {"gang"}
     assert score_vector(s, best) > score_vector(s, greedy)
