@@ -93,6 +93,7 @@ class Scoring:
         self._emptiness: dict[tuple[str, str], int] = {}
         self._room: dict[tuple[str, str], tuple[int, int, str]] = {}  # (free, allocatable, resource) at start
         self._leftover: dict[tuple[str, str, int], int] = {}
+        self._need: dict[tuple[str, str], int] = {}
         self._nodes: dict[str, dict[str, Node]] = {}
         self._units: dict[str, int] = {}
         self._band: dict[str, int] = {}
@@ -165,6 +166,15 @@ class Scoring:
             found = self._emptiness[key] = min(PACK_PENALTY_MAX, (PACK_PENALTY_MAX + 1) * free // alloc) if alloc else 0
         return found
 
+    def gang_need(self, job: Job, res: str) -> int:
+        """``res`` requested by the pods that must start together (an elastic job's extra
+        replicas only take room that is left over, placement/elastic.py)."""
+        key = (job.name, res)
+        found = self._need.get(key)
+        if found is None:
+            found = self._need[key] = sum(r.get(res) for _, _, r in job.gang_pods())
+        return found
+
     def leftover(self, job: Job, cluster: str, hypernode: str) -> int:
         """0 .. PACK_PENALTY_MAX: how empty the domain would be with only ``job`` added to it.
 
@@ -179,7 +189,7 @@ class Scoring:
         decreasing, the bin-packing order that starts big items first.
         """
         free, alloc, res = self.room(cluster, hypernode)
-        need = job.requests.get(res)
+        need = self.gang_need(job, res)
         key = (cluster, hypernode, need)
         found = self._leftover.get(key)
         if found is None:

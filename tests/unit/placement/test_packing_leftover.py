@@ -69,3 +69,12 @@ def test_the_model_fills_a_domain_with_one_gang_rather_than_many_small_jobs() ->
     assert {p.job for p in greedy.placements} == {f"s{i}" for i in range(4)}
     assert {p.job for p in best.placements} == {"gang"}
     assert score_vector(s, best) > score_vector(s, greedy)
+
+
+def test_an_elastic_job_is_charged_for_what_its_gang_leaves() -> None:
+    """Its extra replicas only take room that is left over (placement/elastic.py), so the
+    room its gang leaves is what the placement decides."""
+    elastic = job("e", 4, gpus=8, min_available=2)
+    sc = Scoring(snap([flat("a", [8, 8, 8, 8])], [elastic]))
+    assert sc.gang_need(elastic, "nvidia.com/gpu") == 16
+    assert sc.leftover(elastic, "a", ROOT) == 4
