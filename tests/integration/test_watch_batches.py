@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 
+import grpc
+import grpc.aio
 from servicekit import ADMIN, NLP, VISION, client, queue, running, secured, spec
 
 from federation.client import FederationClient, Retry
@@ -126,3 +129,27 @@ async def test_the_client_resumes_a_batched_watch_after_losing_the_server(store:
             if second is not None:
                 await second.stop(grace=1.0)
         assert seen == ["before", "while-down", "after"], seen
+
+
+async def test_the_client_falls_back_to_watchjobs_on_a_server_without_the_batched_call() -> None:
+    """An older server answers UNIMPLEMENTED for WatchJobBatches: the client reads WatchJobs instead."""
+    asked: list[int] = []
+
+    async def watch_jobs(request: jobs_pb2.WatchJobsRequest, context: object) -> AsyncIterator[jobs_pb2.JobEvent]:
+        asked.append(request.from_event_id)
+        for i in range(request.from_event_id + 1, request.from_event_id + 4):
+            yield jobs_pb2.JobEvent(event_id=i, job=jobs_pb2.Job(id=f"j{i}"))
+
+    old = grpc.aio.server()
+    old.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("federation.v1.JobService", {
+        "WatchJobs": grpc.unary_stream_rpc_method_handler(
+            watch_jobs, request_deserializer=jobs_pb2.WatchJobsRequest.FromString,
+            response_serializer=jobs_pb2.JobEvent.SerializeToString)})])
+    port = old.add_insecure_port("127.0.0.1:0")
+    await old.start()
+    try:
+        async with FederationClient(f"127.0.0.1:{port}", timeout=5) as c:
+            got = [ev.event_id async for ev in c.watch_jobs(7)]
+    finally:
+        await old.stop(None)
+    assert (got, asked) == ([8, 9, 10], [7])
