@@ -12,10 +12,12 @@ does); ``--watch-rpc events`` measures the per-event ``WatchJobs`` instead, and 
 adds a second busy phase with it (``busy_events``), so the two compare in one run.
 
 Streams run in their own client processes, the submitter in the main one. For each: the
-server's idle CPU (fraction of one core over ``--idle-seconds`` with every
-stream open and nothing submitted), then ``--submits`` SubmitJob calls one at a time
-(p50/p99 latency), and for every submission the delay from its acknowledgement to its
-``submitted`` event arriving at each watcher (p50/p99/max over all watchers and jobs).
+server's idle CPU (fraction of one core over ``--idle-seconds`` with every stream open and
+nothing submitted, starting ``--settle-seconds`` after the streams opened: 200 watchers
+opening at once each replay the history from event 0, which is not idle), then
+``--submits`` SubmitJob calls one at a time (p50/p99 latency), and for every submission
+the delay from its acknowledgement to its ``submitted`` event arriving at each watcher
+(p50/p99/max over all watchers and jobs).
 """
 
 from __future__ import annotations
@@ -182,7 +184,8 @@ def histogram_quantile(q: float, before: list[tuple[float, float]], after: list[
 
 
 def measure(address: str, pid: int, watchers: int, agents: int, submits: int, idle_seconds: float,
-            processes: int = 2, metrics: str = "", streams_nice: int = 0, batched: bool = True) -> Figures:
+            processes: int = 2, metrics: str = "", streams_nice: int = 0, batched: bool = True,
+            settle_seconds: float = 0.0) -> Figures:
     """Streams live in ``processes`` client processes (plus one for the agents), the submitter in
     this one, so a busy watcher process cannot delay the submissions it is measured against.
     Delivery delay compares CLOCK_MONOTONIC readings, which every process on the host shares."""
@@ -204,6 +207,7 @@ def measure(address: str, pid: int, watchers: int, agents: int, submits: int, id
         flags.append(started)
     for flag in flags:
         flag.wait(120)
+    time.sleep(settle_seconds)  # let the opening transient pass (module doc)
     before, t0 = cpu_seconds(pid), time.monotonic()
     time.sleep(idle_seconds)
     idle = (cpu_seconds(pid) - before) / (time.monotonic() - t0)
@@ -268,6 +272,8 @@ class FanoutConfig:
     # first, paid the server's warm-up (caches, prepared statements), and a run whose two
     # phases were identical (1 watcher, no agent) measured busy / quiet = 0.5.
     warmup_submits: int = 50
+    # Seconds between the streams being open and the idle CPU window (module doc).
+    settle_seconds: float = 5.0
 
     def __post_init__(self) -> None:
         if self.watch_rpc not in WATCH_RPCS:
@@ -286,9 +292,10 @@ def run(config: FanoutConfig) -> dict[str, Any]:
     try:
         asyncio.run(_warm_up(address, config.warmup_submits))
         quiet = measure(address, proc.pid, 1, 0, submits, idle_seconds, processes=1, metrics=metrics,
-                        batched=phases[0][1])
+                        batched=phases[0][1], settle_seconds=config.settle_seconds)
         busy = {name: measure(address, proc.pid, watchers, agents, submits, idle_seconds, metrics=metrics,
-                              streams_nice=streams_nice, batched=batched) for name, batched in phases}
+                              streams_nice=streams_nice, batched=batched, settle_seconds=config.settle_seconds)
+                for name, batched in phases}
     finally:
         proc.terminate()
         proc.wait(30)

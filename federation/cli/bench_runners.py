@@ -74,13 +74,16 @@ def fanout_config(argv: Sequence[str] | None = None) -> tuple[FanoutConfig, str 
                         "phase with each (both)")
     p.add_argument("--watch-coalesce-ms", type=float,
                    help="the server's --watch-coalesce-ms (default: the server's default)")
+    p.add_argument("--settle-seconds", type=float, default=5.0,
+                   help="wait this long after the streams opened before the idle CPU window")
     p.add_argument("--warmup-submits", type=int, default=50, help="untimed submissions before the first phase")
     p.add_argument("--json", help="also write the figures here")
     a = p.parse_args(argv)
     serve_args = () if a.watch_coalesce_ms is None else ("--watch-coalesce-ms", str(a.watch_coalesce_ms))
     return FanoutConfig(a.db, watchers=a.watchers, agents=a.agents, submits=a.submits,
                         idle_seconds=a.idle_seconds, streams_nice=a.streams_nice, watch_rpc=a.watch_rpc,
-                        serve_args=serve_args, warmup_submits=a.warmup_submits), a.json
+                        serve_args=serve_args, warmup_submits=a.warmup_submits,
+                        settle_seconds=a.settle_seconds), a.json
 
 
 def fanout_main(argv: Sequence[str] | None = None) -> int:
