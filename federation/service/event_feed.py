@@ -22,12 +22,16 @@ benchmark, docs/benchmarks.md):
 - a watcher takes every event that arrived since its last turn in one batch, and a
   ``WatchJobBatches`` stream sends that batch as one message (``event_batches``: each
   event's framing as a batch field is computed here once, ``FeedItem.framed``);
-- coalescing: the poller reads the table at most once per ``coalesce_seconds`` (50 ms by
-  default). A wake (a local submit or cancel) right after a quiet spell polls at once; a
-  wake within the window of the last poll waits for the window's end, so the events of
-  every submission of a burst in that window are published together and each watcher gets
-  one message per window instead of one per event. The cost is at most one window of
-  extra delay during a burst, against the 1 s delivery goal (docs/design/watch.md);
+- coalescing: the poller reads the table at most once per window. A wake (a local submit
+  or cancel) right after a quiet spell polls at once; a wake within the window of the last
+  poll waits for the window's end, so the events of every submission of a burst in that
+  window are published together and each watcher gets one message per window instead of
+  one per event. The window is ``coalesce_seconds`` (50 ms by default), or 1 ms per open
+  watch stream if that is longer, at most 250 ms: a feed turn costs the loop about one
+  message write per watcher (~0.1 ms each), so turns at least 1 ms per watcher apart keep
+  the fan-out near a tenth of the loop however many watch, while a few watchers keep the
+  short window. The cost is at most one window of extra delay during a burst, against the
+  1 s delivery goal (docs/design/watch.md);
 - watchers are woken ``WAKE_CHUNK`` at a time with a turn of the loop in between, so a
   unary call (SubmitJob) that arrives during a 200-stream burst waits for one chunk's
   writes, not for all of them.
@@ -44,7 +48,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +64,9 @@ log = logging.getLogger(__name__)
 WAKE_CHUNK = 16
 # The shortest time between two polls (module doc: coalescing); `federation serve --watch-coalesce-ms`.
 DEFAULT_COALESCE_SECONDS = 0.05
+# The window grows by this much per open watcher, up to MAX_COALESCE_SECONDS (module doc).
+COALESCE_PER_WATCHER_SECONDS = 0.001
+MAX_COALESCE_SECONDS = 0.25
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,7 @@ class EventFeed:
         self._store = store
         self._poll = poll_seconds
         self._coalesce = coalesce_seconds
+        self.watchers = 0  # open watch streams (``watching``)
         self._page = page
         self._items: deque[FeedItem] = deque()
         self._capacity = capacity
@@ -166,7 +174,7 @@ class EventFeed:
                     await self._wake.wait()
             # The coalescing window (module doc): at most one poll per window, so a burst's
             # events reach each watcher together; a lone event after a quiet spell goes at once.
-            rest = polled + self._coalesce - loop.time()
+            rest = polled + self.window() - loop.time()
             if rest > 0 and not self._closing:
                 await asyncio.sleep(rest)
 
@@ -207,6 +215,19 @@ class EventFeed:
             await asyncio.sleep(0)  # let calls that arrived meanwhile run before the next chunk
 
     # ------------------------------------------------------------------ watchers
+
+    def window(self) -> float:
+        """The coalescing window now: the configured one, or longer with many watchers (module doc)."""
+        return max(self._coalesce, min(MAX_COALESCE_SECONDS, COALESCE_PER_WATCHER_SECONDS * self.watchers))
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        """Count an open watch stream for as long as it lasts (``window``)."""
+        self.watchers += 1
+        try:
+            yield
+        finally:
+            self.watchers -= 1
 
     async def next_batch(self, cursor: int, queues: Collection[str] | None) -> tuple[list[FeedItem], int]:
         """Events after ``cursor`` (waiting until there are some) and the cursor to pass next.

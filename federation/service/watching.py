@@ -53,25 +53,26 @@ class Watches:
             await self.check(who, request.queue)
         cursor = request.from_event_id
         narrow = [request.queue] if request.queue else None
-        while not self._closing():
-            items, cursor = await self._feed.next_batch(cursor, narrow)
-            out: list[FeedItem] = []
-            seen: dict[str, bool] = {}
-            try:
-                for item in items:
-                    if request.queue and item.queue != request.queue:
-                        continue
-                    ok = seen.get(item.queue)
-                    if ok is None:
-                        ok = seen[item.queue] = await self._allowed(who, item.queue, required=bool(request.queue))
-                    if ok:
-                        out.append(item)
-            except PermissionDenied:
-                if out:  # what the caller could still see when its access ended
+        with self._feed.watching():  # the feed's coalescing window grows with the watchers
+            while not self._closing():
+                items, cursor = await self._feed.next_batch(cursor, narrow)
+                out: list[FeedItem] = []
+                seen: dict[str, bool] = {}
+                try:
+                    for item in items:
+                        if request.queue and item.queue != request.queue:
+                            continue
+                        ok = seen.get(item.queue)
+                        if ok is None:
+                            ok = seen[item.queue] = await self._allowed(who, item.queue, required=bool(request.queue))
+                        if ok:
+                            out.append(item)
+                except PermissionDenied:
+                    if out:  # what the caller could still see when its access ended
+                        yield out
+                    raise
+                if out:
                     yield out
-                raise
-            if out:
-                yield out
 
     async def check(self, who: Identity, name: str) -> None:
         """PERMISSION_DENIED unless ``who`` may watch queue ``name`` now (it must exist for a tenant)."""
