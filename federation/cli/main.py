@@ -79,8 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--submit-batch-delay-ms", type=float, default=2.0,
                        help="group commit: a submission waits at most this long for others to join its batch")
     serve.add_argument("--watch-coalesce-ms", type=_coalesce_ms, default=50.0,
-                       help="the watch feed reads new events at most once per this window, so a burst reaches "
-                            "each watcher as one message (docs/design/watch.md); 0 = at once")
+                       help="the watch feed reads new events at most once per this window (or 1 ms per open "
+                            "watch stream if longer, up to 250 ms), so a burst reaches each watcher as one message "
+                            "(docs/design/watch.md)")
     serve.add_argument("--audit-retention", metavar="DURATION", type=duration_flag(60, "DURATION"),
                        help="prune planning rounds that ended longer ago than this (e.g. 30d), in the background; "
                             "the latest decision of every live job is kept (default: keep everything)")
