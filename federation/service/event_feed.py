@@ -49,7 +49,7 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from federation.service.event_batches import frame
@@ -76,11 +76,10 @@ class FeedItem:
     id: int
     queue: str
     wire: bytes  # a serialized jobs_pb2.JobEvent
-    framed: bytes = b""  # ``wire`` framed as field 1 of a JobEventBatch (``event_batches.frame``)
+    framed: bytes = field(init=False, repr=False)  # ``wire`` as field 1 of a JobEventBatch (``event_batches``)
 
-    @classmethod
-    def of(cls, id: int, queue: str, wire: bytes) -> FeedItem:
-        return cls(id, queue, wire, frame(wire))
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "framed", frame(self.wire))  # once per event, in the poller's thread
 
     @property
     def view(self) -> jobs_pb2.JobEvent:
@@ -196,7 +195,7 @@ class EventFeed:
         page = self._store.jobs.events_since(after, limit=self._page, queues=queues)
         events: tuple[JobEvent, ...] = page.events
         records = self._store.jobs.get_many({ev.job for ev in events})
-        return [FeedItem.of(ev.id, ev.queue, event_to_view(ev, records.get(ev.job)).SerializeToString())
+        return [FeedItem(ev.id, ev.queue, event_to_view(ev, records.get(ev.job)).SerializeToString())
                 for ev in events], page.cursor
 
     def _notify(self) -> None:

@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from federation.service.event_batches import MAX_BATCH_BYTES, MAX_BATCH_EVENTS, frame, pack, varint
+from federation.service.event_feed import FeedItem
 from federation.v1 import jobs_pb2
 
 
@@ -79,3 +80,9 @@ def test_small_bounds_are_honoured_exactly() -> None:
     assert [len(_decode(b)) for b in pack(frames, max_events=3)] == [3, 3, 1]
     one = len(frames[0])
     assert [len(_decode(b)) for b in pack(frames, max_bytes=2 * one)] == [2, 2, 2, 1]
+
+
+def test_every_feed_item_carries_its_framing_computed_once() -> None:
+    wire = _event(3, "m").SerializeToString()
+    item = FeedItem(3, "nlp-q", wire)
+    assert item.framed == frame(wire) and _decode(item.framed) == [item.view]
