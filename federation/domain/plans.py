@@ -125,6 +125,11 @@ class PlanLimits:
     # admitted jobs' requests fit this factor x healthy capacity - used; the rest wait
     # unplanned this round (placement/admission.py); None admits everything.
     enqueue_overcommit: float | None = None
+    # Tier reservation (shipped): a gang a leaf could hold that has waited this long gets the
+    # nodes it needs held in a domain of its lowest feasible tier and is placed only there;
+    # other jobs of its band and below may not start on those nodes
+    # (placement/tier_reserve.py); None disables.
+    tier_reserve_after_seconds: float | None = 300.0
 
 
 @dataclass(frozen=True)
