@@ -219,7 +219,7 @@ def _redispatched(job: Job, home: str, snapshot: FederationSnapshot, ledger: Bas
 
 
 def _enqueue(order: list[PendingJob], snapshot: FederationSnapshot, ledger: BaselineLedger,
-             gate: EnqueueGate) -> dict[str, Unplaced]:
+             gate: EnqueueGate, running: dict[str, dict[str, Resources]]) -> dict[str, Unplaced]:
     """Volcano's enqueue action in each member cluster over the jobs Karmada dispatched there;
     returns the ones it left Pending.
 
@@ -251,7 +251,7 @@ def _enqueue(order: list[PendingJob], snapshot: FederationSnapshot, ledger: Base
     rejected: dict[str, Unplaced] = {}
     for name in sorted(waiting):
         cluster = clusters[name]
-        prop = _proportion(cluster, inqueue.get(name, []), snapshot)
+        prop = _proportion(cluster, inqueue.get(name, []), snapshot, running)
 
         def share(queue_name: str, prop: Proportion = prop) -> tuple[int, float, str]:
             queue = snapshot.queue(queue_name)
@@ -292,29 +292,57 @@ def _try(job: Job, snapshot: FederationSnapshot, ledger: BaselineLedger, failure
     return failures.add(job, unplaced(job, ledger, attempt), cluster.name)
 
 
-def _proportion(cluster: ClusterSnapshot, jobs: list[Job], snapshot: FederationSnapshot) -> Proportion:
+def _running(snapshot: FederationSnapshot, ledger: BaselineLedger) -> dict[str, dict[str, Resources]]:
+    """What the running jobs hold, per member cluster and queue (computed once a round)."""
+    out: dict[str, dict[str, Resources]] = {}
+    for run in snapshot.running:
+        pods = ledger.pods(run.job)
+        if len(run.placement.pods) == len(pods):
+            held = run.job.requests
+        else:  # an elastic job at another size than its replicas
+            reqs = {(t, i): r for t, i, r in pods}
+            held = total(reqs[(p.task, p.index)] for p in run.placement.pods)
+        queues = out.setdefault(run.placement.cluster, {})
+        queues[run.job.queue] = queues.get(run.job.queue, Resources()) + held
+    return out
+
+
+_CAPACITY: dict[int, tuple[ClusterSnapshot, Resources]] = {}
+
+
+def _capacity(cluster: ClusterSnapshot) -> Resources:
+    """The cluster's usable allocatable (remembered by snapshot identity: snapshots are immutable)."""
+    hit = _CAPACITY.get(id(cluster))
+    if hit is not None and hit[0] is cluster:
+        return hit[1]
+    found = total(n.allocatable for n in cluster.nodes if n.usable) if cluster.healthy else Resources()
+    if len(_CAPACITY) > 512:  # bounded: entries keep their snapshots alive
+        _CAPACITY.clear()
+    _CAPACITY[id(cluster)] = (cluster, found)
+    return found
+
+
+def _proportion(cluster: ClusterSnapshot, jobs: list[Job], snapshot: FederationSnapshot,
+                running: dict[str, dict[str, Resources]]) -> Proportion:
     """Proportion in ``cluster``: allocated by the jobs running there, requested by ``jobs``
     (Inqueue there: their pods exist), dealt out of the cluster's usable allocatable."""
-    allocated: dict[str, Resources] = {}
-    for run in snapshot.running:
-        if run.placement.cluster == cluster.name:
-            q = run.job.queue
-            allocated[q] = allocated.get(q, Resources()) + placed_request(run.job, run.placement)
     requested: dict[str, Resources] = {}
     for job in jobs:
         requested[job.queue] = requested.get(job.queue, Resources()) + job.requests
-    capacity = total(n.allocatable for n in cluster.nodes if n.usable) if cluster.healthy else Resources()
-    return Proportion(capacity, snapshot.queues, allocated, requested, guarantees=len(snapshot.clusters) == 1)
+    capacity = _capacity(cluster)
+    return Proportion(capacity, snapshot.queues, dict(running.get(cluster.name, {})), requested,
+                      guarantees=len(snapshot.clusters) == 1)
 
 
 def _allocate_in(cluster: ClusterSnapshot, jobs: list[Job], snapshot: FederationSnapshot, ledger: BaselineLedger,
-                 failures: Failures, rng: Random) -> tuple[list[Placement], list[Unplaced]]:
+                 failures: Failures, rng: Random, running: dict[str, dict[str, Resources]],
+                 ) -> tuple[list[Placement], list[Unplaced]]:
     """Volcano's ``allocate`` action in one member cluster over the jobs Inqueue there:
     the queue of highest priority and lowest proportion share first, one job at a time in
     job order; an overused queue is skipped for the rest of the action, and a job is
     allocated only while its queue stays within its deserved share (``volcano_proportion``).
     A job that does not start stays Inqueue in ``cluster``."""
-    prop = _proportion(cluster, jobs, snapshot)
+    prop = _proportion(cluster, jobs, snapshot, running)
     queues: dict[str, deque[Job]] = {}
     for job in jobs:
         queues.setdefault(job.queue, deque()).append(job)
@@ -364,7 +392,8 @@ def plan(snapshot: FederationSnapshot, limits: PlanLimits | None = None, previou
     ledger = BaselineLedger(snapshot)
     gate = EnqueueGate(snapshot, previous)
     rng = tie_breaker(snapshot.now)
-    rejected = _enqueue(list(snapshot.pending), snapshot, ledger, gate)
+    running = _running(snapshot, ledger)
+    rejected = _enqueue(list(snapshot.pending), snapshot, ledger, gate, running)
     placements: list[Placement] = []
     failed: list[Unplaced] = []
     failures = Failures()
@@ -380,7 +409,7 @@ def plan(snapshot: FederationSnapshot, limits: PlanLimits | None = None, previou
         else:
             queues.setdefault(job.queue, deque()).append(pending)
     for home in sorted(inqueue):
-        done, left = _allocate_in(clusters[home], inqueue[home], snapshot, ledger, failures, rng)
+        done, left = _allocate_in(clusters[home], inqueue[home], snapshot, ledger, failures, rng, running)
         placements.extend(done)
         failed.extend(left)
 
