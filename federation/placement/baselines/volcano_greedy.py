@@ -42,6 +42,7 @@ Modelled from the published descriptions (no code copied):
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import replace
 from random import Random
 
@@ -55,9 +56,9 @@ from federation.placement.baselines.common import (
     Attempt,
     BaselineLedger,
     Failures,
+    Pod,
     PodFilter,
     by_submission,
-    gang_first,
     gang_met,
     placed_request,
     placement_for,
@@ -96,6 +97,16 @@ def _gradient_path(job: Job, cluster: ClusterSnapshot) -> bool:
     return not topo.hard or tier_limit(job, cluster) is not None
 
 
+def task_order(job: Job, pods: Sequence[Pod]) -> list[Pod]:
+    """Volcano's TaskOrderFn for one job's pods: the gang's pods first (an elastic job's
+    extras after them), then by pod index within its task (``pkg/controllers/job/helpers/
+    helpers.go`` ``CompareTask``: index 0 of every task before index 1 of any), ties in
+    task order (creation order). Pod priority would come first; tasks here have none."""
+    gang = {(t, i) for t, i, _ in job.gang_pods()}
+    position = {t.name: k for k, t in enumerate(job.tasks)}
+    return sorted(pods, key=lambda p: ((p[0], p[1]) not in gang, p[1], position[p[0]]))
+
+
 def _bind(job: Job, cluster: ClusterSnapshot, nodes: list[Node], ledger: BaselineLedger,
           rng: Random) -> tuple[PodAssignment, ...] | None:
     """``allocateResourcesForTasks``: pods in task order, each on its best-scoring node among
@@ -106,7 +117,7 @@ def _bind(job: Job, cluster: ClusterSnapshot, nodes: list[Node], ledger: Baselin
     allows = PodFilter(job)
     gang = {(t, i) for t, i, _ in job.gang_pods()}
     out: list[PodAssignment] = []
-    for task, index, request in gang_first(job, pods):
+    for task, index, request in task_order(job, pods):
         fits = [n for n in nodes if request.fits_in(run.free[n.name]) and allows(task, n)]
         best = pick(run.scores(fits, request), rng)
         if best is None:
