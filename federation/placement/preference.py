@@ -9,7 +9,7 @@ preferred terms, the mean over the domain's usable nodes that the task may use o
 ``0..PREFER_MAX`` points per unit.
 
 Why ``PREFER_MAX`` is what is left under one tier step: a placement's value is ``VALUE``
-minus ``TIER_PENALTY`` per tier step, minus packing (``emptiness``, up to
+minus ``TIER_PENALTY`` per tier step, minus packing (``leftover``, up to
 ``PACK_PENALTY_MAX``) and anticipation (``guard``, up to ``GUARD_MAX``). A preferred domain
 one tier higher must never beat the lower tier even when the lower one costs the most
 packing and anticipation, so ``PREFER_MAX + PACK_PENALTY_MAX + GUARD_MAX < TIER_PENALTY``.

@@ -69,7 +69,7 @@ class PlanningRound:
         self.ledger = QueueLedger(snapshot)
         self.scoring = Scoring(snapshot, self.ledger)
         gi = self.state.gpu_index
-        if self.state.keys[gi] == GPU:  # GPU domains: emptiness straight from the round state
+        if self.state.keys[gi] == GPU:  # GPU domains: free and allocatable straight from the round state
             self.scoring.prime({
                 (d.cluster.name, d.domain.name): (self.state.start_domain_free[d.uid][gi], d.alloc_gpu)
                 for d in self.state.domains

@@ -12,7 +12,7 @@ Structure — variables in one module, one module per constraint or objective te
 ``fairness``     credit for units that fill a queue's DRF fair-share deficit
 ``priority``     base value per placed unit, weighted by priority band
 ``topology``     hard tier limits prune candidates; penalty per tier above the lowest
-``fit``          best-fit packing preference (fuller domains first)
+``fit``          best-fit packing preference (the domain the job leaves fullest)
 ``anticipation`` whole room above the chosen domain kept for queued gangs (``guard``)
 ``preference``   preferred node affinity of the domain's nodes, below one tier step
 ``preemption``   who may be evicted (preempt within a queue, reclaim across queues),
@@ -29,11 +29,13 @@ plan, so plans from different planners are comparable):
 1. queue priority ≫ job priority — strict: bands are weighted lexicographically in a
    joint model, or decided one window at a time, highest band first;
 2. fairness — ``FAIR_BONUS`` (256) per unit filling a queue's deficit below its fair share;
-3. amount placed — ``VALUE`` (64) per unit (work conservation), minus evicted units;
+3. amount placed — ``VALUE`` (64) per unit (work conservation), minus evicted units, and
+   ``JOB_START`` (16) per job started (the average wait counts jobs, not GPUs);
 4. topology tier — ``TIER_PENALTY`` (16) per unit per tier above the lowest feasible;
 5. anticipation and packing — up to ``GUARD_MAX`` (6) per unit for eating into emptier
    domains above the chosen one at a tier a queued gang needs, and up to
-   ``PACK_PENALTY_MAX`` (7) for an emptier chosen domain (together < one tier step).
+   ``PACK_PENALTY_MAX`` (7) for the room the job leaves in its chosen domain (together
+   < one tier step).
 
 Layers 2-5 dominate each other by weight ratios rather than strictly (strict weights
 would need coefficients beyond what CP-SAT's LP handles well); the ratios make the

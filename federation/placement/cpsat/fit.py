@@ -1,8 +1,11 @@
-"""Packing: prefer fuller domains (best fit), the lowest layer of the objective.
+"""Packing: prefer the domain a job fills best (best fit), the lowest layer of the objective.
 
-Each placed unit costs the chosen domain's emptiness at round start (0 = full .. 7 =
-empty, ``Scoring.emptiness``), so among equally good placements the model fills partly
-used domains and keeps empty ones whole for the next big gang.
+Each placed unit costs how empty its chosen domain would be with the job's own requests
+added to it at round start (0 = full .. 7 = empty, ``Scoring.leftover``), so among equally
+good placements the model fills partly used domains and keeps empty ones whole for the
+next big gang. The cost depends on the job as well as the domain: a gang is not charged
+for the room it needs, only for the room it leaves, so the term never prefers one job
+over another of equal value (see ``Scoring.leftover`` for the measured reason).
 """
 
 from __future__ import annotations
@@ -15,7 +18,13 @@ from federation.placement.state import DomainState
 
 def add(w: Window, v: Vars) -> None:
     sc = w.rnd.scoring
-    per_domain_cost(w, v, lambda dom: sc.emptiness(dom.cluster.name, dom.domain.name))
+    by_uid = {jc.uid: jc for jc in w.classes}
+    for (k, uid), x in v.x.items():
+        jc = by_uid[k]
+        dom = w.rnd.state.domains[uid]
+        c = sc.leftover(jc.jobs[0], dom.cluster.name, dom.domain.name)
+        if c:
+            v.objective.append((-c * jc.units, x, jc.band))
 
 
 def per_domain_cost(w: Window, v: Vars, cost: Callable[[DomainState], int]) -> None:

@@ -13,7 +13,7 @@ disjoint windows of clusters until the band's time slice is spent (POP-style: th
 clusters of different windows share no capacity, so each small model is independent):
 
 1. rank the clusters not yet tried by the band's placement loss there: per unit, the tier
-   steps x ``TIER_PENALTY`` + emptiness + guard of each placement (what a perfect
+   steps x ``TIER_PENALTY`` + leftover + guard of each placement (what a perfect
    placement would not pay); take the ``HOOD_CLUSTERS`` worst;
 2. undo the band's placements in those clusters (at most ``HOOD_JOBS``, the worst first).
    Add the band's still-pending jobs that may use them;
@@ -57,7 +57,7 @@ MAX_STEPS = 32
 def loss(rnd: PlanningRound, job: Job, p: Placement) -> int:
     """What ``p`` gives up against a perfect placement of ``job`` (objective units)."""
     sc = rnd.scoring
-    per_unit = TIER_PENALTY * sc.tier_steps(job, p.tier) + sc.emptiness(p.cluster, p.hypernode) \
+    per_unit = TIER_PENALTY * sc.tier_steps(job, p.tier) + sc.leftover(job, p.cluster, p.hypernode) \
         + sc.guard(p.cluster, p.hypernode)
     return sc.units(job) * per_unit
 

@@ -31,7 +31,7 @@ from federation.placement.cpsat.variables import Window
 from federation.placement.greedy import finish, run_bands
 from federation.placement.opening import open_round
 from federation.placement.rounds import PlanningRound
-from federation.placement.score import FAIR_BONUS, VALUE
+from federation.placement.score import FAIR_BONUS, JOB_START, VALUE
 
 EXACT_MAX_VARS = 1_500
 JOINT_MAX_JOBS = 40  # one lexicographically weighted model; beyond this its big coefficients slow the LP
@@ -82,7 +82,7 @@ def joint_weights(rnd: PlanningRound) -> dict[int, int] | None:
     sc = rnd.scoring
     reach = [0] * len(sc.bands.order)
     for p in rnd.snapshot.pending:
-        reach[sc.band(p.job)] += sc.units(p.job) * (VALUE + FAIR_BONUS)
+        reach[sc.band(p.job)] += JOB_START + sc.units(p.job) * (VALUE + FAIR_BONUS)
     for r in rnd.snapshot.running:
         reach[sc.band(r.job)] += sc.victim_cost(r)
     weights: dict[int, int] = {}

@@ -163,3 +163,15 @@ def test_a_starved_queue_is_served_once_its_jobs_leave_a_member_that_refused_the
     first = run(fleet_snap(clusters, [job]), inqueue("j", "a"))
     second = run(fleet_snap(clusters, [job]), first)
     assert first.placement("j") is not None and second.placement("j") is not None
+
+
+def test_enqueue_tries_every_job_of_the_first_queue_before_the_next() -> None:
+    # enqueue.go with proportion's QueueOrderFn: the share only moves on allocation, so the
+    # order is fixed during the action; both queues are at share 0 and ``a`` comes first by
+    # name. 24 of 32 GPUs used, budget 38 - 24 = 14: a1 (8) and a2 (4) are admitted, then b1
+    # (4) would exceed it. Taking turns between queues would have admitted b1 instead of a2.
+    jobs = [gang("a1", "a", 1, 8), gang("b1", "b", 1, 4), gang("a2", "a", 1, 4)]
+    plan = run(snap(cluster([8, 8, 8, 0]), jobs, (Queue("a"), Queue("b"))))
+    assert plan.placement("a1") is not None
+    assert not why(plan, "a2").reason.startswith(NOT_ENQUEUED)
+    assert why(plan, "b1").reason.startswith(NOT_ENQUEUED)

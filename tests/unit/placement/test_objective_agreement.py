@@ -6,7 +6,7 @@ rest on one claim (``docs/design/placement.md``, "Objective layering"): every ob
 term a module adds to the model has the coefficient ``placement/score.py`` gives it, so the
 greedy plan, given to the model as a complete hint, has exactly the greedy plan's score.
 Each row builds a round where one term is in play (fair-share credit, tier steps, packing,
-anticipation, preferred node affinity, a victim's cost) and checks, band by band, the
+anticipation, preferred node affinity, jobs started, a victim's cost) and checks, band by band, the
 model's objective with every hinted variable fixed against ``Scoring.vector``.
 """
 
@@ -24,7 +24,7 @@ from federation.domain import FederationSnapshot, PlanLimits
 from federation.placement.cpsat import objective, solve, windows
 from federation.placement.greedy import finish, run_bands
 from federation.placement.opening import open_round
-from federation.placement.score import Scoring
+from federation.placement.score import JOB_START, Scoring
 
 FULL_SPINE1 = [8, 8, 8, 4, 0, 0, 0, 0]  # spine0 nearly whole (28 of 32 GPUs free), spine1 full
 
@@ -53,13 +53,16 @@ ROWS: list[tuple[str, Callable[[], FederationSnapshot], PlanLimits, str]] = [
     ("fair-share credit for the queue below its share", _fair, PlanLimits(), "fair"),
     ("tier steps of a soft gang that only fits a spine",
      lambda: snap([tiered("t", [8, 0, 8, 0, 8, 0, 8, 0])], [job("g", 2, topology=soft(1))]), PlanLimits(), "tier"),
-    ("packing: emptiness of the chosen domain",
+    ("packing: room the placement leaves in its domain",
      lambda: snap([flat("a", [8, 8]), flat("b", [4, 8])], [job("s", gpus=4), job("t", gpus=2)]), PlanLimits(),
      "packing"),
     ("anticipation: a queued spine gang guards the whole spine",
      lambda: snap([tiered("c", FULL_SPINE1)], [job("small", gpus=1), job("spine-gang", 4, topology=hard(2))]),
      PlanLimits(), "guard"),
     ("preferred node affinity of the chosen domain", _preferred, PlanLimits(), "preference"),
+    ("jobs started: one per placed job, whatever its size",
+     lambda: snap([flat("a", [8, 8, 2])], [job("g", 2), job("s1", gpus=1), job("s2", gpus=1)]), PlanLimits(),
+     "start"),
     ("a victim's cost when a higher priority evicts", _victim, PlanLimits(preemption_grace_seconds=0.0), "victim"),
 ]
 
@@ -97,9 +100,10 @@ def test_the_model_prices_the_greedy_plan_as_score_does(build: Callable[[], Fede
     if term == "fair":
         assert terms.deficit["b"] > 0
     elif term == "victim":
-        assert terms.victim_cost(s.running[0]) > terms.units(s.running[0].job) * 64
+        assert terms.victim_cost(s.running[0]) > terms.units(s.running[0].job) * 64 + JOB_START
     else:
         greedy = finish(*(lambda r: (r, run_bands(r, s.pending)))(open_round(s, limits)), "GREEDY", 0.0)
         values = [terms.terms(p) for p in greedy.placements]
-        key = {"tier": "tierSteps", "packing": "emptiness", "guard": "guard", "preference": "preference"}[term]
+        key = {"tier": "tierSteps", "packing": "leftover", "guard": "guard", "preference": "preference",
+               "start": "start"}[term]
         assert any(t[key] > 0 for t in values), values

@@ -42,9 +42,10 @@ def test_of_two_equal_tier_domains_the_preferred_one_wins(planner: str) -> None:
 
 
 def test_the_preference_beats_a_small_packing_difference_in_cpsat() -> None:
-    # leaf0 is the fuller domain (4 GPUs used: emptiness 6 against 7), so greedy's best fit
-    # takes it; CP-SAT prices the preference (2) above that packing difference (1).
-    c = labelled(tiered("a", [4, 8, 8, 8]), {2: {"zone": "b"}, 3: {"zone": "b"}})
+    # leaf0 is the fuller domain (2 GPUs used: the 4-GPU pod leaves it at leftover 5 against
+    # 6 in leaf1), so greedy's best fit takes it; CP-SAT prices the preference (2) above that
+    # packing difference (1).
+    c = labelled(tiered("a", [6, 8, 8, 8]), {2: {"zone": "b"}, 3: {"zone": "b"}})
     s = snap([c], [job("g", task("w", 1, gpus=4, affinity=ZONE_B))])
     assert run("greedy", s).placements[0].hypernode == "a-leaf0"
     (placed,) = run("cpsat", s).placements
