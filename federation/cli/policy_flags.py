@@ -74,7 +74,8 @@ def add_policy_flags(parser: argparse.ArgumentParser) -> None:
         help=f"a gang that one leaf (tier-1 domain) could hold and that has waited this long is placed only in a "
              f"domain of its lowest feasible tier; when none has room, the nodes it needs are held in the one "
              f"closest to holding it (smaller jobs of its band and below may not start there); applied only while "
-             f"pending GPUs are at most the fleet's; 'never' gives Volcano's semantics (default: {tiered})")
+             f"pending GPUs are at most 1.5x the fleet's; a gang with a topology wait set is governed by it "
+             f"(default: {tiered})")
 
     gate = NEVER if defaults.enqueue_overcommit is None else f"{defaults.enqueue_overcommit:g}"
     parser.add_argument(

@@ -1,4 +1,4 @@
-"""Tier reservation: a gang that waited past a bound gets room held at its lowest tier, and runs there.
+"""Tier reservation (opt-in): a gang that waited past a bound gets room held at its lowest tier, and runs there.
 
 Why: with Volcano's semantics (no topology wait) a gang takes any domain its constraint
 allows the moment one has room. Room frees where jobs happen to finish, so a gang that
@@ -14,7 +14,8 @@ that job *there*. We do the same for gangs, per round and without state:
 
 1. candidates: pending gangs of several pods whose lowest feasible tier is the first tier
    (a leaf can hold them, so a hold keeps at most one leaf's nodes), that have waited
-   ``after`` seconds or more (``PlanLimits.tier_reserve_after_seconds``, 300 s shipped),
+   ``after`` seconds or more (``PlanLimits.tier_reserve_after_seconds``, off by default;
+   ``--reserve-tier-after 300`` is the measured setting),
    have no topology wait set (``intent.topology_wait``: a job annotation or queue default,
    even 0, or a service default > 0 governs instead), and are admissible
    (capability, guarantees). Highest band first, then oldest first;
@@ -34,10 +35,15 @@ round and drain as their jobs finish. It idles at most the held nodes' free GPUs
 while they are fewer than the gang needs. ``validate(snapshot, plan, limits)`` checks a
 plan against the reservations (``problems``).
 
-Measured (docs/benchmarks.md, issue 12, third session): rules 1 and 4 are what make this
-a default. Reserving gangs of a spine or more too raised lowestTierFraction further but
-cost ~+60 % avg wait on ``volcano-1cluster`` (a spine is half that cluster); without rule
-4 the reservation cost 3-8 % avg JCT on ``fleet-4clusters``, where the queue is always
+Measured (docs/benchmarks.md, issue 12, "Third session (2026-11-24, tiers)"): before
+main's packing change (``Scoring.leftover``) it raised lowestTierFraction on
+``volcano-1cluster`` (six seeds: 0.846 -> 0.887 at equal wait and JCT; seed 1216: 0.676 ->
+0.824). After it, the packing term alone lands every leaf-sized gang at its leaf there
+(0.882), the rule adds nothing measurable, and it costs 4 % avg JCT on
+``mixed-gpu-models``: so it is not the default. Rules 1 and 4 come from measurement:
+reserving spine-sized gangs too reaches 0.91 on ``volcano-1cluster`` but costs +30-70 %
+avg wait (a spine is half that cluster) and 1.2-1.4x the 8-node gangs' max wait; without
+rule 4 the rule cost 3-8 % avg JCT on ``fleet-4clusters``, where the queue is always
 longer than the fleet.
 """
 

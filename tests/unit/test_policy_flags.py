@@ -18,7 +18,7 @@ def test_defaults_are_plan_limits_defaults(command: list[str]) -> None:
     assert limits.reserve_after_seconds == PlanLimits().reserve_after_seconds
     assert limits.gang_hold_after_seconds == PlanLimits().gang_hold_after_seconds
     assert limits.enqueue_overcommit == PlanLimits().enqueue_overcommit
-    assert limits.tier_reserve_after_seconds == PlanLimits().tier_reserve_after_seconds == 300.0
+    assert limits.tier_reserve_after_seconds == PlanLimits().tier_reserve_after_seconds
 
 
 @pytest.mark.parametrize(("grace", "expected"), [("never", None), ("NEVER", None), ("0", 0.0), ("600", 600.0)])

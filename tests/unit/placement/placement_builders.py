@@ -27,8 +27,7 @@ from tests.fixtures.instances import gang, gpu_node, tiered_cluster
 
 # The rules alone: evict and widen at once (the shipped defaults hold both back; see
 # test_placement_policy.py).
-FAST = PlanLimits(time_limit_seconds=0.3, workers=1, preemption_grace_seconds=0.0, topology_wait_seconds=0.0,
-                 tier_reserve_after_seconds=None)
+FAST = PlanLimits(time_limit_seconds=0.3, workers=1, preemption_grace_seconds=0.0, topology_wait_seconds=0.0)
 R = Resources.of
 
 

@@ -94,9 +94,7 @@ def test_a_gang_holds_out_for_its_lowest_tier_then_widens(planner: str, topology
     assert placed.tier == 2
 
 
-# The opt-in topology wait alone (the tier reservation, which never applies to a gang with
-# a wait set, is tested in test_tier_reservation.py).
-WAITING = PlanLimits(time_limit_seconds=0.3, workers=1, topology_wait_seconds=3600.0, tier_reserve_after_seconds=None)
+WAITING = PlanLimits(time_limit_seconds=0.3, workers=1, topology_wait_seconds=3600.0)
 
 
 @pytest.mark.parametrize("planner", PLANNERS)

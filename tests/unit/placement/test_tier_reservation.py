@@ -1,4 +1,4 @@
-"""Tier reservation (``placement/tier_reserve.py``), the shipped default: a gang a leaf
+"""Tier reservation (``placement/tier_reserve.py``, opt-in ``--reserve-tier-after``): a gang a leaf
 could hold that has waited past the bound is offered only its lowest tier, and the nodes it
 needs there are held. Tables over tiny tiered clusters; every plan validated, with the
 reservation checked by ``validate(..., limits=...)``.
@@ -21,7 +21,7 @@ from federation.placement.opening import open_round
 from federation.placement.tier_reserve import MAX_QUEUED, MAX_RESERVED, reserve_tiers
 
 BOUND = 300.0
-SHIPPED = replace(FAST, tier_reserve_after_seconds=BOUND)
+RESERVING = replace(FAST, tier_reserve_after_seconds=BOUND)
 OFF = replace(FAST, tier_reserve_after_seconds=None)
 # One free node in each leaf: a 2-node gang fits no leaf, but spine0 (n1 + n3) holds it at tier 2.
 SCATTERED = [0, 8, 0, 8, 0, 0, 0, 4]
@@ -43,8 +43,10 @@ def _tier(result: Plan, name: str) -> int | None:
     return placed.tier if placed is not None else None
 
 
-def test_the_shipped_default_is_a_five_minute_bound() -> None:
-    assert PlanLimits().tier_reserve_after_seconds == BOUND
+def test_off_by_default_volcano_semantics() -> None:
+    assert PlanLimits().tier_reserve_after_seconds is None
+    s = _waited(snap([tiered("c", SCATTERED)], [job("pair", pods=2, topology=hard(2))]), 4000.0)
+    assert _tier(_planned("greedy", s, replace(PlanLimits(), time_limit_seconds=0.3, workers=1)), "pair") == 2
 
 
 @pytest.mark.parametrize("planner", ["greedy", "cpsat"])
@@ -52,10 +54,10 @@ def test_the_shipped_default_is_a_five_minute_bound() -> None:
     ("gang", "limits", "waited", "tier"),
     [
         (job("pair", pods=2, topology=hard(2)), OFF, 4000.0, 2),
-        (job("pair", pods=2, topology=hard(2)), SHIPPED, 100.0, 2),
-        (job("pair", pods=2, topology=hard(2)), SHIPPED, 4000.0, None),
-        (job("pair", pods=2, topology=soft(1)), SHIPPED, 4000.0, None),
-        (job("pair", pods=2), SHIPPED, 4000.0, None),
+        (job("pair", pods=2, topology=hard(2)), RESERVING, 100.0, 2),
+        (job("pair", pods=2, topology=hard(2)), RESERVING, 4000.0, None),
+        (job("pair", pods=2, topology=soft(1)), RESERVING, 4000.0, None),
+        (job("pair", pods=2), RESERVING, 4000.0, None),
         (job("pair", pods=2, topology=hard(1)), OFF, 4000.0, None),
     ],
     ids=["off: Volcano semantics, it takes the spine at once",
@@ -74,9 +76,9 @@ def test_a_gang_past_the_bound_is_placed_only_at_its_lowest_tier(
 @pytest.mark.parametrize("planner", ["greedy", "cpsat"])
 def test_room_at_its_lowest_tier_now_is_taken_and_nothing_is_held(planner: str) -> None:
     s = _waited(snap([tiered("c", [0, 8, 8, 8, 0, 0, 0, 4])], [job("pair", pods=2, topology=hard(2))]), 4000.0)
-    rnd = open_round(s, SHIPPED)
+    rnd = open_round(s, RESERVING)
     assert rnd.holds == [] and rnd.tier_reserved == {}
-    placed = _planned(planner, s, SHIPPED).placement("pair")
+    placed = _planned(planner, s, RESERVING).placement("pair")
     assert placed is not None and (placed.hypernode, placed.tier) == ("c-leaf1", 1)
 
 
@@ -85,7 +87,7 @@ def test_the_held_nodes_are_the_fewest_freest_of_the_leaf_closest_to_holding_the
     # first cluster/domain by name: leaf0, whose free node n1 and busy node n0 are held.
     s = _waited(snap([tiered("c", SCATTERED)], [job("pair", pods=2, topology=hard(2)), job("small", gpus=8)]),
                 4000.0)
-    rnd = open_round(s, SHIPPED)
+    rnd = open_round(s, RESERVING)
     assert rnd.tier_reserved == {"pair": BOUND}
     [(kept, cluster, domain, held, _, constraint)] = rnd.holds
     assert (kept, cluster, domain, constraint) == ("pair", "c", "c-leaf0", "capacity")
@@ -99,7 +101,7 @@ def test_smaller_work_backfills_outside_the_held_nodes_and_is_told_why_not_insid
     # have needed n1 and is kept out, with the hold named as the reason.
     jobs = [job("pair", pods=2, topology=hard(2)), job("small", gpus=8), job("second", gpus=8)]
     s = _waited(snap([tiered("c", SCATTERED)], jobs), 4000.0)
-    result = _planned(planner, s, SHIPPED)
+    result = _planned(planner, s, RESERVING)
     assert result.placement("pair") is None
     small = result.placement("small")
     assert small is not None and [p.node for p in small.pods] == ["c-n3"]
@@ -111,7 +113,7 @@ def test_smaller_work_backfills_outside_the_held_nodes_and_is_told_why_not_insid
 @pytest.mark.parametrize("planner", ["greedy", "cpsat"])
 def test_a_reserved_gang_is_told_it_holds_out_for_its_leaf_while_a_spine_has_room(planner: str) -> None:
     s = _waited(snap([tiered("c", SCATTERED)], [job("pair", pods=2, topology=hard(2))]), 4000.0)
-    pair = next(u for u in _planned(planner, s, SHIPPED).unplaced if u.job == "pair")
+    pair = next(u for u in _planned(planner, s, RESERVING).unplaced if u.job == "pair")
     assert pair.constraint == "topology"
     assert "holding out for a tier-1 domain, room held for it there after it waited over 300 s" in pair.reason
     assert "room exists now at tier 2" in pair.reason
@@ -144,7 +146,7 @@ def test_at_most_max_reserved_gangs_hold_room_each_on_its_own_nodes() -> None:
     free = [0, 8] * 8
     gangs = [job(f"g{i}", pods=2, topology=hard(3)) for i in range(6)]
     s = _waited(snap([tiered("c", free)], gangs), 4000.0)
-    rnd = open_round(s, SHIPPED)
+    rnd = open_round(s, RESERVING)
     assert [h[0] for h in rnd.holds] == [f"g{i}" for i in range(MAX_RESERVED)]
     held = [h[3] for h in rnd.holds]
     assert all(a.isdisjoint(b) for i, a in enumerate(held) for b in held[i + 1:])
@@ -158,7 +160,7 @@ def test_validate_flags_a_plan_that_ignores_the_reservation() -> None:
     pair = wide.placement("pair")
     assert pair is not None and pair.tier == 2
     assert validate(s, wide) == []
-    assert any("pair" in p and "lowest tier" in p for p in validate(s, wide, limits=SHIPPED))
+    assert any("pair" in p and "lowest tier" in p for p in validate(s, wide, limits=RESERVING))
     small = Placement("small", "c", "c-leaf0", 1, (replace(pair.pods[0], task="worker", index=0, node="c-n1"),))
     intruder = replace(wide, placements=(small,))
-    assert any("held for pair" in p for p in validate(s, intruder, limits=SHIPPED))
+    assert any("held for pair" in p for p in validate(s, intruder, limits=RESERVING))
