@@ -68,6 +68,15 @@ def add_policy_flags(parser: argparse.ArgumentParser) -> None:
              f"held in a domain of its lowest feasible tier (smaller jobs of its band and below may not start "
              f"there) (default: {held})")
 
+    tiered = NEVER if defaults.tier_reserve_after_seconds is None else f"{defaults.tier_reserve_after_seconds:g}"
+    parser.add_argument(
+        "--reserve-tier-after", type=_grace, default=defaults.tier_reserve_after_seconds, metavar="SECONDS|never",
+        help=f"a gang that one leaf (tier-1 domain) could hold and that has waited this long is placed only in a "
+             f"domain of its lowest feasible tier; when none has room, the nodes it needs are held in the one "
+             f"closest to holding it (smaller jobs of its band and below may not start there); applied only while "
+             f"pending GPUs are at most 1.5x the fleet's; a gang with a topology wait set is governed by it "
+             f"(default: {tiered})")
+
     gate = NEVER if defaults.enqueue_overcommit is None else f"{defaults.enqueue_overcommit:g}"
     parser.add_argument(
         "--enqueue-overcommit", type=_factor, default=defaults.enqueue_overcommit, metavar="FACTOR|never",
@@ -83,4 +92,5 @@ def policy_limits(args: argparse.Namespace, base: PlanLimits | None = None) -> P
                    topology_wait_seconds=getattr(args, "topology_wait", limits.topology_wait_seconds),
                    reserve_after_seconds=getattr(args, "reserve_after", limits.reserve_after_seconds),
                    gang_hold_after_seconds=getattr(args, "hold_gangs_after", limits.gang_hold_after_seconds),
-                   enqueue_overcommit=getattr(args, "enqueue_overcommit", limits.enqueue_overcommit))
+                   enqueue_overcommit=getattr(args, "enqueue_overcommit", limits.enqueue_overcommit),
+                   tier_reserve_after_seconds=getattr(args, "reserve_tier_after", limits.tier_reserve_after_seconds))

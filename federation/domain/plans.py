@@ -125,6 +125,12 @@ class PlanLimits:
     # admitted jobs' requests fit this factor x healthy capacity - used; the rest wait
     # unplanned this round (placement/admission.py); None admits everything.
     enqueue_overcommit: float | None = None
+    # Tier reservation (opt-in; 300 s is the measured setting): a gang a leaf could hold that
+    # has waited this long is placed only in a domain of its lowest feasible tier, the nodes
+    # it needs held there; other jobs of its band and below may not start on those nodes
+    # (placement/tier_reserve.py); None (default) disables: measured neutral to -4 % avg JCT
+    # once main's packing change landed (docs/benchmarks.md, issue 12, third session, tiers).
+    tier_reserve_after_seconds: float | None = None
 
 
 @dataclass(frozen=True)

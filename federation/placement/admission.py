@@ -44,10 +44,13 @@ from federation.placement.state import DomainState
 
 
 def held_nodes(rnd: PlanningRound, dom: DomainState, job: Job) -> list[str] | None:
-    """The fewest nodes of ``dom``, freest first, that could hold ``job`` once emptied."""
+    """The fewest nodes of ``dom``, freest first, that could hold ``job`` once emptied
+    (never nodes already held for another job this round)."""
     gi = rnd.state.gpu_index
     frees = rnd.state.node_free.get(dom.cluster.name, {})
-    usable = sorted((n for n in dom.nodes if n in frees), key=lambda n: (-frees[n][gi], n))
+    taken = rnd.barred.get(job.name, frozenset())  # held for another gang this round
+    usable = sorted((n for n in dom.nodes if n in frees and (dom.cluster.name, n) not in taken),
+                    key=lambda n: (-frees[n][gi], n))
     for k in range(1, len(usable) + 1):
         if holds_when_empty(rnd, dom, job, usable[:k]):
             return usable[:k]
@@ -63,10 +66,13 @@ def hold_for_gangs(rnd: PlanningRound, hold_after: float | None) -> str | None:
         (p for p in rnd.snapshot.pending if p.job.gang_size > 1 and now - p.submitted_at >= hold_after),
         key=lambda p: (rnd.scoring.band(p.job), -p.job.gang_size, p.submitted_at, p.job.name),
     )
-    kept = keep_for_first(rnd, waiting, lambda dom, job: held_nodes(rnd, dom, job))
+    def why(job: Job) -> tuple[str, str]:
+        return f"a gang of {job.gang_size} pods waiting over {hold_after:g} s", "capacity"
+
+    kept = keep_for_first(rnd, waiting, lambda dom, job: held_nodes(rnd, dom, job), why)
     if kept is None:
         return None
-    rnd.reserved_why = (f"a gang of {kept.gang_size} pods waiting over {hold_after:g} s", "capacity")
+    rnd.reserved_why = why(kept)
     return kept.name
 
 

@@ -105,7 +105,8 @@ def _freest(rnd: PlanningRound, names: list[str]) -> str | None:
 
 def _kept_for_another(rnd: PlanningRound, job: Job, ever: list[str]) -> Unplaced | None:
     """Room exists, but only on the nodes a reservation keeps for a starved job."""
-    if rnd.reserved is None or job.name not in rnd.barred or rnd.reserved[0] == job.name:
+    holds = [h for h in rnd.holds if h[0] != job.name]
+    if not holds or job.name not in rnd.barred:
         return None
     held = rnd.barred.pop(job.name)
     try:
@@ -114,8 +115,8 @@ def _kept_for_another(rnd: PlanningRound, job: Job, ever: list[str]) -> Unplaced
         rnd.barred[job.name] = held
     if home is None:
         return None
-    starved, cluster, domain = rnd.reserved
-    because, constraint = rnd.reserved_why
+    used = {(home[0].cluster.name, n) for n in home[1]}
+    starved, cluster, domain, _, because, constraint = next((h for h in holds if h[3] & used), holds[0])
     # Name the starved job only to its own queue's users: explain must not reveal another
     # tenant's job (issue 10); its queue is public (ListQueues), so name that instead.
     queue = next((p.job.queue for p in rnd.snapshot.pending if p.job.name == starved), "")
@@ -158,12 +159,14 @@ def diagnose(rnd: PlanningRound, job: Job) -> Unplaced:
         return kept
     wait = rnd.waiting_tier(job)
     if wait is not None:
+        during = (f"room held for it there after it waited over {rnd.tier_reserved[job.name]:g} s"
+                  if job.name in rnd.tier_reserved else f"during its {rnd.wait_of(job).describe()}")
         for group in rnd.groups(job):
             wider = rnd.find_home(job, tuple(n for n in group if n in ever), waiting=False)
             if wider is not None:
-                return Unplaced(job.name, f"holding out for a tier-{wait} domain during its "
-                                f"{rnd.wait_of(job).describe()}; room exists now at tier {wider[0].tier} in "
-                                f"{wider[0].cluster.name}", "topology", wider[0].cluster.name)
+                return Unplaced(job.name, f"holding out for a tier-{wait} domain, {during}; room exists now at "
+                                f"tier {wider[0].tier} in {wider[0].cluster.name}", "topology",
+                                wider[0].cluster.name)
     start = _fits_at_start(rnd, job, ever)
     if start is not None:
         return Unplaced(job.name, f"it fitted in {start} at the start of the round, but work of higher or equal "
@@ -207,7 +210,7 @@ class Diagnoses:
         rnd = self.rnd
         key = (shape_key(job), job.queue, job.priority, job.network_topology, job.propagation, job.min_available,
                rnd.waiting_tier(job), rnd.barred.get(job.name),
-               rnd.reserved is not None and rnd.reserved[0] == job.name)
+               rnd.reserved is not None and rnd.reserved[0] == job.name, job.name in rnd.tier_reserved)
         found = self._cache.get(key)
         if found is None:
             found = diagnose(self.rnd, job)

@@ -100,10 +100,14 @@ def reserve_for_starved(rnd: PlanningRound, reserve_after: float | None) -> str 
 
 
 def keep_for_first(rnd: PlanningRound, candidates: Sequence[PendingJob],
-                   nodes_of: Callable[[DomainState, Job], Sequence[str] | None]) -> Job | None:
+                   nodes_of: Callable[[DomainState, Job], Sequence[str] | None],
+                   why: Callable[[Job], tuple[str, str]] | None = None) -> Job | None:
     """Keep room for the first of ``candidates`` (at most ``MAX_CANDIDATES`` tried) that is
     admissible, cannot be placed now, and has a ``target`` domain; ``nodes_of`` says which of
-    that domain's nodes to keep (None: skip the job). Returns the job kept for."""
+    that domain's nodes to keep (None: skip the job); ``why`` gives the reason and
+    BLOCKED_BY name recorded with the hold (default: ``rnd.reserved_why`` when the hold is
+    made). Returns the job kept for."""
+    said = why if why is not None else (lambda _job: rnd.reserved_why)
     for p in candidates[:MAX_CANDIDATES]:
         job = p.job
         if not rnd.admissible(job) or any(rnd.find_home(job, g) is not None for g in rnd.groups(job) if g):
@@ -112,7 +116,9 @@ def keep_for_first(rnd: PlanningRound, candidates: Sequence[PendingJob],
         nodes = nodes_of(dom, job) if dom is not None else None
         if dom is None or nodes is None:
             continue
-        bar(rnd, job, frozenset((dom.cluster.name, n) for n in nodes))
+        held = frozenset((dom.cluster.name, n) for n in nodes)
+        bar(rnd, job, held)
         rnd.reserved = (job.name, dom.cluster.name, dom.domain.name)
+        rnd.holds.append((job.name, dom.cluster.name, dom.domain.name, held, *said(job)))
         return job
     return None

@@ -91,6 +91,12 @@ class PlanningRound:
         self.reserved: tuple[str, str, str] | None = None  # (job, cluster, domain) kept by ``reserve``
         # Why it is kept, and the BLOCKED_BY name given to the jobs kept out (``admission`` sets its own).
         self.reserved_why: tuple[str, str] = ("pending longest in a queue below its fair share", "fairness")
+        # Every hold of the round, in the order made: (job, cluster, domain, held nodes, why,
+        # constraint); ``reasons`` names the one whose nodes a barred job would have used.
+        self.holds: list[tuple[str, str, str, frozenset[tuple[str, str]], str, str]] = []
+        # Gangs offered only their lowest feasible tier because room is reserved for them
+        # there (``tier_reserve``): job -> the bound they waited past, in seconds.
+        self.tier_reserved: dict[str, float] = {}
 
     def bar_returning_victims(self, previous: Plan | None) -> None:
         """Keep last round's victims off the room last round planned for still-pending jobs.
@@ -112,10 +118,19 @@ class PlanningRound:
         return topology_wait(job, self.queues.get(job.queue), self.topology_wait)
 
     def waiting_tier(self, job: Job) -> int | None:
-        """The tier a gang inside its topology wait holds out for (None: not waiting)."""
-        if job.name not in self._topology_waiting:
+        """The tier a gang inside its topology wait, or with room reserved at its lowest tier
+        (``tier_reserve``), holds out for (None: not waiting)."""
+        if job.name not in self._topology_waiting and job.name not in self.tier_reserved:
             return None
         return self.scoring.lowest_tier(job)
+
+    def reserve_tier(self, job: str, after: float) -> None:
+        """Offer ``job`` only its lowest feasible tier this round (``tier_reserve``, which
+        opens the round and calls this before any search); ``after`` is the bound it waited past."""
+        self.tier_reserved[job] = after
+
+    def release_tier(self, job: str) -> None:
+        self.tier_reserved.pop(job, None)
 
     def tier_cap(self, job: Job, cluster: ClusterSnapshot, waiting: bool = True) -> int | None:
         """The highest tier offered to ``job`` in ``cluster`` this round (None: any).

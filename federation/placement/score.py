@@ -60,7 +60,9 @@ MAX_TIER_STEPS = 3
 PACK_PENALTY_MAX = 7
 GUARD_MAX = 6  # anticipation + packing (<= 13) stay below one tier step (16)
 RUN_COST_MAX = 32
-# Per job placed: a quarter of one unit's VALUE, one tier step of a one-GPU job. Slurm's
+# Per job placed: a quarter of one unit's VALUE (a unit is one GPU on fleets of 1,000 GPUs
+# or more; below, one GPU is 1,000 / GPUs units: on 192 GPUs a start is 5 % of a one-GPU
+# job's value). Slurm's
 # multifactor priority has the same lever (PriorityWeightJobSize with PriorityFavorSmall).
 # Measured (docs/benchmarks.md, "Third session"): with the packing term on what is left,
 # fair-saturated's avg JCT went 6,557 -> 5,888 s with it, fairness 0.035 -> 0.047.

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from federation.domain.jobs import Job
 from federation.domain.nodes import Node
-from federation.domain.plans import BLOCKED_BY, FederationSnapshot, Placement, Plan, PodAssignment
+from federation.domain.plans import BLOCKED_BY, FederationSnapshot, Placement, Plan, PlanLimits, PodAssignment
 from federation.domain.resources import Resources
 from federation.domain.topology import Domain
 from federation.placement.elastic import placed_requests
@@ -29,6 +29,7 @@ from federation.placement.guarantees import guarantee_problems
 from federation.placement.hierarchy import ancestors
 from federation.placement.ledger import band_key, bands_of, queue_of
 from federation.placement.packing import pack_masked, resource_keys, vector
+from federation.placement.tier_reserve import problems as reservation_problems
 
 
 def _bookkeeping(snapshot: FederationSnapshot, plan: Plan) -> Iterator[str]:
@@ -313,8 +314,12 @@ def _growths(snapshot: FederationSnapshot, plan: Plan, nodes: dict[str, dict[str
         yield from _pods(f"growth of {g.job}", run.job, g.pods, known, domain, {(a.task, a.node) for a in was.pods})
 
 
-def validate(snapshot: FederationSnapshot, plan: Plan) -> list[str]:
-    """Every violated rule as a readable sentence; ``[]`` means the plan is valid."""
+def validate(snapshot: FederationSnapshot, plan: Plan, limits: PlanLimits | None = None) -> list[str]:
+    """Every violated rule as a readable sentence; ``[]`` means the plan is valid.
+
+    With ``limits``, the room their policy holds on this snapshot must be respected too
+    (``tier_reserve.problems``: reserved gangs at their lowest tier, held nodes left to
+    their holder); without, only the hard rules, which hold under every policy."""
     problems = list(_bookkeeping(snapshot, plan))
     jobs = {x.job.name: x.job for x in snapshot.pending}
     nodes: dict[str, dict[str, Node]] = {}
@@ -326,4 +331,6 @@ def validate(snapshot: FederationSnapshot, plan: Plan) -> list[str]:
     problems.extend(_evictions(snapshot, plan))
     problems.extend(guarantee_problems(snapshot, plan))
     problems.extend(_fallback(snapshot, plan))
+    if limits is not None:
+        problems.extend(reservation_problems(snapshot, plan, limits))
     return problems

@@ -1,4 +1,5 @@
-"""``--preemption-grace`` and ``--topology-wait`` on serve, demo and bench."""
+"""The planning-policy flags (``--preemption-grace``, ``--topology-wait``, the holds and gates) on serve,
+demo and bench."""
 
 from __future__ import annotations
 
@@ -17,24 +18,27 @@ def test_defaults_are_plan_limits_defaults(command: list[str]) -> None:
     assert limits.reserve_after_seconds == PlanLimits().reserve_after_seconds
     assert limits.gang_hold_after_seconds == PlanLimits().gang_hold_after_seconds
     assert limits.enqueue_overcommit == PlanLimits().enqueue_overcommit
+    assert limits.tier_reserve_after_seconds == PlanLimits().tier_reserve_after_seconds
 
 
 @pytest.mark.parametrize(("grace", "expected"), [("never", None), ("NEVER", None), ("0", 0.0), ("600", 600.0)])
 def test_grace_values(grace: str, expected: float | None) -> None:
     args = _parser().parse_args(["serve", "--preemption-grace", grace, "--topology-wait", "0",
-                                 "--reserve-after", grace, "--hold-gangs-after", grace])
+                                 "--reserve-after", grace, "--hold-gangs-after", grace, "--reserve-tier-after", grace])
     limits = policy_limits(args, PlanLimits(time_limit_seconds=2.5))
     assert limits.preemption_grace_seconds == expected
     assert limits.topology_wait_seconds == 0.0
     assert limits.reserve_after_seconds == expected
     assert limits.gang_hold_after_seconds == expected
+    assert limits.tier_reserve_after_seconds == expected
     assert limits.time_limit_seconds == 2.5  # the base's other fields are kept
 
 
 @pytest.mark.parametrize(("flag", "value"), [("--preemption-grace", "soon"), ("--preemption-grace", "-1"),
                                              ("--preemption-grace", "nan"), ("--topology-wait", "never"),
                                              ("--topology-wait", "-5"), ("--reserve-after", "later"),
-                                             ("--hold-gangs-after", "-3"), ("--enqueue-overcommit", "0.5"),
+                                             ("--hold-gangs-after", "-3"), ("--reserve-tier-after", "soon"),
+                                             ("--enqueue-overcommit", "0.5"),
                                              ("--enqueue-overcommit", "lots")])
 def test_bad_values_exit_2_naming_the_flag(flag: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:

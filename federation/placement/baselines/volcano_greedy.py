@@ -42,6 +42,7 @@ Modelled from the published descriptions (no code copied):
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import replace
 from random import Random
 
@@ -55,9 +56,9 @@ from federation.placement.baselines.common import (
     Attempt,
     BaselineLedger,
     Failures,
+    Pod,
     PodFilter,
     by_submission,
-    gang_first,
     gang_met,
     placed_request,
     placement_for,
@@ -96,6 +97,16 @@ def _gradient_path(job: Job, cluster: ClusterSnapshot) -> bool:
     return not topo.hard or tier_limit(job, cluster) is not None
 
 
+def task_order(job: Job, pods: Sequence[Pod]) -> list[Pod]:
+    """Volcano's TaskOrderFn for one job's pods: the gang's pods first (an elastic job's
+    extras after them), then by pod index within its task (``pkg/controllers/job/helpers/
+    helpers.go`` ``CompareTask``: index 0 of every task before index 1 of any), ties in
+    task order (creation order). Pod priority would come first; tasks here have none."""
+    gang = {(t, i) for t, i, _ in job.gang_pods()}
+    position = {t.name: k for k, t in enumerate(job.tasks)}
+    return sorted(pods, key=lambda p: ((p[0], p[1]) not in gang, p[1], position[p[0]]))
+
+
 def _bind(job: Job, cluster: ClusterSnapshot, nodes: list[Node], ledger: BaselineLedger,
           rng: Random) -> tuple[PodAssignment, ...] | None:
     """``allocateResourcesForTasks``: pods in task order, each on its best-scoring node among
@@ -106,7 +117,7 @@ def _bind(job: Job, cluster: ClusterSnapshot, nodes: list[Node], ledger: Baselin
     allows = PodFilter(job)
     gang = {(t, i) for t, i, _ in job.gang_pods()}
     out: list[PodAssignment] = []
-    for task, index, request in gang_first(job, pods):
+    for task, index, request in task_order(job, pods):
         fits = [n for n in nodes if request.fits_in(run.free[n.name]) and allows(task, n)]
         best = pick(run.scores(fits, request), rng)
         if best is None:
@@ -219,7 +230,7 @@ def _redispatched(job: Job, home: str, snapshot: FederationSnapshot, ledger: Bas
 
 
 def _enqueue(order: list[PendingJob], snapshot: FederationSnapshot, ledger: BaselineLedger,
-             gate: EnqueueGate) -> dict[str, Unplaced]:
+             gate: EnqueueGate, running: dict[str, dict[str, Resources]]) -> dict[str, Unplaced]:
     """Volcano's enqueue action in each member cluster over the jobs Karmada dispatched there;
     returns the ones it left Pending.
 
@@ -251,7 +262,7 @@ def _enqueue(order: list[PendingJob], snapshot: FederationSnapshot, ledger: Base
     rejected: dict[str, Unplaced] = {}
     for name in sorted(waiting):
         cluster = clusters[name]
-        prop = _proportion(cluster, inqueue.get(name, []), snapshot)
+        prop = _proportion(cluster, inqueue.get(name, []), snapshot, running)
 
         def share(queue_name: str, prop: Proportion = prop) -> tuple[int, float, str]:
             queue = snapshot.queue(queue_name)
@@ -292,29 +303,57 @@ def _try(job: Job, snapshot: FederationSnapshot, ledger: BaselineLedger, failure
     return failures.add(job, unplaced(job, ledger, attempt), cluster.name)
 
 
-def _proportion(cluster: ClusterSnapshot, jobs: list[Job], snapshot: FederationSnapshot) -> Proportion:
+def _running(snapshot: FederationSnapshot, ledger: BaselineLedger) -> dict[str, dict[str, Resources]]:
+    """What the running jobs hold, per member cluster and queue (computed once a round)."""
+    out: dict[str, dict[str, Resources]] = {}
+    for run in snapshot.running:
+        pods = ledger.pods(run.job)
+        if len(run.placement.pods) == len(pods):
+            held = run.job.requests
+        else:  # an elastic job at another size than its replicas
+            reqs = {(t, i): r for t, i, r in pods}
+            held = total(reqs[(p.task, p.index)] for p in run.placement.pods)
+        queues = out.setdefault(run.placement.cluster, {})
+        queues[run.job.queue] = queues.get(run.job.queue, Resources()) + held
+    return out
+
+
+_CAPACITY: dict[int, tuple[ClusterSnapshot, Resources]] = {}
+
+
+def _capacity(cluster: ClusterSnapshot) -> Resources:
+    """The cluster's usable allocatable (remembered by snapshot identity: snapshots are immutable)."""
+    hit = _CAPACITY.get(id(cluster))
+    if hit is not None and hit[0] is cluster:
+        return hit[1]
+    found = total(n.allocatable for n in cluster.nodes if n.usable) if cluster.healthy else Resources()
+    if len(_CAPACITY) > 512:  # bounded: entries keep their snapshots alive
+        _CAPACITY.clear()
+    _CAPACITY[id(cluster)] = (cluster, found)
+    return found
+
+
+def _proportion(cluster: ClusterSnapshot, jobs: list[Job], snapshot: FederationSnapshot,
+                running: dict[str, dict[str, Resources]]) -> Proportion:
     """Proportion in ``cluster``: allocated by the jobs running there, requested by ``jobs``
     (Inqueue there: their pods exist), dealt out of the cluster's usable allocatable."""
-    allocated: dict[str, Resources] = {}
-    for run in snapshot.running:
-        if run.placement.cluster == cluster.name:
-            q = run.job.queue
-            allocated[q] = allocated.get(q, Resources()) + placed_request(run.job, run.placement)
     requested: dict[str, Resources] = {}
     for job in jobs:
         requested[job.queue] = requested.get(job.queue, Resources()) + job.requests
-    capacity = total(n.allocatable for n in cluster.nodes if n.usable) if cluster.healthy else Resources()
-    return Proportion(capacity, snapshot.queues, allocated, requested, guarantees=len(snapshot.clusters) == 1)
+    capacity = _capacity(cluster)
+    return Proportion(capacity, snapshot.queues, dict(running.get(cluster.name, {})), requested,
+                      guarantees=len(snapshot.clusters) == 1)
 
 
 def _allocate_in(cluster: ClusterSnapshot, jobs: list[Job], snapshot: FederationSnapshot, ledger: BaselineLedger,
-                 failures: Failures, rng: Random) -> tuple[list[Placement], list[Unplaced]]:
+                 failures: Failures, rng: Random, running: dict[str, dict[str, Resources]],
+                 ) -> tuple[list[Placement], list[Unplaced]]:
     """Volcano's ``allocate`` action in one member cluster over the jobs Inqueue there:
     the queue of highest priority and lowest proportion share first, one job at a time in
     job order; an overused queue is skipped for the rest of the action, and a job is
     allocated only while its queue stays within its deserved share (``volcano_proportion``).
     A job that does not start stays Inqueue in ``cluster``."""
-    prop = _proportion(cluster, jobs, snapshot)
+    prop = _proportion(cluster, jobs, snapshot, running)
     queues: dict[str, deque[Job]] = {}
     for job in jobs:
         queues.setdefault(job.queue, deque()).append(job)
@@ -364,7 +403,8 @@ def plan(snapshot: FederationSnapshot, limits: PlanLimits | None = None, previou
     ledger = BaselineLedger(snapshot)
     gate = EnqueueGate(snapshot, previous)
     rng = tie_breaker(snapshot.now)
-    rejected = _enqueue(list(snapshot.pending), snapshot, ledger, gate)
+    running = _running(snapshot, ledger)
+    rejected = _enqueue(list(snapshot.pending), snapshot, ledger, gate, running)
     placements: list[Placement] = []
     failed: list[Unplaced] = []
     failures = Failures()
@@ -380,7 +420,7 @@ def plan(snapshot: FederationSnapshot, limits: PlanLimits | None = None, previou
         else:
             queues.setdefault(job.queue, deque()).append(pending)
     for home in sorted(inqueue):
-        done, left = _allocate_in(clusters[home], inqueue[home], snapshot, ledger, failures, rng)
+        done, left = _allocate_in(clusters[home], inqueue[home], snapshot, ledger, failures, rng, running)
         placements.extend(done)
         failed.extend(left)
 

@@ -201,24 +201,43 @@ class DryRun:
         self.tasks = max(tasks, 1)
         self.placed: list[str] = []
         self.allocated: str | None = None
-        self._used: dict[str, Resources] = {}
-        self._hn_alloc: dict[str, Resources] = {}
+        # HyperNode allocatable and used, for the resources its bin-pack reads (``BINPACK``).
+        self._hn: dict[str, tuple[tuple[int, ...], list[int]]] = {}
 
-    def _hypernode(self, name: str) -> tuple[Resources, Resources]:
-        if name not in self._used:
-            nodes = [n for n in self.levels.members[name] if n in self.alloc]
-            alloc = Resources()
-            used = Resources()
-            for n in nodes:
-                alloc = alloc + self.alloc[n]
-                used = used + (self.alloc[n] - self.free[n])
-            self._hn_alloc[name], self._used[name] = alloc, used
-        return self._hn_alloc[name], self._used[name]
+    def _hypernode(self, name: str) -> tuple[tuple[int, ...], list[int]]:
+        found = self._hn.get(name)
+        if found is None:
+            alloc = [0] * len(BINPACK)
+            used = [0] * len(BINPACK)
+            for n in self.levels.members[name]:
+                have = self.alloc.get(n)
+                if have is None:
+                    continue
+                free = self.free[n]
+                for i, key in enumerate(BINPACK):
+                    alloc[i] += have.get(key)
+                    used[i] += have.get(key) - free.get(key)
+            found = self._hn[name] = (tuple(alloc), used)
+        return found
+
+    def _hypernode_ratio(self, name: str, request: Resources) -> float | None:
+        """Mean over CPU and memory requested of (used + request) / allocatable of the
+        HyperNode; None when the request overflows it."""
+        alloc, used = self._hypernode(name)
+        total, weight = 0.0, 0
+        for i, key in enumerate(BINPACK):
+            want = request.get(key)
+            if want <= 0:
+                continue
+            if alloc[i] > 0 and used[i] + want > alloc[i]:
+                return None
+            total += (used[i] + want) / alloc[i] if alloc[i] > 0 else 0.0
+            weight += 1
+        return total / weight if weight else 0.0
 
     def hypernode_score(self, name: str, request: Resources) -> float:
         """``getSubJobHyperNodeBinPackingScore`` (CPU and memory), x 100; 0 on overflow."""
-        alloc, used = self._hypernode(name)
-        ratio = _ratio_mean(used, alloc, request, BINPACK)
+        ratio = self._hypernode_ratio(name, request)
         return 0.0 if ratio is None else ratio * MAX_NODE_SCORE
 
     def _normal_pod(self, node: str, request: Resources) -> float:
@@ -230,8 +249,7 @@ class DryRun:
             if name is None:
                 score = 1.0
             else:
-                alloc, used = self._hypernode(name)
-                ratio = _ratio_mean(used, alloc, request, BINPACK)
+                ratio = self._hypernode_ratio(name, request)
                 score = 0.0 if ratio is None else ratio
             total += w * score
             weights += w
@@ -277,8 +295,10 @@ class DryRun:
         lv = self.levels
         for tier in lv.tiers:
             name = lv.of_node.get((tier, node))
-            if name is not None and name in self._used:
-                self._used[name] = self._used[name] + request
+            if name is not None and name in self._hn:
+                used = self._hn[name][1]
+                for i, key in enumerate(BINPACK):
+                    used[i] += request.get(key)
         self.placed.append(node)
         leaf = lv.leaf(node)
         if leaf is not None:

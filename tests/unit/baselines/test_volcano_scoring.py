@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from federation.domain import ClusterSnapshot, FederationSnapshot, Job, PendingJob, Plan, PlanLimits, Queue, Resources
-from federation.domain.jobs import NetworkTopology
+from federation.domain.jobs import NetworkTopology, Task
 from federation.domain.plans import Placement, PodAssignment, RunningJob
 from federation.domain.resources import CPU, GPU, MEMORY
 from federation.placement import validate
@@ -183,3 +183,12 @@ def test_a_guarantee_floors_deserved_only_on_one_cluster(guarantees: bool, deser
                       {"prod": Resources.of(gpu=8), "research": Resources.of(gpu=32)}, guarantees)
     got = tuple(round(prop.queues[q].deserved.get(GPU, 0.0)) for q in ("prod", "research"))
     assert got == deserved
+
+
+def test_pods_are_ordered_by_index_across_tasks() -> None:
+    # controllers/job/helpers CompareTask: index 0 of every task before index 1 of any.
+    small = Resources({GPU: 2, CPU: 16_000, MEMORY: 128 * GIB})
+    big = Resources({GPU: 8, CPU: 64_000, MEMORY: 512 * GIB})
+    job = Job("mixed", "q", (Task("ps", 2, small), Task("worker", 3, big)))
+    order = [(t, i) for t, i, _ in volcano_greedy.task_order(job, job.pods())]
+    assert order == [("ps", 0), ("worker", 0), ("ps", 1), ("worker", 1), ("worker", 2)]
