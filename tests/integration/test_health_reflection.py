@@ -73,7 +73,12 @@ async def test_health_probe_and_grpcurl_list_describe_and_call_without_and_with_
                 assert "DeadlineExceeded" in watched.stderr, (method, watched.stderr)
                 seen[method] = _json_stream(watched.stdout)
             assert seen["WatchJobs"][0]["job"]["id"] == "probe"
-            assert seen["WatchJobBatches"][0]["events"][0] == seen["WatchJobs"][0]
+            # The same event, compared without its embedded job: history is rendered with the
+            # job as it is when replayed, and a round may have marked it unschedulable in between.
+            first = {k: v for k, v in seen["WatchJobs"][0].items() if k != "job"}
+            batched = seen["WatchJobBatches"][0]["events"][0]
+            assert {k: v for k, v in batched.items() if k != "job"} == first
+            assert batched["job"]["id"] == "probe"
     finally:
         store.dispose()
 
