@@ -19,6 +19,7 @@ from fixtures_federation import eventually, unique
 from test_agent_federation import Federation, _running, _uids, volcano_job
 
 from federation.propagation.taints import UNREACHABLE
+from federation.v1 import clusters_pb2
 
 pytestmark = pytest.mark.e2e
 
@@ -81,9 +82,19 @@ async def _unreachable_since(fed: Federation) -> float | None:
     return None
 
 
+async def _both_reported(fed: Federation) -> bool:
+    """Both agents are connected and have sent a snapshot: until then ``east`` cannot hold
+    anything and the ordered affinities would rightly send a job to ``west``."""
+    assert fed.client is not None
+    ready = {c.name for c in await fed.client.list_clusters()
+             if c.health == clusters_pb2.CLUSTER_HEALTH_HEALTHY and c.HasField("last_snapshot")}
+    return ready >= {"east", "west"}
+
+
 async def test_a_tainted_cluster_keeps_its_tolerating_job_and_the_others_leave_after_their_toleration(
         federation: Federation) -> None:
     fed = federation
+    await eventually("east and west reported", partial(_both_reported, fed), 60, interval=0.5)
     plain, patient, loyal = unique("plain"), unique("patient"), unique("loyal")
     jobs = {plain: (None, False), patient: (PATIENCE, True), loyal: (None, True)}
     for name, (seconds, tolerate) in jobs.items():
