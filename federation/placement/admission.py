@@ -70,10 +70,7 @@ def hold_for_gangs(rnd: PlanningRound, hold_after: float | None) -> str | None:
         return f"a gang of {job.gang_size} pods waiting over {hold_after:g} s", "capacity"
 
     kept = keep_for_first(rnd, waiting, lambda dom, job: held_nodes(rnd, dom, job), why)
-    if kept is None:
-        return None
-    rnd.reserved_why = why(kept)
-    return kept.name
+    return kept.name if kept is not None else None
 
 
 def hold_room(rnd: PlanningRound, limits: PlanLimits) -> str | None:

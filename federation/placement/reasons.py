@@ -210,7 +210,7 @@ class Diagnoses:
         rnd = self.rnd
         key = (shape_key(job), job.queue, job.priority, job.network_topology, job.propagation, job.min_available,
                rnd.waiting_tier(job), rnd.barred.get(job.name),
-               rnd.reserved is not None and rnd.reserved[0] == job.name, job.name in rnd.tier_reserved)
+               rnd.holds_room(job.name), job.name in rnd.tier_reserved)
         found = self._cache.get(key)
         if found is None:
             found = diagnose(self.rnd, job)

@@ -84,6 +84,10 @@ def bar(rnd: PlanningRound, job: Job, held: frozenset[tuple[str, str]]) -> None:
             rnd.barred[other.job.name] = rnd.barred.get(other.job.name, frozenset()) | held
 
 
+# Why a starved job's domain is kept, and the BLOCKED_BY name given to the jobs kept out.
+STARVED_WHY = ("pending longest in a queue below its fair share", "fairness")
+
+
 def reserve_for_starved(rnd: PlanningRound, reserve_after: float | None) -> str | None:
     """Bar other jobs from the domain kept for the most starved job; return its name."""
     if reserve_after is None:
@@ -95,19 +99,17 @@ def reserve_for_starved(rnd: PlanningRound, reserve_after: float | None) -> str 
          if now - p.submitted_at >= reserve_after and led.under(p.job.queue)),
         key=lambda p: (rnd.scoring.band(p.job), p.submitted_at, p.job.name),
     )
-    kept = keep_for_first(rnd, starved, lambda dom, _job: list(dom.nodes))
+    kept = keep_for_first(rnd, starved, lambda dom, _job: list(dom.nodes), lambda _job: STARVED_WHY)
     return kept.name if kept is not None else None
 
 
 def keep_for_first(rnd: PlanningRound, candidates: Sequence[PendingJob],
                    nodes_of: Callable[[DomainState, Job], Sequence[str] | None],
-                   why: Callable[[Job], tuple[str, str]] | None = None) -> Job | None:
+                   why: Callable[[Job], tuple[str, str]]) -> Job | None:
     """Keep room for the first of ``candidates`` (at most ``MAX_CANDIDATES`` tried) that is
     admissible, cannot be placed now, and has a ``target`` domain; ``nodes_of`` says which of
     that domain's nodes to keep (None: skip the job); ``why`` gives the reason and
-    BLOCKED_BY name recorded with the hold (default: ``rnd.reserved_why`` when the hold is
-    made). Returns the job kept for."""
-    said = why if why is not None else (lambda _job: rnd.reserved_why)
+    BLOCKED_BY name recorded with the hold (``rnd.holds``). Returns the job kept for."""
     for p in candidates[:MAX_CANDIDATES]:
         job = p.job
         if not rnd.admissible(job) or any(rnd.find_home(job, g) is not None for g in rnd.groups(job) if g):
@@ -118,7 +120,6 @@ def keep_for_first(rnd: PlanningRound, candidates: Sequence[PendingJob],
             continue
         held = frozenset((dom.cluster.name, n) for n in nodes)
         bar(rnd, job, held)
-        rnd.reserved = (job.name, dom.cluster.name, dom.domain.name)
-        rnd.holds.append((job.name, dom.cluster.name, dom.domain.name, held, *said(job)))
+        rnd.holds.append((job.name, dom.cluster.name, dom.domain.name, held, *why(job)))
         return job
     return None

@@ -88,9 +88,6 @@ class PlanningRound:
         self._sets: dict[tuple[str, ...], frozenset[str]] = {}
         self._limits: dict[tuple[object, tuple[str, ...], int | None], tuple[dict[str, int | None], int | None]] = {}
         self.barred: dict[str, frozenset[tuple[str, str]]] = {}
-        self.reserved: tuple[str, str, str] | None = None  # (job, cluster, domain) kept by ``reserve``
-        # Why it is kept, and the BLOCKED_BY name given to the jobs kept out (``admission`` sets its own).
-        self.reserved_why: tuple[str, str] = ("pending longest in a queue below its fair share", "fairness")
         # Every hold of the round, in the order made: (job, cluster, domain, held nodes, why,
         # constraint); ``reasons`` names the one whose nodes a barred job would have used.
         self.holds: list[tuple[str, str, str, frozenset[tuple[str, str]], str, str]] = []
@@ -123,6 +120,10 @@ class PlanningRound:
         if job.name not in self._topology_waiting and job.name not in self.tier_reserved:
             return None
         return self.scoring.lowest_tier(job)
+
+    def holds_room(self, job: str) -> bool:
+        """Whether some hold of this round keeps room for ``job`` (any of ``holds``, not only the last)."""
+        return any(h[0] == job for h in self.holds)
 
     def reserve_tier(self, job: str, after: float) -> None:
         """Offer ``job`` only its lowest feasible tier this round (``tier_reserve``, which
