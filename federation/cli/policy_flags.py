@@ -77,6 +77,13 @@ def add_policy_flags(parser: argparse.ArgumentParser) -> None:
              f"pending GPUs are at most 1.5x the fleet's; a gang with a topology wait set is governed by it "
              f"(default: {tiered})")
 
+    ordered = NEVER if defaults.wide_order_after_seconds is None else f"{defaults.wide_order_after_seconds:g}"
+    parser.add_argument(
+        "--order-wide-gangs-after", type=_grace, default=defaults.wide_order_after_seconds, metavar="SECONDS|never",
+        help=f"wide gangs (no leaf can hold them) that have waited this long take room oldest first: a newer one "
+             f"of the same or a lower priority may not take the nodes an older one can use this round; smaller "
+             f"jobs are not held back; '{NEVER}' leaves the order to the objective (default: {ordered})")
+
     gate = NEVER if defaults.enqueue_overcommit is None else f"{defaults.enqueue_overcommit:g}"
     parser.add_argument(
         "--enqueue-overcommit", type=_factor, default=defaults.enqueue_overcommit, metavar="FACTOR|never",
@@ -93,4 +100,5 @@ def policy_limits(args: argparse.Namespace, base: PlanLimits | None = None) -> P
                    reserve_after_seconds=getattr(args, "reserve_after", limits.reserve_after_seconds),
                    gang_hold_after_seconds=getattr(args, "hold_gangs_after", limits.gang_hold_after_seconds),
                    enqueue_overcommit=getattr(args, "enqueue_overcommit", limits.enqueue_overcommit),
-                   tier_reserve_after_seconds=getattr(args, "reserve_tier_after", limits.tier_reserve_after_seconds))
+                   tier_reserve_after_seconds=getattr(args, "reserve_tier_after", limits.tier_reserve_after_seconds),
+                   wide_order_after_seconds=getattr(args, "order_wide_gangs_after", limits.wide_order_after_seconds))

@@ -131,6 +131,11 @@ class PlanLimits:
     # (placement/tier_reserve.py); None (default) disables: measured neutral to -4 % avg JCT
     # once main's packing change landed (docs/benchmarks.md, issue 12, third session, tiers).
     tier_reserve_after_seconds: float | None = None
+    # Wide gangs (no leaf can hold them) that have waited this long take room in age order:
+    # a newer one, of the same band or a lower one, may not take the nodes an older one can
+    # use this round (placement/wide_order.py); None disables. Default 0: measured on
+    # volcano-1cluster's six seeds (docs/benchmarks.md, issue 12, fourth session, tiers2).
+    wide_order_after_seconds: float | None = 0.0
 
 
 @dataclass(frozen=True)

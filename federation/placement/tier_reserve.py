@@ -57,6 +57,7 @@ from federation.domain.resources import GPU
 from federation.placement.admission import held_nodes, hold_room
 from federation.placement.reserve import keep_for_first
 from federation.placement.rounds import PlanningRound
+from federation.placement.wide_order import order_wide_gangs
 
 MAX_RESERVED = 4  # gangs that hold room per round
 LEAF_TIER = 1  # only gangs whose lowest feasible tier is this are reserved
@@ -106,13 +107,16 @@ def reserve_tiers(rnd: PlanningRound, after: float | None) -> list[str]:
 def problems(snapshot: FederationSnapshot, plan: Plan, limits: PlanLimits) -> Iterator[str]:
     """How ``plan`` breaks the reservations ``limits`` make on ``snapshot`` (``validate``).
 
-    The holds are re-derived the way every planner opens its round (gang hold, then tier
-    reservation; last round's victims are not known here): a reserved gang placed above
-    its lowest tier, or a job of the holder's band or below on a node held for it.
+    The holds are re-derived the way every planner opens its round (gang hold, tier
+    reservation, then the wide gangs' age order; last round's victims are not known here):
+    a reserved gang placed above its lowest tier, or a job on a node a hold bars it from
+    (``rnd.barred``: the holder's band and below, or for a claim of ``wide_order`` the
+    wide gangs served after the holder).
     """
     rnd = PlanningRound(snapshot, grace=limits.preemption_grace_seconds, topology_wait=limits.topology_wait_seconds)
     hold_room(rnd, limits)
     reserve_tiers(rnd, limits.tier_reserve_after_seconds)
+    order_wide_gangs(rnd, limits.wide_order_after_seconds)
     jobs = {p.job.name: p.job for p in snapshot.pending}
     for placed in plan.placements:
         job = jobs.get(placed.job)
@@ -122,10 +126,10 @@ def problems(snapshot: FederationSnapshot, plan: Plan, limits: PlanLimits) -> It
         if placed.job in rnd.tier_reserved and lowest is not None and placed.tier > lowest:
             yield (f"job {placed.job}: placed at tier {placed.tier} although room is reserved for it at its lowest "
                    f"tier {lowest} (it waited over {rnd.tier_reserved[placed.job]:g} s)")
-        band = rnd.scoring.band(job)
+        barred = rnd.barred.get(placed.job, frozenset())
         for holder, cluster, _, held, _, _ in rnd.holds:
-            if holder == placed.job or cluster != placed.cluster or band < rnd.scoring.band(jobs[holder]):
+            if holder == placed.job or cluster != placed.cluster:
                 continue
-            on = sorted({a.node for a in placed.pods if (cluster, a.node) in held})
+            on = sorted({a.node for a in placed.pods if (cluster, a.node) in held and (cluster, a.node) in barred})
             if on:
                 yield f"job {placed.job}: placed on {', '.join(on)}, held for {holder}"
