@@ -18,7 +18,9 @@ wide gangs, and only for room both could use.
 The rule, per round, pure (a function of the snapshot and the round's earlier holds):
 
 1. wide gangs: pending gangs of several pods whose lowest feasible tier is above the
-   first tier (``Scoring.lowest_tier``), that have waited ``after`` seconds or more
+   first tier (``Scoring.lowest_tier``) and within their hard tier limit in some allowed
+   cluster (``eligibility.can_ever_hold``; an 8-node gang bound to one 4-node leaf never
+   runs and claims nothing), that have waited ``after`` seconds or more
    (``PlanLimits.wide_order_after_seconds``, default 0; None disables) and are
    admissible. Highest band first, then oldest, then name; at most ``MAX_WALKED``;
 2. on a scratch copy of the round (``PlanningRound.mark`` / ``roll_back``) they are placed
@@ -41,7 +43,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from federation.domain.jobs import Job
 from federation.domain.plans import PendingJob
+from federation.placement.eligibility import allowed_clusters, can_ever_hold
 from federation.placement.rounds import PlanningRound
 
 MAX_WALKED = 16  # wide gangs placed on the scratch copy per round (each is one greedy search)
@@ -59,9 +63,14 @@ def wide_gangs(rnd: PlanningRound, after: float) -> list[PendingJob]:
     return sorted(
         (p for p in rnd.snapshot.pending
          if p.job.gang_size > 1 and now - p.submitted_at >= after
-         and (low := sc.lowest_tier(p.job)) is not None and low > FIRST_TIER),
+         and (low := sc.lowest_tier(p.job)) is not None and low > FIRST_TIER and _holdable(rnd, p.job)),
         key=lambda p: (sc.band(p.job), p.submitted_at, p.job.name),
     )
+
+
+def _holdable(rnd: PlanningRound, job: Job) -> bool:
+    """Could some allowed cluster, empty, hold the gang within its hard tier limit?"""
+    return any(can_ever_hold(job, c) for group in allowed_clusters(job, rnd.snapshot) for c in group)
 
 
 def order_wide_gangs(rnd: PlanningRound, after: float | None) -> list[str]:

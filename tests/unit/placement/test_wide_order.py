@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from placement_builders import FAST, job, running, snap, tiered
+from placement_builders import FAST, hard, job, running, snap, tiered
 
 from federation.domain import FederationSnapshot, Job, PendingJob
 from federation.domain.plans import Plan, PlanLimits
@@ -123,10 +123,12 @@ def test_the_claim_is_where_the_greedy_search_would_put_the_older_gang() -> None
 
 def test_the_bound_and_the_order() -> None:
     jobs = [job("b2", pods=4, queue="q"), job("a1", pods=4, queue="q"), job("hi", pods=4, queue="q", priority=100),
-            job("pair", pods=2, queue="q"), job("fresh", pods=4, queue="q")]
-    s = _snapshot(jobs, [200.0, 100.0, 4000.0, 0.0, 4900.0])
+            job("pair", pods=2, queue="q"), job("fresh", pods=4, queue="q"),
+            job("never", pods=4, queue="q", topology=hard(1))]
+    s = _snapshot(jobs, [200.0, 100.0, 4000.0, 0.0, 4900.0, 0.0])
     rnd = open_round(s, OFF)
-    assert [p.job.name for p in wide_gangs(rnd, 300.0)] == ["hi", "a1", "b2"]  # band, then age; waited >= 300 s
+    # band, then age; waited >= 300 s; not a leaf-sized gang, nor one its hard limit keeps from ever running
+    assert [p.job.name for p in wide_gangs(rnd, 300.0)] == ["hi", "a1", "b2"]
     assert order_wide_gangs(rnd, None) == []
 
 
