@@ -21,19 +21,21 @@ The rule, per round, pure (a function of the snapshot and the round's earlier ho
    first tier (``Scoring.lowest_tier``) and within their hard tier limit in some allowed
    cluster (``eligibility.can_ever_hold``; an 8-node gang bound to one 4-node leaf never
    runs and claims nothing), that have waited ``after`` seconds or more
-   (``PlanLimits.wide_order_after_seconds``, default 0; None disables) and are
-   admissible. Highest band first, then oldest, then name; at most ``MAX_WALKED``;
+   (``PlanLimits.wide_order_after_seconds``, default 0; None disables). Highest band
+   first, then oldest, then name; the first ``MAX_WALKED`` are walked;
 2. on a scratch copy of the round (``PlanningRound.mark`` / ``roll_back``) they are placed
    in that order where the greedy search would put them (``PlanningRound.place``: lowest
    tier, tightest domain, within every earlier hold and tier reservation). A gang that
-   fits claims those nodes; one that does not claims nothing;
+   fits claims those nodes; one that does not, or that its queue may not admit now
+   (capability, guarantees), claims nothing;
 3. every wide gang after a claiming one, of the same or a lower band, is barred from the
    nodes it claimed this round (``rnd.barred``, recorded in ``rnd.holds``).
 
 Nothing else is barred: smaller jobs may still take that room when the objective prefers
 them (barring them too was measured: +9 % avg wait over six seeds), and a newer wide gang
-that fits elsewhere still starts there. So the rule never leaves a GPU idle that the
-older gang could not use this round. What it trades is fairness between queues: age beats
+that fits elsewhere still starts there (the greedy hint places both, and the model never
+returns less). A claim is room the older gang can use this round, so the rule does not
+hold room for later. What it trades is fairness between queues: age beats
 the fair-share credit between two wide gangs (measured +0.006 fairness deviation over six
 seeds; ordering only within a queue, as Volcano does, gave back the max-wait gain).
 ``validate(snapshot, plan, limits)`` checks plans against it (``tier_reserve.problems``).
