@@ -81,7 +81,7 @@ def bar(rnd: PlanningRound, job: Job, held: frozenset[tuple[str, str]]) -> None:
     band = rnd.scoring.band(job)
     for other in rnd.snapshot.pending:
         if other.job.name != job.name and rnd.scoring.band(other.job) >= band:
-            rnd.barred[other.job.name] = rnd.barred.get(other.job.name, frozenset()) | held
+            rnd.bar(other.job.name, held)
 
 
 # Why a starved job's domain is kept, and the BLOCKED_BY name given to the jobs kept out.

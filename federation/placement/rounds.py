@@ -121,6 +121,10 @@ class PlanningRound:
             return None
         return self.scoring.lowest_tier(job)
 
+    def bar(self, job: str, nodes: frozenset[tuple[str, str]]) -> None:
+        """Keep ``nodes`` ((cluster, node) pairs) from ``job`` this round, on top of what it is already kept from."""
+        self.barred[job] = self.barred.get(job, frozenset()) | nodes
+
     def holds_room(self, job: str) -> bool:
         """Whether some hold of this round keeps room for ``job`` (any of ``holds``, not only the last)."""
         return any(h[0] == job for h in self.holds)

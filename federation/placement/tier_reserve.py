@@ -52,12 +52,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from federation.domain.jobs import Job
-from federation.domain.plans import FederationSnapshot, PendingJob, Plan, PlanLimits
+from federation.domain.plans import PendingJob, Plan
 from federation.domain.resources import GPU
-from federation.placement.admission import held_nodes, hold_room
+from federation.placement.admission import held_nodes
 from federation.placement.reserve import keep_for_first
 from federation.placement.rounds import PlanningRound
-from federation.placement.wide_order import order_wide_gangs
 
 MAX_RESERVED = 4  # gangs that hold room per round
 LEAF_TIER = 1  # only gangs whose lowest feasible tier is this are reserved
@@ -104,20 +103,16 @@ def reserve_tiers(rnd: PlanningRound, after: float | None) -> list[str]:
     return held
 
 
-def problems(snapshot: FederationSnapshot, plan: Plan, limits: PlanLimits) -> Iterator[str]:
-    """How ``plan`` breaks the reservations ``limits`` make on ``snapshot`` (``validate``).
+def problems(rnd: PlanningRound, plan: Plan) -> Iterator[str]:
+    """How ``plan`` breaks the holds of ``rnd`` (``validate``).
 
-    The holds are re-derived the way every planner opens its round (gang hold, tier
-    reservation, then the wide gangs' age order; last round's victims are not known here):
-    a reserved gang placed above its lowest tier, or a job on a node a hold bars it from
-    (``rnd.barred``: the holder's band and below, or for a claim of ``wide_order`` the
-    wide gangs served after the holder).
+    ``rnd`` is the round opened on the plan's snapshot the way every planner opens it
+    (``opening.open_round``: gang hold, tier reservation, then the wide gangs' age order;
+    last round's victims are not known here): a reserved gang placed above its lowest
+    tier, or a job on a node a hold bars it from (``rnd.barred``: the holder's band and
+    below, or for a claim of ``wide_order`` the wide gangs served after the holder).
     """
-    rnd = PlanningRound(snapshot, grace=limits.preemption_grace_seconds, topology_wait=limits.topology_wait_seconds)
-    hold_room(rnd, limits)
-    reserve_tiers(rnd, limits.tier_reserve_after_seconds)
-    order_wide_gangs(rnd, limits.wide_order_after_seconds)
-    jobs = {p.job.name: p.job for p in snapshot.pending}
+    jobs = {p.job.name: p.job for p in rnd.snapshot.pending}
     for placed in plan.placements:
         job = jobs.get(placed.job)
         if job is None:

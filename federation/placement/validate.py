@@ -28,6 +28,7 @@ from federation.placement.eviction import may_evict
 from federation.placement.guarantees import guarantee_problems
 from federation.placement.hierarchy import ancestors
 from federation.placement.ledger import band_key, bands_of, queue_of
+from federation.placement.opening import open_round
 from federation.placement.packing import pack_masked, resource_keys, vector
 from federation.placement.tier_reserve import problems as reservation_problems
 
@@ -332,5 +333,5 @@ def validate(snapshot: FederationSnapshot, plan: Plan, limits: PlanLimits | None
     problems.extend(guarantee_problems(snapshot, plan))
     problems.extend(_fallback(snapshot, plan))
     if limits is not None:
-        problems.extend(reservation_problems(snapshot, plan, limits))
+        problems.extend(reservation_problems(open_round(snapshot, limits), plan))
     return problems

@@ -119,4 +119,4 @@ def _bar_newer(rnd: PlanningRound, older: PendingJob, nodes: frozenset[tuple[str
         if p.job.name == older.job.name:
             after = True
         elif after and rnd.scoring.band(p.job) >= band:
-            rnd.barred[p.job.name] = rnd.barred.get(p.job.name, frozenset()) | nodes
+            rnd.bar(p.job.name, nodes)
