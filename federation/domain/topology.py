@@ -22,6 +22,8 @@ from federation.domain.nodes import Node
 from federation.domain.patterns import compile_pattern
 
 ROOT_DOMAIN = "<cluster-root>"
+# Volcano's lowest HyperNode tier: the leaf domains, whose members are nodes.
+LEAF_TIER = 1
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 

@@ -54,12 +54,12 @@ from collections.abc import Iterator
 from federation.domain.jobs import Job
 from federation.domain.plans import PendingJob, Plan
 from federation.domain.resources import GPU
+from federation.domain.topology import LEAF_TIER
 from federation.placement.admission import held_nodes
 from federation.placement.reserve import keep_for_first
 from federation.placement.rounds import PlanningRound
 
 MAX_RESERVED = 4  # gangs that hold room per round
-LEAF_TIER = 1  # only gangs whose lowest feasible tier is this are reserved
 MAX_QUEUED = 1.5  # no reservation while pending GPUs exceed this x the healthy fleet's GPUs
 
 

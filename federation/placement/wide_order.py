@@ -47,6 +47,7 @@ from collections.abc import Sequence
 
 from federation.domain.jobs import Job
 from federation.domain.plans import PendingJob
+from federation.domain.topology import LEAF_TIER
 from federation.placement.eligibility import allowed_clusters, can_ever_hold
 from federation.placement.rounds import PlanningRound
 
@@ -54,7 +55,6 @@ from federation.placement.rounds import PlanningRound
 # every later wide gang is still barred from their claims). At 2,000 gangs over 100
 # clusters 16 cost ~50 ms CPU a round; 4 and 16 gave the same figures on volcano-1cluster.
 MAX_WALKED = 4
-FIRST_TIER = 1
 
 
 def why(gang_size: int, after: float) -> tuple[str, str]:
@@ -68,7 +68,7 @@ def wide_gangs(rnd: PlanningRound, after: float) -> list[PendingJob]:
     return sorted(
         (p for p in rnd.snapshot.pending
          if p.job.gang_size > 1 and now - p.submitted_at >= after
-         and (low := sc.lowest_tier(p.job)) is not None and low > FIRST_TIER and _holdable(rnd, p.job, low)),
+         and (low := sc.lowest_tier(p.job)) is not None and low > LEAF_TIER and _holdable(rnd, p.job, low)),
         key=lambda p: (sc.band(p.job), p.submitted_at, p.job.name),
     )
 
