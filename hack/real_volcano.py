@@ -1,0 +1,458 @@
+"""Replay a bench scenario against the REAL Volcano scheduler and measure its topology figures.
+
+    python hack/real_volcano.py run [--scenario federation/sim/scenarios/volcano-1cluster.yaml]
+        [--runs 3] [--ms-per-second 25] [--schedule-period 100ms] [--json out/realvc/run.json]
+
+Why: issue 12 item 4 asks whether our ``volcano-greedy`` model (``federation bench --policy
+volcano-greedy``) lands within the real scheduler's spread of lowestTierFraction and mean gang
+tier *on our scenario*. This tool measures the real scheduler on exactly the scenario's jobs, so
+the model and the scheduler can be compared on the same workload. It is a measurement tool, not
+a test: it needs toolchains cached outside the repository and talks only to loopback.
+
+What runs (one fresh control plane per run, torn down after it):
+
+* kube-apiserver + etcd + kwok from ``hack/build-controlplane.sh``, started with
+  ``tests/e2e/controlplane.py``; the scenario's single cluster becomes kwok nodes (same names and
+  allocatable, kwok's NoSchedule taint, tolerated by every pod), its HyperNodes are applied as the
+  scenario file writes them, its queues become Volcano Queues (weight, status Open: no Volcano
+  controller runs, and proportion skips queues that are not Open).
+* ``vc-scheduler`` built from volcano-sh/volcano source (``--vc-scheduler``; how to build it:
+  ``BUILD`` below), with Volcano's default ``volcano-scheduler.conf`` plus the
+  ``network-topology-aware`` plugin (``SCHEDULER_CONF``), ``--schedule-period`` scaled with time.
+  The CRDs are the same source tree's ``config/crd/volcano/bases``.
+* The driver replays the jobs in compressed time (``--ms-per-second`` real milliseconds per
+  simulated second): at ``submitAt`` it creates a PodGroup (minMember = gang size, queue,
+  minResources = the gang's requests as Volcano's job controller computes them, networkTopology
+  mode/highestTierAllowed) and its pods (``schedulerName: volcano``, the group annotation, names
+  ``<job>-<task>-<index>`` as vcjob names them, requests = limits). A watch on pods sees the
+  bindings; a gang starts when its last pod is bound, and runs ``durationSeconds x slowdown(tier)``
+  (1.0 for one pod or one node), as ``federation/sim/simulator.py`` does; then its pods (grace 0)
+  and PodGroup are deleted.
+
+Figures use ``federation.sim.tracking`` and ``federation.sim.metrics``, so lowestTierFraction,
+meanGangTier, avgWaitSeconds and the largest gangs' waits are defined exactly as in the bench
+(tier = the tier of the smallest HyperNode holding all of a gang's nodes; lowest = what an empty
+cluster offers). Times are in simulated seconds; the driver's own lag (submission latency, watch
+delay) is reported so that a reader can judge the time figures.
+
+BUILD (vc-scheduler, outside the repository; the module proxy refuses volcano.sh/volcano, so
+the source comes from a public snapshot of volcano-sh/volcano at tag v1.15.1)::
+
+    mkdir -p ~/.cache/federation/volcano/src-v1.15.1
+    git -C <snapshot> archive v1.15.1 | tar -x -C ~/.cache/federation/volcano/src-v1.15.1
+    cd ~/.cache/federation/volcano/src-v1.15.1
+    GOTOOLCHAIN=local CGO_ENABLED=0 GOWORK=off GOFLAGS="-mod=mod -modcacherw" \\
+      GOMODCACHE=~/.cache/federation/go/mod GOCACHE=~/.cache/federation/go/build \\
+      nice -n 10 go build -p 1 -o ../bin/vc-scheduler ./cmd/scheduler
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import os
+import queue
+import statistics
+import sys
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from federation.sim import metrics  # noqa: E402
+from federation.sim.scenario import Scenario, load_scenario  # noqa: E402
+from federation.sim.tracking import Tracker, feasibility  # noqa: E402
+from federation.sim.workload import ScenarioJob  # noqa: E402
+from tests.e2e.controlplane import (  # noqa: E402
+    KWOK_FAKE_NODE_TAINT,
+    ApiError,
+    Cluster,
+    ControlPlane,
+    _Process,
+    _wait,
+    build_binaries,
+)
+
+VOLCANO_HOME = Path(os.environ.get("FEDERATION_CACHE", Path.home() / ".cache" / "federation")) / "volcano"
+DEFAULT_BINARY = VOLCANO_HOME / "bin" / "vc-scheduler"
+DEFAULT_CRDS = VOLCANO_HOME / "src-v1.15.1" / "config" / "crd" / "volcano" / "bases"
+DEFAULT_SCENARIO = REPO / "federation" / "sim" / "scenarios" / "volcano-1cluster.yaml"
+NAMESPACE = "default"
+JOB_LABEL = "real-volcano/job"
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+PG_PATH = f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{NAMESPACE}/podgroups"
+QUEUE_PATH = "/apis/scheduling.volcano.sh/v1beta1/queues"
+POD_PATH = f"/api/v1/namespaces/{NAMESPACE}/pods"
+
+#: Volcano's default scheduler configuration (installer/helm/chart/volcano/config/
+#: volcano-scheduler.conf at v1.15.1, identical at ed72c7c) with network-topology-aware added
+#: at its defaults, as installer/helm/chart/volcano/config/volcano-scheduler-ci.conf and
+#: docs/user-guide/how_to_use_network_topology_aware_scheduling.md add it.
+SCHEDULER_CONF = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+  - name: network-topology-aware
+"""
+
+
+def _quantity(resource: str, amount: int) -> str:
+    """Our Resources hold CPU in millicores and everything else in units."""
+    return f"{amount}m" if resource == "cpu" else str(amount)
+
+
+def _mode(spec: ScenarioJob) -> str:
+    nt = spec.job.network_topology
+    return "none" if nt is None else f"{nt.mode}/{nt.highest_tier_allowed}"
+
+
+@dataclass
+class GangRun:
+    """One job's life in the replay (times in simulated seconds)."""
+
+    spec: ScenarioJob
+    pods: list[str]
+    submitted: float
+    bound: dict[str, str] = field(default_factory=dict)
+    started: float | None = None
+    ends: float | None = None
+    tier: int | None = None
+    deleted: bool = False
+
+
+class PodWatch(threading.Thread):
+    """Streams pod events of the namespace and reports (pod, node, monotonic time) on bindings."""
+
+    def __init__(self, cluster: Cluster, resource_version: str) -> None:
+        super().__init__(daemon=True)
+        self.cluster = cluster
+        self.rv = resource_version
+        self.events: queue.Queue[tuple[str, str, float]] = queue.Queue()
+        self.stopping = threading.Event()
+        self.seen: set[str] = set()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            with contextlib.suppress(OSError, http.client.HTTPException, ValueError):
+                self._stream()
+
+    def _stream(self) -> None:
+        conn = http.client.HTTPSConnection("127.0.0.1", self.cluster.port, context=self.cluster.ssl_context(),
+                                           timeout=5)
+        query = urllib.parse.urlencode({"watch": "1", "resourceVersion": self.rv, "allowWatchBookmarks": "true",
+                                        "timeoutSeconds": "3600"})
+        try:
+            conn.request("GET", f"{POD_PATH}?{query}", headers={"Accept": "application/json"})
+            resp = conn.getresponse()
+            if resp.status != 200:
+                time.sleep(0.2)
+                return
+            while not self.stopping.is_set():
+                try:
+                    line = resp.readline()
+                except TimeoutError:
+                    continue
+                if not line:
+                    return
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                self.rv = (obj.get("metadata") or {}).get("resourceVersion", self.rv)
+                if event.get("type") not in ("ADDED", "MODIFIED"):
+                    continue
+                name = obj["metadata"]["name"]
+                node = (obj.get("spec") or {}).get("nodeName")
+                if node and name not in self.seen:
+                    self.seen.add(name)
+                    self.events.put((name, node, time.monotonic()))
+        finally:
+            conn.close()
+
+
+class Replay:
+    """Drives one run of the scenario against a started control plane and vc-scheduler."""
+
+    def __init__(self, scenario: Scenario, cluster: Cluster, ms_per_second: float, horizon: float) -> None:
+        self.scenario = scenario
+        self.cluster = cluster
+        self.scale = ms_per_second / 1000.0
+        self.horizon = horizon
+        self.tree = scenario.clusters[0].empty.tree
+        self.tracker = Tracker(scenario, feasibility(scenario))
+        self.runs: dict[str, GangRun] = {}
+        self.pod_job: dict[str, str] = {}
+        self.submit_lag: list[float] = []
+        self.bind_seen: dict[str, float] = {}
+        self.t0 = 0.0
+
+    def now(self) -> float:
+        return (time.monotonic() - self.t0) / self.scale
+
+    def at(self, mono: float) -> float:
+        return (mono - self.t0) / self.scale
+
+    # -- objects ----------------------------------------------------------------------
+    def submit(self, spec: ScenarioJob) -> None:
+        job = spec.job
+        started = self.now()
+        pods: list[tuple[str, dict[str, Any]]] = []
+        for task in job.tasks:
+            requests = {k: _quantity(k, v) for k, v in task.resources.amounts.items() if v}
+            for i in range(task.replicas):
+                pods.append((f"{job.name}-{task.name}-{i}", {
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": f"{job.name}-{task.name}-{i}", "namespace": NAMESPACE,
+                                 "labels": {JOB_LABEL: job.name},
+                                 "annotations": {GROUP_ANNOTATION: job.name, "volcano.sh/task-spec": task.name}},
+                    "spec": {
+                        "schedulerName": "volcano",
+                        "terminationGracePeriodSeconds": 0,
+                        "tolerations": [{"key": KWOK_FAKE_NODE_TAINT["key"], "operator": "Exists",
+                                         "effect": KWOK_FAKE_NODE_TAINT["effect"]}],
+                        "containers": [{"name": "main", "image": "replay",
+                                        "resources": {"requests": requests, "limits": requests}}],
+                    },
+                }))
+        gang = job.gang_size
+        # vcjob's calcPGMinResources: the requests of the first minMember pods
+        per_pod = [task.resources for task in job.tasks for _ in range(task.replicas)]
+        min_resources: dict[str, int] = {}
+        for res in per_pod[:gang]:
+            for k, v in res.amounts.items():
+                min_resources[k] = min_resources.get(k, 0) + v
+        pg_spec: dict[str, Any] = {
+            "minMember": gang, "queue": job.queue,
+            "minResources": {k: _quantity(k, v) for k, v in min_resources.items() if v},
+        }
+        if job.priority_class:
+            pg_spec["priorityClassName"] = job.priority_class
+        nt = job.network_topology
+        if nt is not None:
+            pg_spec["networkTopology"] = {"mode": nt.mode, **(
+                {"highestTierAllowed": nt.highest_tier_allowed} if nt.highest_tier_allowed is not None else {})}
+        self.cluster.request("POST", PG_PATH, {
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": job.name, "namespace": NAMESPACE}, "spec": pg_spec,
+            "status": {"phase": "Pending"},
+        })
+        for name, pod in pods:
+            self.cluster.request("POST", POD_PATH, pod)
+            self.pod_job[name] = job.name
+        self.runs[job.name] = GangRun(spec, [n for n, _ in pods], started)
+        self.tracker.arrived(spec)
+        self.submit_lag.append(started - spec.submit_at)
+
+    def remove(self, run: GangRun) -> None:
+        selector = urllib.parse.quote(f"{JOB_LABEL}={run.spec.job.name}")
+        self.cluster.request("DELETE", f"{POD_PATH}?labelSelector={selector}",
+                             {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0})
+        with contextlib.suppress(ApiError):
+            self.cluster.request("DELETE", f"{PG_PATH}/{run.spec.job.name}")
+        run.deleted = True
+
+    # -- loop -------------------------------------------------------------------------
+    def bound(self, pod: str, node: str, mono: float) -> None:
+        job = self.pod_job.get(pod)
+        if job is None:
+            return
+        run = self.runs[job]
+        run.bound[pod] = node
+        if run.started is None and len(run.bound) >= run.spec.job.gang_size:
+            now = self.at(mono)
+            nodes = set(run.bound.values())
+            domain = self.tree.lowest_domain_holding(nodes)
+            tier = domain.tier if domain is not None else self.tree.max_tier + 1
+            slow = 1.0 if len(run.bound) <= 1 or len(nodes) == 1 else self.scenario.slowdown(tier)
+            run.started, run.tier, run.ends = now, tier, now + run.spec.duration_seconds * slow
+            self.tracker.started(job, now, self.scenario.clusters[0].name, tier, run.spec.job.requests)
+
+    def drive(self, watch: PodWatch) -> None:
+        pending = sorted(self.scenario.jobs, key=lambda s: s.submit_at)
+        holdable = {s.job.name for s in pending if self.tracker.feasible(s.job.name)}
+        self.t0 = time.monotonic()
+        last_report = 0.0
+        while True:
+            now = self.now()
+            while pending and pending[0].submit_at <= now:
+                self.submit(pending.pop(0))
+            while True:
+                try:
+                    pod, node, mono = watch.events.get_nowait()
+                except queue.Empty:
+                    break
+                self.bound(pod, node, mono)
+            now = self.now()
+            for run in self.runs.values():
+                if run.ends is not None and not run.deleted and run.ends <= now:
+                    self.tracker.finished(run.spec.job.name, run.ends)
+                    self.remove(run)
+            done = all(r.deleted for n, r in self.runs.items() if n in holdable)
+            if not pending and done:
+                return
+            if now > self.horizon:
+                print(f"  horizon {self.horizon:.0f} s reached; unfinished: "
+                      f"{sorted(n for n, r in self.runs.items() if not r.deleted and n in holdable)}", flush=True)
+                return
+            if now - last_report > 2000:
+                last_report = now
+                running = sum(1 for r in self.runs.values() if r.started is not None and not r.deleted)
+                waiting = sum(1 for r in self.runs.values() if r.started is None)
+                print(f"  t={now:7.0f} s submitted={len(self.runs)} running={running} waiting={waiting}",
+                      flush=True)
+            time.sleep(0.002)
+
+    def figures(self) -> dict[str, Any]:
+        jobs = self.tracker.records()
+        waits = [j.first_start - j.submitted_at for j in jobs if j.first_start is not None]
+        big = metrics.largest_gang_waits(jobs)
+        jct = [j.jct for j in jobs if j.holdable and j.jct is not None]
+        return {
+            "jobs": len(jobs),
+            "placed": sum(1 for j in jobs if j.starts > 0),
+            "finished": sum(1 for j in jobs if j.finished_at is not None),
+            "lowestTierFraction": metrics.lowest_tier_fraction(jobs),
+            "meanGangTier": metrics.mean_gang_tier(jobs),
+            "avgWaitSeconds": statistics.fmean(waits) if waits else None,
+            "avgJctSeconds": statistics.fmean(jct) if jct else None,
+            "largestGangWaitMaxSeconds": max(big, default=None),
+            "submitLagMaxSeconds": max(self.submit_lag, default=0.0),
+            "submitLagMeanSeconds": statistics.fmean(self.submit_lag) if self.submit_lag else 0.0,
+            "gangs": [
+                {"job": j.name, "pods": j.gang_size, "submitted": round(j.submitted_at, 1),
+                 "wait": None if j.first_start is None else round(j.first_start - j.submitted_at, 1),
+                 "tier": j.tier, "bestTier": j.best_tier,
+                 "mode": _mode(self.runs[j.name].spec),
+                 "nodes": sorted(set(self.runs[j.name].bound.values()))}
+                for j in jobs if j.gang_size >= 2
+            ],
+        }
+
+
+def _setup(cp: ControlPlane, scenario_path: Path, scenario: Scenario) -> Cluster:
+    spec = scenario.clusters[0]
+    cluster = cp.cluster(spec.name)
+    for node in spec.nodes:
+        res = node.allocatable.amounts
+        cp.create_gpu_nodes(cluster, [node.name], gpus=int(res.get("nvidia.com/gpu", 0)),
+                            cpu=_quantity("cpu", res.get("cpu", 0)), memory=str(res.get("memory", 0)),
+                            labels=dict(node.labels), wait_ready=False)
+    cp.wait_nodes_ready(cluster, [n.name for n in spec.nodes], timeout=120)
+    raw = yaml.safe_load(scenario_path.read_text())
+    cp.apply_hypernodes(cluster, raw["clusters"][0].get("hyperNodes") or [])
+    for q in scenario.queues:
+        _queue(cluster, q.name, int(q.weight))
+    return cluster
+
+
+def _queue(cluster: Cluster, name: str, weight: int) -> None:
+    """Create (or take) a Queue and mark it Open (the Volcano queue controller would)."""
+    with contextlib.suppress(ApiError):
+        cluster.request("POST", QUEUE_PATH, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+                                             "metadata": {"name": name},
+                                             "spec": {"weight": weight, "reclaimable": True}})
+    cur = cluster.request("GET", f"{QUEUE_PATH}/{name}")
+    cur["status"] = {**(cur.get("status") or {}), "state": "Open"}
+    cluster.request("PUT", f"{QUEUE_PATH}/{name}/status", cur)
+
+
+def _start_scheduler(cp: ControlPlane, cluster: Cluster, binary: Path, period: str, verbosity: int) -> _Process:
+    assert cp.work_dir is not None
+    # Its own folder: vc-scheduler watches the configuration file's folder and reloads on
+    # every write there, so next to its own log it would reload (and log) in a loop.
+    conf = cp.work_dir / "vc-conf" / "volcano-scheduler.conf"
+    conf.parent.mkdir()
+    conf.write_text(SCHEDULER_CONF)
+    proc = _Process("vc-scheduler", [
+        str(binary), f"--kubeconfig={cluster.kubeconfig}", f"--scheduler-conf={conf}",
+        f"--schedule-period={period}", "--leader-elect=false", "--enable-healthz=false",
+        "--enable-metrics=false", "--listen-address=127.0.0.1:0", "--healthz-address=127.0.0.1:0",
+        f"--cache-dump-dir={cp.work_dir}", "--kube-api-qps=500", "--kube-api-burst=1000", f"-v={verbosity}",
+    ], cp.work_dir / "vc-scheduler.log", env={"GOMAXPROCS": "1"})
+
+    def queues_ready() -> bool:
+        names = {q["metadata"]["name"] for q in cluster.request("GET", QUEUE_PATH)["items"]}
+        return {"root", "default"} <= names
+
+    _wait("vc-scheduler creates its root and default queues", queues_ready, 120, proc)
+    for name in ("root", "default"):
+        _queue(cluster, name, 1)
+    return proc
+
+
+def run_once(scenario_path: Path, args: argparse.Namespace, index: int) -> dict[str, Any]:
+    scenario = load_scenario(str(scenario_path))
+    bin_dir = build_binaries()
+    crds = sorted(Path(args.crds).glob("*.yaml"))
+    keep = Path(args.keep_dir) if args.keep_dir else None
+    with ControlPlane(bin_dir, [scenario.clusters[0].name], crds=crds, keep_dir=keep is not None,
+                      work_dir=keep) as cp:
+        cluster = _setup(cp, scenario_path, scenario)
+        proc = _start_scheduler(cp, cluster, Path(args.vc_scheduler), args.schedule_period, args.v)
+        try:
+            rv = cluster.request("GET", f"{POD_PATH}?limit=1")["metadata"]["resourceVersion"]
+            watch = PodWatch(cluster, rv)
+            watch.start()
+            replay = Replay(scenario, cluster, args.ms_per_second, args.horizon)
+            started = time.monotonic()
+            replay.drive(watch)
+            watch.stopping.set()
+            out = replay.figures()
+            out.update({"run": index, "scenario": str(scenario_path), "wallSeconds": round(time.monotonic() - started),
+                        "loadAverage": os.getloadavg()[0], "msPerSimSecond": args.ms_per_second,
+                        "schedulePeriod": args.schedule_period, "alive": proc.alive()})
+            return out
+        finally:
+            proc.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="replay a scenario against vc-scheduler, --runs times")
+    run.add_argument("--scenario", action="append", default=None, help="scenario file (repeatable)")
+    run.add_argument("--runs", type=int, default=1)
+    run.add_argument("--ms-per-second", type=float, default=25.0, help="real ms per simulated second")
+    run.add_argument("--schedule-period", default="100ms", help="vc-scheduler --schedule-period (real time)")
+    run.add_argument("--horizon", type=float, default=80_000.0, help="stop after this many simulated seconds")
+    run.add_argument("--vc-scheduler", default=str(DEFAULT_BINARY))
+    run.add_argument("--crds", default=str(DEFAULT_CRDS))
+    run.add_argument("--json", default=None, help="append one JSON line per run to this file")
+    run.add_argument("--keep-dir", default=None, help="keep logs and kubeconfig under this directory")
+    run.add_argument("-v", type=int, default=2, help="vc-scheduler log verbosity")
+    args = parser.parse_args(argv)
+    for scenario in args.scenario or [str(DEFAULT_SCENARIO)]:
+        for i in range(args.runs):
+            print(f"{scenario} run {i + 1}/{args.runs}", flush=True)
+            out = run_once(Path(scenario), args, i + 1)
+            summary = {k: v for k, v in out.items() if k != "gangs"}
+            print(json.dumps(summary), flush=True)
+            if args.json:
+                Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+                with open(args.json, "a") as fh:
+                    fh.write(json.dumps(out) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
