@@ -1,7 +1,14 @@
 """Replay a bench scenario against the REAL Volcano scheduler and measure its topology figures.
 
     python hack/real_volcano.py run [--scenario federation/sim/scenarios/volcano-1cluster.yaml]
-        [--runs 3] [--ms-per-second 25] [--schedule-period 100ms] [--json out/realvc/run.json]
+        [--runs 3] [--ms-per-second 25] [--schedule-period 100ms] [--json out/realvc/real.jsonl]
+    python hack/real_volcano.py model [--scenario ...] [--seeds 20] [--json out/realvc/model.jsonl]
+    python hack/real_volcano.py summary out/realvc/real.jsonl [out/realvc/model.jsonl ...]
+    python hack/real_volcano.py reseed SEED [SEED ...]   # copies of the scenario under out/realvc/
+
+``model`` runs our ``volcano-greedy`` model in the simulator on the same scenario once per
+tie-break seed (``volcano_scores.SEED`` 0..N-1; the bench uses 0) and writes the same figures,
+so ``summary`` can put the real scheduler's runs and the model's seed spread side by side.
 
 Why: issue 12 item 4 asks whether our ``volcano-greedy`` model (``federation bench --policy
 volcano-greedy``) lands within the real scheduler's spread of lowestTierFraction and mean gang
@@ -54,6 +61,7 @@ import http.client
 import json
 import os
 import queue
+import re
 import statistics
 import sys
 import threading
@@ -418,12 +426,93 @@ def run_once(scenario_path: Path, args: argparse.Namespace, index: int) -> dict[
             replay.drive(watch)
             watch.stopping.set()
             out = replay.figures()
+            # What Volcano made of the jobs left at the end (an infeasible gang admitted to
+            # Inqueue holds enqueue room; one left Pending does not).
+            out["podGroupsLeft"] = {pg["metadata"]["name"]: (pg.get("status") or {}).get("phase")
+                                    for pg in cluster.request("GET", PG_PATH)["items"]}
             out.update({"run": index, "scenario": str(scenario_path), "wallSeconds": round(time.monotonic() - started),
                         "loadAverage": os.getloadavg()[0], "msPerSimSecond": args.ms_per_second,
                         "schedulePeriod": args.schedule_period, "alive": proc.alive()})
             return out
         finally:
             proc.stop()
+
+
+def _figures_row(kind: str, scenario: str, label: str, out: dict[str, Any]) -> str:
+    def num(key: str, fmt: str) -> str:
+        value = out.get(key)
+        return "-" if value is None else format(value, fmt)
+
+    return (f"| {Path(scenario).stem} | {kind} {label} | {num('lowestTierFraction', '.3f')} | "
+            f"{num('meanGangTier', '.2f')} | {num('avgWaitSeconds', ',.0f')} | "
+            f"{num('largestGangWaitMaxSeconds', ',.0f')} | {num('avgJctSeconds', ',.0f')} | "
+            f"{out.get('placed', '-')}/{out.get('jobs', '-')} |")
+
+
+def model(args: argparse.Namespace) -> int:
+    """Our volcano-greedy model on the same scenario, once per tie-break seed."""
+    from federation.placement.baselines import POLICIES, volcano_scores
+    from federation.sim.simulator import simulate
+
+    for scenario_path in args.scenario or [str(DEFAULT_SCENARIO)]:
+        scenario = load_scenario(scenario_path)
+        for seed in range(args.seeds):
+            volcano_scores.SEED = seed
+            result = simulate(scenario, POLICIES["volcano-greedy"])
+            figures = metrics.compute(result)
+            keys = ("jobs", "placed", "finished", "lowestTierFraction", "meanGangTier", "avgWaitSeconds",
+                    "avgJctSeconds", "largestGangWaitMaxSeconds")
+            out: dict[str, Any] = {k: figures[k] for k in keys}
+            out.update({"model": "volcano-greedy", "tieSeed": seed, "scenario": scenario_path})
+            print(_figures_row("model", scenario_path, f"seed {seed}", out), flush=True)
+            if args.json:
+                Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+                with open(args.json, "a") as fh:
+                    fh.write(json.dumps(out) + "\n")
+    return 0
+
+
+def summary(args: argparse.Namespace) -> int:
+    """One table row per run (real or model), then min/median/max per scenario and kind."""
+    rows: list[dict[str, Any]] = []
+    for path in args.files:
+        rows += [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    print("| scenario | run | lowestTierFraction | mean gang tier | avg wait s | largest gangs max wait s |"
+          " avg JCT s | placed |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        kind = "model" if "model" in row else "real"
+        label = f"seed {row['tieSeed']}" if kind == "model" else f"run {row.get('run')}"
+        print(_figures_row(kind, row["scenario"], label, row))
+        groups.setdefault((Path(row["scenario"]).stem, kind), []).append(row)
+    print()
+    print("| scenario | kind (n) | lowestTierFraction min / median / max | mean gang tier min / median / max |"
+          " avg wait min / median / max |")
+    print("|---|---|---|---|---|")
+    for (scenario, kind), group in sorted(groups.items()):
+        cells = []
+        for key, fmt in (("lowestTierFraction", ".3f"), ("meanGangTier", ".2f"), ("avgWaitSeconds", ",.0f")):
+            values = sorted(float(r[key]) for r in group if r.get(key) is not None)
+            cells.append(" / ".join(format(v, fmt) for v in (values[0], statistics.median(values), values[-1]))
+                         if values else "-")
+        print(f"| {scenario} | {kind} ({len(group)}) | {' | '.join(cells)} |")
+    return 0
+
+
+def reseed(args: argparse.Namespace) -> int:
+    """Copies of the scenario with its generator seed replaced (``hack/ab_sweep.py``'s rule)."""
+    folder = REPO / "out" / "realvc"
+    folder.mkdir(parents=True, exist_ok=True)
+    text = Path(args.scenario).read_text()
+    for seed in args.seeds:
+        new, count = re.subn(r"(?m)^seed: *\d+", f"seed: {seed}", text)
+        if count != 1:
+            raise SystemExit(f"{args.scenario}: no top-level 'seed:' line to replace")
+        target = folder / f"{Path(args.scenario).stem}-seed{seed}.yaml"
+        target.write_text(new)
+        print(target)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -440,13 +529,24 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--json", default=None, help="append one JSON line per run to this file")
     run.add_argument("--keep-dir", default=None, help="keep logs and kubeconfig under this directory")
     run.add_argument("-v", type=int, default=2, help="vc-scheduler log verbosity")
+    mod = sub.add_parser("model", help="our volcano-greedy model on the same scenario, per tie-break seed")
+    mod.add_argument("--scenario", action="append", default=None)
+    mod.add_argument("--seeds", type=int, default=20)
+    mod.add_argument("--json", default=None)
+    summ = sub.add_parser("summary", help="tables from run/model JSON lines")
+    summ.add_argument("files", nargs="+")
+    res = sub.add_parser("reseed", help="copies of the scenario with another generator seed")
+    res.add_argument("seeds", nargs="+", type=int)
+    res.add_argument("--scenario", default=str(DEFAULT_SCENARIO))
     args = parser.parse_args(argv)
+    if args.command != "run":
+        return {"model": model, "summary": summary, "reseed": reseed}[args.command](args)
     for scenario in args.scenario or [str(DEFAULT_SCENARIO)]:
         for i in range(args.runs):
             print(f"{scenario} run {i + 1}/{args.runs}", flush=True)
             out = run_once(Path(scenario), args, i + 1)
-            summary = {k: v for k, v in out.items() if k != "gangs"}
-            print(json.dumps(summary), flush=True)
+            brief = {k: v for k, v in out.items() if k != "gangs"}
+            print(json.dumps(brief), flush=True)
             if args.json:
                 Path(args.json).parent.mkdir(parents=True, exist_ok=True)
                 with open(args.json, "a") as fh:
