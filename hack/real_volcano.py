@@ -67,6 +67,7 @@ import sys
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,13 +151,28 @@ class GangRun:
     deleted: bool = False
 
 
-class PodWatch(threading.Thread):
-    """Streams pod events of the namespace and reports (pod, node, monotonic time) on bindings."""
+def _binding(obj: dict[str, Any]) -> str | None:
+    """A pod's node once it is bound."""
+    node = (obj.get("spec") or {}).get("nodeName")
+    return str(node) if node else None
 
-    def __init__(self, cluster: Cluster, resource_version: str) -> None:
+
+def _admitted(obj: dict[str, Any]) -> str | None:
+    """A PodGroup's phase once enqueue has admitted it (Inqueue, or Running if that was missed)."""
+    phase = (obj.get("status") or {}).get("phase")
+    return str(phase) if phase in ("Inqueue", "Running") else None
+
+
+class Watch(threading.Thread):
+    """Streams one collection's events and reports (name, value, monotonic time) the first time
+    ``extract`` finds a value in an object: a pod's node, a PodGroup's admission."""
+
+    def __init__(self, cluster: Cluster, path: str, extract: Callable[[dict[str, Any]], str | None]) -> None:
         super().__init__(daemon=True)
         self.cluster = cluster
-        self.rv = resource_version
+        self.path = path
+        self.extract = extract
+        self.rv = cluster.request("GET", f"{path}?limit=1")["metadata"]["resourceVersion"]
         self.events: queue.Queue[tuple[str, str, float]] = queue.Queue()
         self.stopping = threading.Event()
         self.seen: set[str] = set()
@@ -172,7 +188,7 @@ class PodWatch(threading.Thread):
         query = urllib.parse.urlencode({"watch": "1", "resourceVersion": self.rv, "allowWatchBookmarks": "true",
                                         "timeoutSeconds": "3600"})
         try:
-            conn.request("GET", f"{POD_PATH}?{query}", headers={"Accept": "application/json"})
+            conn.request("GET", f"{self.path}?{query}", headers={"Accept": "application/json"})
             resp = conn.getresponse()
             if resp.status != 200:
                 time.sleep(0.2)
@@ -190,10 +206,10 @@ class PodWatch(threading.Thread):
                 if event.get("type") not in ("ADDED", "MODIFIED"):
                     continue
                 name = obj["metadata"]["name"]
-                node = (obj.get("spec") or {}).get("nodeName")
-                if node and name not in self.seen:
+                value = self.extract(obj)
+                if value and name not in self.seen:
                     self.seen.add(name)
-                    self.events.put((name, node, time.monotonic()))
+                    self.events.put((name, value, time.monotonic()))
         finally:
             conn.close()
 
@@ -211,7 +227,7 @@ class Replay:
         self.runs: dict[str, GangRun] = {}
         self.pod_job: dict[str, str] = {}
         self.submit_lag: list[float] = []
-        self.bind_seen: dict[str, float] = {}
+        self.admitted: dict[str, float] = {}
         self.t0 = 0.0
 
     def now(self) -> float:
@@ -295,7 +311,7 @@ class Replay:
             run.started, run.tier, run.ends = now, tier, now + run.spec.duration_seconds * slow
             self.tracker.started(job, now, self.scenario.clusters[0].name, tier, run.spec.job.requests)
 
-    def drive(self, watch: PodWatch) -> None:
+    def drive(self, watch: Watch, groups: Watch) -> None:
         pending = sorted(self.scenario.jobs, key=lambda s: s.submit_at)
         holdable = {s.job.name for s in pending if self.tracker.feasible(s.job.name)}
         self.t0 = time.monotonic()
@@ -310,6 +326,12 @@ class Replay:
                 except queue.Empty:
                     break
                 self.bound(pod, node, mono)
+            while True:
+                try:
+                    group, _, mono = groups.events.get_nowait()
+                except queue.Empty:
+                    break
+                self.admitted.setdefault(group, self.at(mono))
             now = self.now()
             for run in self.runs.values():
                 if run.ends is not None and not run.deleted and run.ends <= now:
@@ -349,6 +371,8 @@ class Replay:
             "gangs": [
                 {"job": j.name, "pods": j.gang_size, "submitted": round(j.submitted_at, 1),
                  "wait": None if j.first_start is None else round(j.first_start - j.submitted_at, 1),
+                 "enqueueWait": (round(self.admitted[j.name] - j.submitted_at, 1)
+                                 if j.name in self.admitted else None),
                  "tier": j.tier, "bestTier": j.best_tier,
                  "mode": _mode(self.runs[j.name].spec),
                  "nodes": sorted(set(self.runs[j.name].bound.values()))}
@@ -418,13 +442,14 @@ def run_once(scenario_path: Path, args: argparse.Namespace, index: int) -> dict[
         cluster = _setup(cp, scenario_path, scenario)
         proc = _start_scheduler(cp, cluster, Path(args.vc_scheduler), args.schedule_period, args.v)
         try:
-            rv = cluster.request("GET", f"{POD_PATH}?limit=1")["metadata"]["resourceVersion"]
-            watch = PodWatch(cluster, rv)
+            watch, groups = Watch(cluster, POD_PATH, _binding), Watch(cluster, PG_PATH, _admitted)
             watch.start()
+            groups.start()
             replay = Replay(scenario, cluster, args.ms_per_second, args.horizon)
             started = time.monotonic()
-            replay.drive(watch)
+            replay.drive(watch, groups)
             watch.stopping.set()
+            groups.stopping.set()
             out = replay.figures()
             # What Volcano made of the jobs left at the end (an infeasible gang admitted to
             # Inqueue holds enqueue room; one left Pending does not).
