@@ -403,9 +403,17 @@ def _queue(cluster: Cluster, name: str, weight: int) -> None:
         cluster.request("POST", QUEUE_PATH, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
                                              "metadata": {"name": name},
                                              "spec": {"weight": weight, "reclaimable": True}})
-    cur = cluster.request("GET", f"{QUEUE_PATH}/{name}")
-    cur["status"] = {**(cur.get("status") or {}), "state": "Open"}
-    cluster.request("PUT", f"{QUEUE_PATH}/{name}/status", cur)
+    for _ in range(20):  # vc-scheduler writes queue status too: retry on a conflict
+        cur = cluster.request("GET", f"{QUEUE_PATH}/{name}")
+        cur["status"] = {**(cur.get("status") or {}), "state": "Open"}
+        try:
+            cluster.request("PUT", f"{QUEUE_PATH}/{name}/status", cur)
+            return
+        except ApiError as e:
+            if e.status != 409:
+                raise
+            time.sleep(0.1)
+    raise RuntimeError(f"queue {name}: could not set status Open (repeated conflicts)")
 
 
 def _start_scheduler(cp: ControlPlane, cluster: Cluster, binary: Path, period: str, verbosity: int) -> _Process:
