@@ -97,6 +97,8 @@ DEFAULT_BINARY = VOLCANO_HOME / "bin" / "vc-scheduler"
 DEFAULT_CRDS = VOLCANO_HOME / "src-v1.15.1" / "config" / "crd" / "volcano" / "bases"
 DEFAULT_SCENARIO = REPO / "federation" / "sim" / "scenarios" / "volcano-1cluster.yaml"
 NAMESPACE = "default"
+#: Simulated seconds with nothing running and nothing left to arrive before a run stops.
+STALL_SECONDS = 2000.0
 JOB_LABEL = "real-volcano/job"
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 PG_PATH = f"/apis/scheduling.volcano.sh/v1beta1/namespaces/{NAMESPACE}/podgroups"
@@ -228,6 +230,7 @@ class Replay:
         self.pod_job: dict[str, str] = {}
         self.submit_lag: list[float] = []
         self.admitted: dict[str, float] = {}
+        self.stalled: list[str] = []
         self.t0 = 0.0
 
     def now(self) -> float:
@@ -315,7 +318,7 @@ class Replay:
         pending = sorted(self.scenario.jobs, key=lambda s: s.submit_at)
         holdable = {s.job.name for s in pending if self.tracker.feasible(s.job.name)}
         self.t0 = time.monotonic()
-        last_report = 0.0
+        last_report = last_change = 0.0
         while True:
             now = self.now()
             while pending and pending[0].submit_at <= now:
@@ -339,6 +342,16 @@ class Replay:
                     self.remove(run)
             done = all(r.deleted for n, r in self.runs.items() if n in holdable)
             if not pending and done:
+                return
+            running = any(r.started is not None and not r.deleted for r in self.runs.values())
+            if pending or running:
+                last_change = now
+            elif now - last_change > STALL_SECONDS:
+                # Nothing runs and nothing arrives, so nothing can free room: the jobs left
+                # wait forever (Volcano keeps an admitted PodGroup Inqueue; see podGroupsLeft).
+                self.stalled = sorted(n for n, r in self.runs.items() if not r.deleted and n in holdable)
+                print(f"  stalled at {now:.0f} s: nothing running for {STALL_SECONDS:.0f} s; holdable jobs "
+                      f"never started: {self.stalled}", flush=True)
                 return
             if now > self.horizon:
                 print(f"  horizon {self.horizon:.0f} s reached; unfinished: "
@@ -366,6 +379,7 @@ class Replay:
             "avgWaitSeconds": statistics.fmean(waits) if waits else None,
             "avgJctSeconds": statistics.fmean(jct) if jct else None,
             "largestGangWaitMaxSeconds": max(big, default=None),
+            "stalled": self.stalled,
             "submitLagMaxSeconds": max(self.submit_lag, default=0.0),
             "submitLagMeanSeconds": statistics.fmean(self.submit_lag) if self.submit_lag else 0.0,
             "gangs": [
