@@ -359,9 +359,9 @@ class Replay:
                 return
             if now - last_report > 2000:
                 last_report = now
-                running = sum(1 for r in self.runs.values() if r.started is not None and not r.deleted)
+                active = sum(1 for r in self.runs.values() if r.started is not None and not r.deleted)
                 waiting = sum(1 for r in self.runs.values() if r.started is None)
-                print(f"  t={now:7.0f} s submitted={len(self.runs)} running={running} waiting={waiting}",
+                print(f"  t={now:7.0f} s submitted={len(self.runs)} running={active} waiting={waiting}",
                       flush=True)
             time.sleep(0.002)
 
