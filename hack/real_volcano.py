@@ -240,6 +240,22 @@ class Replay:
         return (mono - self.t0) / self.scale
 
     # -- objects ----------------------------------------------------------------------
+    def call(self, method: str, path: str, body: Any = None) -> None:
+        """One write, retried on a timeout (a loaded host once stalled the apiserver for 30 s);
+        a retried POST that had gone through answers 409, which is success here."""
+        for attempt in range(4):
+            try:
+                self.cluster.request(method, path, body, timeout=20)
+                return
+            except ApiError as e:
+                if e.status == 409 and method == "POST" and attempt > 0:
+                    return
+                raise
+            except (TimeoutError, OSError, http.client.HTTPException):
+                if attempt == 3:
+                    raise
+                print(f"  {method} {path}: no answer, retrying", flush=True)
+
     def submit(self, spec: ScenarioJob) -> None:
         job = spec.job
         started = self.now()
@@ -278,13 +294,13 @@ class Replay:
         if nt is not None:
             pg_spec["networkTopology"] = {"mode": nt.mode, **(
                 {"highestTierAllowed": nt.highest_tier_allowed} if nt.highest_tier_allowed is not None else {})}
-        self.cluster.request("POST", PG_PATH, {
+        self.call("POST", PG_PATH, {
             "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
             "metadata": {"name": job.name, "namespace": NAMESPACE}, "spec": pg_spec,
             "status": {"phase": "Pending"},
         })
         for name, pod in pods:
-            self.cluster.request("POST", POD_PATH, pod)
+            self.call("POST", POD_PATH, pod)
             self.pod_job[name] = job.name
         self.runs[job.name] = GangRun(spec, [n for n, _ in pods], started)
         self.tracker.arrived(spec)
@@ -292,10 +308,10 @@ class Replay:
 
     def remove(self, run: GangRun) -> None:
         selector = urllib.parse.quote(f"{JOB_LABEL}={run.spec.job.name}")
-        self.cluster.request("DELETE", f"{POD_PATH}?labelSelector={selector}",
+        self.call("DELETE", f"{POD_PATH}?labelSelector={selector}",
                              {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0})
         with contextlib.suppress(ApiError):
-            self.cluster.request("DELETE", f"{PG_PATH}/{run.spec.job.name}")
+            self.call("DELETE", f"{PG_PATH}/{run.spec.job.name}")
         run.deleted = True
 
     # -- loop -------------------------------------------------------------------------
