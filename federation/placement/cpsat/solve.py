@@ -71,13 +71,13 @@ def _solver(seconds: float, limits: PlanLimits, reproducible: bool = False) -> c
 
     Why: CP-SAT's parallel portfolio returns whichever optimum one of its workers finds
     first, so the same small round could give different plans from one run to the next
-    (``volcano-1cluster``: lowestTier 0.882 or 0.794 by the host's load). One worker's
+    (``volcano-1cluster``: lowestTier 0.882 in most runs, 0.794 in others). One worker's
     search is deterministic, so a round the model finishes inside its time limit gives the
     same plan on any machine, and small rounds are proven optimal as fast with one worker
     as with two. ``interleave_search`` (deterministic with several workers) was 15-50x
     slower to prove them optimal. Large rounds keep the portfolio: their windows rarely
-    finish, and there the second worker's search pays (docs/benchmarks.md, issue 12,
-    "Fifth session (2026-11-24, lead)").
+    finish inside the budget, so the time limit decides them whatever the search
+    (docs/design/placement.md, "Reproducible small rounds").
     """
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.01, seconds)
