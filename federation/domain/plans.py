@@ -102,6 +102,9 @@ class PlanLimits:
     """Knobs of a planning round (the planner may add defaults-only fields)."""
 
     time_limit_seconds: float = 1.0
+    # CP-SAT workers of a large round; a round of at most SMALL_ROUND_JOBS pending jobs
+    # (placement/cpsat/windows.py) is searched with one, so it gives the same plan on
+    # any host (placement/cpsat/solve._solver).
     workers: int = 2
     seed: int = 0
     # A pending gang may cause preemption or reclaim once it has waited this long (seconds

@@ -66,11 +66,25 @@ def model(w: Window, keep: Mapping[str, Placement], evicted: set[str]) -> Vars:
     return v
 
 
-def _solver(seconds: float, limits: PlanLimits) -> cp_model.CpSolver:
+def _solver(seconds: float, limits: PlanLimits, reproducible: bool = False) -> cp_model.CpSolver:
+    """A solver for ``seconds``; a ``reproducible`` one searches with a single worker.
+
+    Why: CP-SAT's parallel portfolio returns whichever optimum one of its workers finds
+    first, so the same small round could give different plans from one run to the next
+    (``volcano-1cluster``: lowestTier 0.882 in most runs, 0.794 in others). One worker's
+    search is deterministic, so a round the model finishes inside its time limit gives the
+    same plan on any machine, and small rounds are proven optimal as fast with one worker
+    as with two. ``interleave_search`` (deterministic with several workers) was 15-50x
+    slower to prove them optimal. Large rounds keep the portfolio: their windows rarely
+    finish inside the budget, so the time limit decides them whatever the search
+    (docs/design/placement.md, "Reproducible small rounds").
+    """
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.01, seconds)
     solver.parameters.num_workers = max(1, limits.workers)
     solver.parameters.random_seed = limits.seed
+    if reproducible:
+        solver.parameters.num_workers = 1
     if seconds < QUICK_SECONDS:
         # Probing dominated presolve on round-sized models (0.5 s of a 1 s budget) and
         # starved the search; without it the shipped configuration stays within 1.1 %
@@ -79,9 +93,10 @@ def _solver(seconds: float, limits: PlanLimits) -> cp_model.CpSolver:
     return solver
 
 
-def weighted(w: Window, v: Vars, seconds: float, limits: PlanLimits, out: Outcome) -> cp_model.CpSolver | None:
+def weighted(w: Window, v: Vars, seconds: float, limits: PlanLimits, out: Outcome,
+             reproducible: bool = False) -> cp_model.CpSolver | None:
     objective.add(v, w.weights)
-    solver = _solver(seconds, limits)
+    solver = _solver(seconds, limits, reproducible)
     return solver if out.record(solver.solve(v.model), solver) else None
 
 

@@ -162,7 +162,7 @@ def per_band(
                                                   started + seconds, fair_left(rnd, band), out))
             continue
         v = solve.model(w, g_placed, g_evicted)
-        solver = solve.weighted(w, v, solve_seconds, limits, out)
+        solver = solve.weighted(w, v, solve_seconds, limits, out, reproducible=small)
         if solver is not None:
             decode.apply(w, v, solver)
         band_left = run_bands(rnd, tuple(p for p in members if p.job.name not in rnd.placements))
@@ -182,7 +182,7 @@ def joint(rnd: PlanningRound, weights: dict[int, int], limits: PlanLimits, deadl
     keep = {**({p.job: p for p in previous.placements} if previous is not None else {}), **hinted}
     w = build(rnd, [p.job for p in rnd.snapshot.pending], weights, keep, small=True, before_band=0)
     v = solve.model(w, hinted, {p.job for p in greedy.preemptions})
-    solver = solve.weighted(w, v, deadline - rnd.clock(), limits, out)
+    solver = solve.weighted(w, v, deadline - rnd.clock(), limits, out, reproducible=True)
     if solver is not None:
         decode.apply(w, v, solver)
     return run_bands(rnd, tuple(p for p in rnd.snapshot.pending if p.job.name not in rnd.placements)), out
