@@ -526,8 +526,8 @@ def model(args: argparse.Namespace) -> int:
             keys = ("jobs", "placed", "finished", "lowestTierFraction", "meanGangTier", "avgWaitSeconds",
                     "avgJctSeconds", "largestGangWaitMaxSeconds")
             out: dict[str, Any] = {k: figures[k] for k in keys}
-            out.update({"model": "volcano-greedy", "tieSeed": seed, "scenario": scenario_path})
-            print(_figures_row("model", scenario_path, f"seed {seed}", out), flush=True)
+            out.update({"model": args.label, "tieSeed": seed, "scenario": scenario_path})
+            print(_figures_row(args.label, scenario_path, f"tie seed {seed}", out), flush=True)
             if args.json:
                 Path(args.json).parent.mkdir(parents=True, exist_ok=True)
                 with open(args.json, "a") as fh:
@@ -545,10 +545,11 @@ def summary(args: argparse.Namespace) -> int:
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in rows:
-        kind = "model" if "model" in row else "real"
-        label = f"seed {row['tieSeed']}" if kind == "model" else f"run {row.get('run')}"
+        kind = str(row.get("model", "real Volcano"))
+        group = groups.setdefault((Path(row["scenario"]).stem, kind), [])
+        group.append(row)
+        label = f"tie seed {row['tieSeed']}" if "model" in row else f"run {len(group)}"
         print(_figures_row(kind, row["scenario"], label, row))
-        groups.setdefault((Path(row["scenario"]).stem, kind), []).append(row)
     print()
     print("| scenario | kind (n) | lowestTierFraction min / median / max | mean gang tier min / median / max |"
           " avg wait min / median / max |")
@@ -596,6 +597,7 @@ def main(argv: list[str] | None = None) -> int:
     mod.add_argument("--scenario", action="append", default=None)
     mod.add_argument("--seeds", type=int, default=20)
     mod.add_argument("--json", default=None)
+    mod.add_argument("--label", default="volcano-greedy", help="name of this model variant in the tables")
     summ = sub.add_parser("summary", help="tables from run/model JSON lines")
     summ.add_argument("files", nargs="+")
     res = sub.add_parser("reseed", help="copies of the scenario with another generator seed")
