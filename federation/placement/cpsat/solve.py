@@ -81,10 +81,8 @@ def _solver(seconds: float, limits: PlanLimits, reproducible: bool = False) -> c
     """
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.01, seconds)
-    solver.parameters.num_workers = max(1, limits.workers)
+    solver.parameters.num_workers = 1 if reproducible else max(1, limits.workers)
     solver.parameters.random_seed = limits.seed
-    if reproducible:
-        solver.parameters.num_workers = 1
     if seconds < QUICK_SECONDS:
         # Probing dominated presolve on round-sized models (0.5 s of a 1 s budget) and
         # starved the search; without it the shipped configuration stays within 1.1 %
