@@ -153,7 +153,7 @@ class SimFleet:
         nodes = tuple(sorted({p.node for p in pods if p.node is not None}))
         domain = self.trees[cluster].lowest_domain_holding(nodes)
         tier = domain.tier if domain is not None else 0
-        slowdown = 1.0 if len(nodes) <= 1 else self.scenario.slowdown(tier)
+        slowdown = self.scenario.gang_slowdown(len(nodes), tier)
         duration = self.jobs[job].duration_seconds * slowdown
         now = self.now()
         run = JobRun(job, cluster, work_id, now, now + duration, domain.name if domain else "", tier, slowdown, nodes)

@@ -120,6 +120,12 @@ class HyperNodeTree:
                 return domain
         return None
 
+    def tier_holding(self, node_names: Iterable[str]) -> int:
+        """Tier of the lowest domain holding every given node; one above the top tier when
+        no domain does (nodes outside the tree)."""
+        domain = self.lowest_domain_holding(node_names)
+        return domain.tier if domain is not None else self.max_tier + 1
+
 
 def flat_tree(nodes: Sequence[Node]) -> HyperNodeTree:
     root = Domain(ROOT_DOMAIN, 1, frozenset(n.name for n in nodes))

@@ -145,19 +145,14 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def compute(result: SimResult, *, with_gap: bool = False) -> Metrics:
-    """Every bench metric of one run (``with_gap`` adds ``objectiveGapToBound``)."""
-    jobs = result.jobs
-    start, end = window(result)
-    counted = [j for j in jobs if j.holdable]
-    jct = [j.jct for j in counted if j.jct is not None]
+def outcome_metrics(jobs: Sequence[JobOutcome]) -> Metrics:
+    """The metrics read from the jobs' outcomes alone: counts, avg JCT and wait, the largest
+    gangs' waits. A replay outside the simulator (``hack/real_volcano.py``) computes them here
+    too, so its figures mean what the bench's mean."""
+    jct = [j.jct for j in jobs if j.holdable and j.jct is not None]
     waits = [j.first_start - j.submitted_at for j in jobs if j.first_start is not None]
     big = largest_gang_waits(jobs)
-    latencies = [r.wall_seconds * 1000.0 for r in result.rounds]
-    planner_seconds = sum(r.wall_seconds for r in result.rounds)
-    placements = sum(r.placed for r in result.rounds)
-    out: Metrics = {
-        "jobs": len(result.scenario.jobs),
+    return {
         "placed": sum(1 for j in jobs if j.starts > 0),
         "finished": sum(1 for j in jobs if j.finished_at is not None),
         "unschedulable": sum(1 for j in jobs if not j.holdable),
@@ -165,6 +160,19 @@ def compute(result: SimResult, *, with_gap: bool = False) -> Metrics:
         "avgWaitSeconds": _mean(waits),
         "largestGangWaitMaxSeconds": max(big, default=None),
         "largestGangWaitP95Seconds": percentile(big, 95) if big else None,
+    }
+
+
+def compute(result: SimResult, *, with_gap: bool = False) -> Metrics:
+    """Every bench metric of one run (``with_gap`` adds ``objectiveGapToBound``)."""
+    jobs = result.jobs
+    start, end = window(result)
+    latencies = [r.wall_seconds * 1000.0 for r in result.rounds]
+    planner_seconds = sum(r.wall_seconds for r in result.rounds)
+    placements = sum(r.placed for r in result.rounds)
+    out: Metrics = {
+        "jobs": len(result.scenario.jobs),
+        **outcome_metrics(jobs),
         "makespanSeconds": end - start,
         "gpuUtilization": gpu_utilization(result),
         "gpuGoodput": gpu_goodput(result),

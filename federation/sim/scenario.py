@@ -60,6 +60,11 @@ class Scenario:
                 best = value
         return best
 
+    def gang_slowdown(self, nodes: int, tier: int) -> float:
+        """Runtime multiplier of a gang on ``nodes`` distinct nodes whose lowest common
+        domain has ``tier``: a gang on one node never crosses the fabric."""
+        return 1.0 if nodes <= 1 else self.slowdown(tier)
+
 
 def _queue(value: object, path: str) -> Queue:
     data = f.strict(value, path, _QUEUE_KEYS, required=("name",))

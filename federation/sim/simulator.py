@@ -255,9 +255,7 @@ class _Simulation:
         return (1.0 - run.progress) * run.spec.duration_seconds * self.slowdown(run) / share
 
     def slowdown(self, run: Run) -> float:
-        if len(run.placement.pods) <= 1 or len({p.node for p in run.placement.pods}) == 1:
-            return 1.0
-        return self.scenario.slowdown(run.tier)
+        return self.scenario.gang_slowdown(len({p.node for p in run.placement.pods}), run.tier)
 
     # -- rounds ------------------------------------------------------------------
     def plan_round(self) -> None:

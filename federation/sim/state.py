@@ -232,9 +232,7 @@ class FederationState:
 
     def gang_tier(self, placement: Placement) -> int:
         """Tier of the lowest domain holding every node the gang uses."""
-        tree = self.clusters[placement.cluster].spec.empty.tree
-        domain = tree.lowest_domain_holding({p.node for p in placement.pods})
-        return domain.tier if domain is not None else tree.max_tier + 1
+        return self.clusters[placement.cluster].spec.empty.tree.tier_holding(p.node for p in placement.pods)
 
     def start(self, spec: ScenarioJob, placement: Placement, now: float, runtime: float, epoch: int) -> Run:
         state = self.clusters[placement.cluster]

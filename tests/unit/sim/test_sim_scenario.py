@@ -149,6 +149,13 @@ def test_slowdown_uses_the_largest_tier_for_tiers_above_the_map() -> None:
     assert [s.slowdown(t) for t in (1, 2, 3, 4, 9)] == [1.0, 1.3, 2.0, 2.0, 2.0]
 
 
+def test_a_gang_on_one_node_runs_unslowed_and_its_tier_is_its_lowest_common_domain() -> None:
+    s = load(document(commModel={"slowdownByTier": {1: 1.0, 2: 1.3}}))
+    tree = s.clusters[0].empty.tree
+    assert [tree.tier_holding(nodes) for nodes in (["n0"], ["n0", "n1"], ["n0", "n2"], ["elsewhere"])] == [1, 1, 2, 3]
+    assert [s.gang_slowdown(1, 2), s.gang_slowdown(2, 2), s.gang_slowdown(2, 1)] == [1.0, 1.3, 1.0]
+
+
 GENERATE = {
     "count": 200, "arrivalPerMinute": 6, "gpusPerJob": {1: 0.5, 8: 0.3, 16: 0.2}, "gpusPerPod": 8,
     "durationSeconds": {"logUniform": [60, 6000]}, "queueMix": {"q": 0.5, "r": 0.5},
