@@ -61,7 +61,6 @@ import http.client
 import json
 import os
 import queue
-import re
 import statistics
 import sys
 import threading
@@ -77,6 +76,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from ab_sweep import reseeded  # noqa: E402  (hack/ is on the path when this runs as a script)
 
 from federation.sim import metrics  # noqa: E402
 from federation.sim.scenario import Scenario, load_scenario  # noqa: E402
@@ -324,9 +325,8 @@ class Replay:
         if run.started is None and len(run.bound) >= run.spec.job.gang_size:
             now = self.at(mono)
             nodes = set(run.bound.values())
-            domain = self.tree.lowest_domain_holding(nodes)
-            tier = domain.tier if domain is not None else self.tree.max_tier + 1
-            slow = 1.0 if len(run.bound) <= 1 or len(nodes) == 1 else self.scenario.slowdown(tier)
+            tier = self.tree.tier_holding(nodes)
+            slow = self.scenario.gang_slowdown(len(nodes), tier)
             run.started, run.tier, run.ends = now, tier, now + run.spec.duration_seconds * slow
             self.tracker.started(job, now, self.scenario.clusters[0].name, tier, run.spec.job.requests)
 
@@ -383,18 +383,11 @@ class Replay:
 
     def figures(self) -> dict[str, Any]:
         jobs = self.tracker.records()
-        waits = [j.first_start - j.submitted_at for j in jobs if j.first_start is not None]
-        big = metrics.largest_gang_waits(jobs)
-        jct = [j.jct for j in jobs if j.holdable and j.jct is not None]
         return {
             "jobs": len(jobs),
-            "placed": sum(1 for j in jobs if j.starts > 0),
-            "finished": sum(1 for j in jobs if j.finished_at is not None),
+            **metrics.outcome_metrics(jobs),
             "lowestTierFraction": metrics.lowest_tier_fraction(jobs),
             "meanGangTier": metrics.mean_gang_tier(jobs),
-            "avgWaitSeconds": statistics.fmean(waits) if waits else None,
-            "avgJctSeconds": statistics.fmean(jct) if jct else None,
-            "largestGangWaitMaxSeconds": max(big, default=None),
             "stalled": self.stalled,
             "submitLagMaxSeconds": max(self.submit_lag, default=0.0),
             "submitLagMeanSeconds": statistics.fmean(self.submit_lag) if self.submit_lag else 0.0,
@@ -565,17 +558,11 @@ def summary(args: argparse.Namespace) -> int:
 
 
 def reseed(args: argparse.Namespace) -> int:
-    """Copies of the scenario with its generator seed replaced (``hack/ab_sweep.py``'s rule)."""
+    """Copies of the scenario with its generator seed replaced (``hack/ab_sweep.py``'s ``reseeded``)."""
     folder = REPO / "out" / "realvc"
     folder.mkdir(parents=True, exist_ok=True)
-    text = Path(args.scenario).read_text()
     for seed in args.seeds:
-        new, count = re.subn(r"(?m)^seed: *\d+", f"seed: {seed}", text)
-        if count != 1:
-            raise SystemExit(f"{args.scenario}: no top-level 'seed:' line to replace")
-        target = folder / f"{Path(args.scenario).stem}-seed{seed}.yaml"
-        target.write_text(new)
-        print(target)
+        print(reseeded(Path(args.scenario), seed, folder))
     return 0
 
 
