@@ -64,9 +64,9 @@ def reseeded(path: Path, seed: int, folder: Path) -> Path:
 
 
 def patch(settings: list[str], greedy_only: bool) -> None:
+    from gang_outcomes import greedy_alone
+
     import federation.placement.planner as planner
-    from federation.domain.plans import FederationSnapshot, Plan, PlanLimits
-    from federation.placement.greedy import greedy_plan
 
     for item in settings:
         name, _, value = item.partition("=")
@@ -77,9 +77,6 @@ def patch(settings: list[str], greedy_only: bool) -> None:
         for module in hits:
             setattr(module, name, type(getattr(module, name))(value))
     if greedy_only:
-        def greedy_alone(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan | None = None) -> Plan:
-            return greedy_plan(snapshot, limits)
-
         setattr(planner, "plan_cpsat", greedy_alone)  # noqa: B010  (a monkeypatch, on purpose)
 
 

@@ -23,7 +23,8 @@ from federation.sim.scenario import load_scenario
 from federation.sim.simulator import simulate
 
 
-def _greedy(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan | None) -> Plan:
+def greedy_alone(snapshot: FederationSnapshot, limits: PlanLimits, previous: Plan | None = None) -> Plan:
+    """cpsat's greedy pass alone, as a planner (the hint and fallback it gives the model)."""
     return greedy_plan(snapshot, limits)
 
 
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("policy", choices=["cpsat", "greedy", *sorted(POLICIES)])
     parser.add_argument("--min-pods", type=int, default=2)
     args = parser.parse_args(argv)
-    planner = {"cpsat": shipped_plan, "greedy": _greedy}.get(args.policy) or POLICIES[args.policy]
+    planner = {"cpsat": shipped_plan, "greedy": greedy_alone}.get(args.policy) or POLICIES[args.policy]
     scenario = load_scenario(args.scenario)
     jobs = {s.job.name: s.job for s in scenario.jobs}
     result = simulate(scenario, planner)
