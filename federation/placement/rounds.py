@@ -31,9 +31,10 @@ from federation.placement.eligibility import (
     tier_limit,
     usable_nodes,
 )
-from federation.placement.intent import TopologyWait, topology_wait
+from federation.placement.intent import TopologyWait, topology_wait, wait_seconds
 from federation.placement.ledger import QueueLedger
 from federation.placement.packing import Vector, vector
+from federation.placement.preference import prefers
 from federation.placement.score import Scoring
 from federation.placement.state import DomainState, RoundState
 
@@ -66,7 +67,7 @@ class PlanningRound:
         self.topology_wait = topology_wait
         self._topology_waiting = frozenset(
             p.job.name for p in snapshot.pending
-            if (wait := self.wait_of(p.job).seconds) > 0 and snapshot.now - p.submitted_at < wait)
+            if (wait := self.wait_seconds(p.job)) > 0 and snapshot.now - p.submitted_at < wait)
         self.state = RoundState(snapshot)
         self.ledger = QueueLedger(snapshot)
         self.scoring = Scoring(snapshot, self.ledger)
@@ -116,6 +117,10 @@ class PlanningRound:
     def wait_of(self, job: Job) -> TopologyWait:
         """The topology wait that applies to ``job`` and where it comes from."""
         return topology_wait(job, self.queues.get(job.queue), self.topology_wait)
+
+    def wait_seconds(self, job: Job) -> float:
+        """``wait_of(job).seconds``, without building the explanation."""
+        return wait_seconds(job, self.queues.get(job.queue), self.topology_wait)
 
     def waiting_tier(self, job: Job) -> int | None:
         """The tier a gang inside its topology wait, or with room reserved at its lowest tier
@@ -251,6 +256,7 @@ class PlanningRound:
         limits, top = self.limits(job, names, waiting) if not ignore_limit else ({n: None for n in names}, None)
         probe = st.probe(pods, need)
         ix = probe[0]
+        largest, wanted = st.slot_need(pods)
         for tier in st.tiers:
             if top is not None and tier > top:
                 break
@@ -271,7 +277,7 @@ class PlanningRound:
                 limit = limits[cname]
                 if limit is not None and tier > limit:
                     continue
-                if not all(map(ge, dom.free, need)) or not st.slots_ok(dom, pods):
+                if not all(map(ge, dom.free, need)) or not st.has_slots(dom, largest, wanted):
                     continue
                 tied.append(dom)
             if tied and fails < MAX_PACK_FAILS:
@@ -284,7 +290,11 @@ class PlanningRound:
         """Pack into the first of equally tight domains, those with the fullest ancestors first."""
         if len(tied) > 1:
             guard, liked = self.scoring.guard, self.scoring.preference
-            tied.sort(key=lambda d: guard(d.cluster.name, d.domain.name) - liked(job, d.cluster.name, d.domain.name))
+            if not prefers(job):  # the preference term is 0 for every domain: the same order, not asked per domain
+                tied.sort(key=lambda d: guard(d.cluster.name, d.domain.name))
+            else:
+                tied.sort(key=lambda d: guard(d.cluster.name, d.domain.name)
+                          - liked(job, d.cluster.name, d.domain.name))
         for dom in tied:
             nodes = self.pack(dom, job)
             if nodes is not None:

@@ -14,6 +14,8 @@ from federation.domain.jobs import NetworkTopology
 from federation.domain.plans import FederationSnapshot, PendingJob
 from federation.domain.queues import Queue
 from federation.placement.eligibility import ever_holding
+from federation.placement.intent import topology_wait, wait_seconds
+from federation.placement.ledger import QueueLedger, _job_requests
 from federation.placement.opening import open_round
 from tests.fixtures.instances import gang, small, synthetic, tiered_cluster
 
@@ -42,3 +44,31 @@ def test_ever_holding_cache_matches_eligibility(snap: FederationSnapshot) -> Non
             for subset in (names, names[:1], names[1:]):
                 expected = tuple(c.name for c in ever_holding(p.job, [rnd.state.clusters[n] for n in subset]))
                 assert rnd.ever_holding(p.job, subset) == expected
+
+
+@pytest.mark.parametrize("service", [0.0, 600.0])
+@pytest.mark.parametrize("queue_wait", [None, 0.0, 120.0])
+@pytest.mark.parametrize("job_wait", [None, 0.0, 30.0])
+@pytest.mark.parametrize("topology", [None, NetworkTopology("hard", highest_tier_allowed=1),
+                                      NetworkTopology("soft", highest_tier_allowed=1)])
+@pytest.mark.parametrize("pods", [1, 4])
+def test_wait_seconds_is_topology_wait_seconds(service: float, queue_wait: float | None, job_wait: float | None,
+                                               topology: NetworkTopology | None, pods: int) -> None:
+    """The planner's ``wait_seconds`` skips only the explanation of ``topology_wait``."""
+    job = gang("j", "q", pods, topology=topology, topology_wait_seconds=job_wait)
+    for queue in (None, Queue("q", topology_wait_seconds=queue_wait)):
+        assert wait_seconds(job, queue, service) == topology_wait(job, queue, service).seconds
+
+
+def test_ledger_requests_per_gang_shape_match_each_job() -> None:
+    """Jobs share one request vector per gang shape; an elastic job's gang (its minAvailable)
+    is a different shape from the same tasks started whole."""
+    whole, elastic = gang("whole", "q", 4, 8), gang("elastic", "q", 4, 8, min_available=2)
+    twin = gang("twin", "q", 4, 8)
+    snap = FederationSnapshot((tiered_cluster("a", 8),), (Queue("q"),),
+                              tuple(PendingJob(j, 0.0) for j in (whole, elastic, twin)), now=1.0)
+    led = QueueLedger(snap)
+    for p in (*snap.pending, *ROUNDS[2].pending):
+        assert led.req(p.job) == _job_requests(p.job)
+    assert led.req(whole) is led.req(twin)
+    assert led.req(elastic) != led.req(whole)
