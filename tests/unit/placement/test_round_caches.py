@@ -13,6 +13,7 @@ from federation.domain import PlanLimits
 from federation.domain.jobs import NetworkTopology
 from federation.domain.plans import FederationSnapshot, PendingJob
 from federation.domain.queues import Queue
+from federation.domain.resources import Resources
 from federation.placement.eligibility import ever_holding
 from federation.placement.intent import topology_wait, wait_seconds
 from federation.placement.ledger import QueueLedger, _job_requests
@@ -72,3 +73,22 @@ def test_ledger_requests_per_gang_shape_match_each_job() -> None:
         assert led.req(p.job) == _job_requests(p.job)
     assert led.req(whole) is led.req(twin)
     assert led.req(elastic) != led.req(whole)
+
+
+@pytest.mark.parametrize("a, b", [
+    ({"cpu": 8_000, "nvidia.com/gpu": 8}, {"cpu": 8_000, "memory": 1 << 30}),
+    ({"cpu": 1}, {"cpu": 1}),
+    ({}, {"nvidia.com/gpu": 2, "example.com/fpga": 1}),
+    ({"memory": 5, "cpu": 3}, {"cpu": 7, "memory": -5}),
+])
+def test_resource_arithmetic_matches_per_key_definition(a: dict[str, int], b: dict[str, int]) -> None:
+    """``Resources`` +, - and dominant share (rewritten to read the plain dicts) keep their
+    per-key definition: the sum or difference of every key, zeros dropped, keys sorted."""
+    ra, rb = Resources(a), Resources(b)
+    keys = sorted(set(a) | set(b))
+    plus = {k: a.get(k, 0) + b.get(k, 0) for k in keys if a.get(k, 0) + b.get(k, 0)}
+    minus = {k: a.get(k, 0) - b.get(k, 0) for k in keys if a.get(k, 0) - b.get(k, 0)}
+    assert list((ra + rb).amounts.items()) == list(plus.items())
+    assert list((ra - rb).amounts.items()) == list(minus.items())
+    shares = [v / b[k] for k, v in a.items() if b.get(k, 0) > 0]
+    assert ra.dominant_share(rb) == max([0.0, *shares])
