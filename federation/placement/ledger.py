@@ -19,6 +19,7 @@ from federation.domain.jobs import Job
 from federation.domain.plans import FederationSnapshot, RunningJob
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources, total
+from federation.placement.eligibility import ShapeIds
 from federation.placement.fairshare import dominant_share, fair_shares
 from federation.placement.hierarchy import ancestors, is_hierarchical
 
@@ -116,7 +117,9 @@ class QueueLedger:
         names |= {p.job.queue for p in snapshot.pending} | {r.job.queue for r in snapshot.running}
         self.queues = {n: queue_of(snapshot, n) for n in sorted(names)}
         self._req: dict[str, Resources] = {}
-        self._gang_req: dict[tuple[tuple[int, Resources], ...], Resources] = {}
+        # Gang shape ids of the round's jobs, shared with its Scoring and reasons.
+        self.shapes = ShapeIds()
+        self._gang_req: dict[int, Resources] = {}
         self._size: dict[str, float] = {}
         self._share: dict[str, tuple[Resources, float]] = {}
         self._running = frozenset(r.job.name for r in snapshot.running)
@@ -140,7 +143,7 @@ class QueueLedger:
         dozen distinct gang shapes (~50 ms); jobs of one shape now share one vector."""
         found = self._req.get(job.name)
         if found is None:
-            shape = tuple(zip(job.gang_counts, (t.resources for t in job.tasks), strict=True))
+            shape = self.shapes(job)
             found = self._gang_req.get(shape)
             if found is None:
                 found = self._gang_req[shape] = _job_requests(job)

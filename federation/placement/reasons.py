@@ -24,7 +24,6 @@ from federation.placement.eligibility import (
     cluster_block,
     empty_capacity,
     lowest_feasible_tier,
-    shape_key,
     unmatched_constraints,
 )
 from federation.placement.rounds import PlanningRound
@@ -208,8 +207,8 @@ class Diagnoses:
 
     def __call__(self, job: Job) -> Unplaced:
         rnd = self.rnd
-        key = (shape_key(job), job.queue, job.priority, job.network_topology, job.propagation, job.min_available,
-               rnd.waiting_tier(job), rnd.barred.get(job.name),
+        key = (rnd.ledger.shapes(job), job.queue, job.priority, job.network_topology, job.propagation,
+               job.min_available, rnd.waiting_tier(job), rnd.barred.get(job.name),
                rnd.holds_room(job.name), job.name in rnd.tier_reserved)
         found = self._cache.get(key)
         if found is None:

@@ -27,7 +27,6 @@ from federation.placement.eligibility import (
     needs_masks,
     node_masks,
     pod_classes,
-    shape_key,
     tier_limit,
     usable_nodes,
 )
@@ -188,7 +187,7 @@ class PlanningRound:
         Why cached: every job left pending asks it for its reason, and at 10,000 jobs the
         ~250 distinct reasons asked it over all 100 clusters each (~40 ms); they share a
         few dozen shapes."""
-        key = (shape_key(job), job.network_topology, names)
+        key = (self.ledger.shapes(job), job.network_topology, names)
         found = self._ever.get(key)
         if found is None:
             clusters = self.state.clusters

@@ -49,7 +49,7 @@ from federation.domain.jobs import Job
 from federation.domain.nodes import Node
 from federation.domain.plans import FederationSnapshot, Placement, Plan, RunningJob
 from federation.domain.resources import GPU
-from federation.placement.eligibility import allowed_clusters, lowest_feasible_tiers, shape_key
+from federation.placement.eligibility import allowed_clusters, lowest_feasible_tiers
 from federation.placement.ledger import Bands, QueueLedger, band_key, bands_of
 from federation.placement.preference import domain_preference, prefers
 
@@ -124,7 +124,7 @@ class Scoring:
         """Lowest tier at which any allowed cluster, empty, could hold the gang."""
         if job.name in self._job_lowest:
             return self._job_lowest[job.name]
-        key = (shape_key(job), job.propagation)
+        key = (self.ledger.shapes(job), job.propagation)
         if key not in self._lowest:
             tiers = lowest_feasible_tiers(job, (c for group in allowed_clusters(job, self.snapshot) for c in group))
             self._lowest[key] = min(tiers) if tiers else None

@@ -14,7 +14,7 @@ from federation.domain.jobs import NetworkTopology
 from federation.domain.plans import FederationSnapshot, PendingJob
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
-from federation.placement.eligibility import ever_holding
+from federation.placement.eligibility import ShapeIds, ever_holding, shape_key
 from federation.placement.intent import topology_wait, wait_seconds
 from federation.placement.ledger import QueueLedger, _job_requests
 from federation.placement.opening import open_round
@@ -92,3 +92,16 @@ def test_resource_arithmetic_matches_per_key_definition(a: dict[str, int], b: di
     assert list((ra - rb).amounts.items()) == list(minus.items())
     shares = [v / b[k] for k, v in a.items() if b.get(k, 0) > 0]
     assert ra.dominant_share(rb) == max([0.0, *shares])
+
+
+def test_shape_ids_partition_jobs_as_shape_key_does() -> None:
+    """In one round (job names unique), two jobs get one shape id exactly when their
+    ``shape_key`` is equal; asked twice, the memoised answer is the same."""
+    extra = [gang("e1", "q", 4, 8, min_available=2), gang("e2", "q", 4, 8, min_available=3), gang("e3", "q", 4, 8)]
+    for snap in ROUNDS:
+        jobs = [p.job for p in snap.pending] + extra
+        ids = ShapeIds()
+        for _ in range(2):
+            for a in jobs:
+                for b in jobs:
+                    assert (ids(a) == ids(b)) == (shape_key(a) == shape_key(b)), (a.name, b.name)
