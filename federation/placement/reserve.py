@@ -29,9 +29,11 @@ round and drain as their jobs finish:
    closes, while a queue that is also short may still use them. Jobs of higher bands are
    not barred (priority still comes first).
 
-Holding a whole domain and barring every queue (the first form of this rule) cost 3-5 %
-of avg JCT on the scenarios without a starved queue; steps 3 and 4 and the margin are why
-the rule now costs about 1 % where it acts (docs/benchmarks.md, issue 12, sixth session).
+The first form of this rule (the whole domain, barred to every queue) cost 2-12 % of avg
+JCT across the bench scenarios. Steps 3 and 4 and the margin bring that to 1-2 % on the
+saturated fair-share scenarios, for most of the fairness gain; where a queue's deficit
+comes from job shapes no hold fixes it still costs 3-8 %, which is why the rule is opt-in
+(docs/benchmarks.md, issue 12, sixth session).
 """
 
 from __future__ import annotations
