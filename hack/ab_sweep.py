@@ -1,7 +1,7 @@
 """A/B sweeps of the planner over the bench scenarios (the tool behind issue 12's tables).
 
     python hack/ab_sweep.py run TAG [--policy P ...] [--scenario NAME ...] [--seed N]
-                                    [--set NAME=VALUE ...] [--greedy-only]
+                                    [--set NAME=VALUE ...] [--bench=ARG ...] [--greedy-only]
     python hack/ab_sweep.py compare BASE TAG [TAG ...]
 
 ``run`` runs ``federation bench`` once per scenario (default: the nine smaller ones, cpsat
@@ -13,6 +13,8 @@ their figures do not depend on load.
 * ``--set NAME=VALUE`` rebinds a module constant (``FAIR_BONUS=64``, ``JOB_START=256``) in
   every ``federation.placement`` module that holds that name, so modules that imported it
   by name see it too. It is for experiments only: the shipped figures use no ``--set``.
+* ``--bench=ARG`` passes one more argument to ``federation bench``, e.g. a policy flag
+  (``--bench=--reserve-after=1800``): opt-in policies are measured as users would run them.
 * ``--greedy-only`` ships cpsat's greedy plan every round instead of the model's (the
   planner's own greedy pass, as the hint and fallback use it).
 * ``--seed N`` runs a copy of each scenario with its generator seed replaced, to see how
@@ -92,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
             path = scenario_file(name)
             if args.seed is not None:
                 path = reseeded(path, args.seed, Path(scratch))
-            code = federation(["bench", "--scenario", str(path), "--json", str(folder / f"{name}.json"), *policies])
+            code = federation(["bench", "--scenario", str(path), "--json", str(folder / f"{name}.json"), *policies,
+                               *args.bench])
             if code:
                 return code
     return 0
@@ -130,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--scenario", action="append", choices=SCENARIOS)
     r.add_argument("--seed", type=int)
     r.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    r.add_argument("--bench", action="append", default=[], metavar="ARG",
+                   help="an extra argument for federation bench, e.g. --bench=--reserve-after=1800")
     r.add_argument("--greedy-only", action="store_true")
     r.set_defaults(func=run)
     c = sub.add_parser("compare")

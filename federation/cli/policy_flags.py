@@ -58,8 +58,9 @@ def add_policy_flags(parser: argparse.ArgumentParser) -> None:
     kept = NEVER if defaults.reserve_after_seconds is None else f"{defaults.reserve_after_seconds:g}"
     parser.add_argument(
         "--reserve-after", type=_grace, default=defaults.reserve_after_seconds, metavar="SECONDS|never",
-        help=f"a job of a queue below its fair share that has waited this long and cannot be placed gets one "
-             f"domain kept for it (smaller jobs of its band and below may not start there) (default: {kept})")
+        help=f"a job of a queue well below its fair share that has waited this long and cannot be placed gets "
+             f"the fewest nodes that could hold it kept for it (jobs of its band and below from queues not short "
+             f"of their own share may not start there) (default: {kept})")
 
     held = NEVER if defaults.gang_hold_after_seconds is None else f"{defaults.gang_hold_after_seconds:g}"
     parser.add_argument(

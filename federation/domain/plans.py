@@ -117,8 +117,9 @@ class PlanLimits:
     # domains its constraint allows are offered. 0 (default): Volcano semantics, no gang is
     # held back (docs/design/topology-intent.md, placement/intent.py).
     topology_wait_seconds: float = 0.0
-    # A job pending this long that cannot be placed gets one domain kept for it: other jobs
-    # of its band and below may not start there (placement/reserve.py); None disables.
+    # A job pending this long that cannot be placed, of a queue well below its fair share,
+    # gets the fewest nodes that could hold it kept: jobs of its band and below from queues
+    # not short of their share may not start there (placement/reserve.py); None disables.
     reserve_after_seconds: float | None = None
     # A gang of several pods pending this long that cannot be placed gets the nodes it
     # needs held in the domain of its lowest feasible tier closest to holding it: other

@@ -15,7 +15,7 @@ room where it will fit:
    oldest. The first that some allowed domain within its tier cap could hold when empty is
    chosen;
 2. its domain: the lowest tier that could hold it when empty, then the fewest GPUs still
-   missing (``reserve._target``, shared with the fair-share reservation);
+   missing (``reserve.target``, shared with the fair-share reservation);
 3. inside that domain, only the nodes it needs are held: the nodes with the most free
    GPUs first, as few as can hold the gang when they are emptied. Every other node of the
    domain stays open, so smaller work backfills there and does not delay the gang;
@@ -38,23 +38,8 @@ from federation.domain.plans import FederationSnapshot, PendingJob, PlanLimits, 
 from federation.domain.resources import Resources, total
 from federation.placement.eligibility import allowed_clusters, can_ever_hold
 from federation.placement.ledger import QueueLedger, band_key
-from federation.placement.reserve import holds_when_empty, keep_for_first, reserve_for_starved
+from federation.placement.reserve import held_nodes, keep_for_first, reserve_for_starved
 from federation.placement.rounds import PlanningRound
-from federation.placement.state import DomainState
-
-
-def held_nodes(rnd: PlanningRound, dom: DomainState, job: Job) -> list[str] | None:
-    """The fewest nodes of ``dom``, freest first, that could hold ``job`` once emptied
-    (never nodes already held for another job this round)."""
-    gi = rnd.state.gpu_index
-    frees = rnd.state.node_free.get(dom.cluster.name, {})
-    taken = rnd.barred.get(job.name, frozenset())  # held for another gang this round
-    usable = sorted((n for n in dom.nodes if n in frees and (dom.cluster.name, n) not in taken),
-                    key=lambda n: (-frees[n][gi], n))
-    for k in range(1, len(usable) + 1):
-        if holds_when_empty(rnd, dom, job, usable[:k]):
-            return usable[:k]
-    return None
 
 
 def hold_for_gangs(rnd: PlanningRound, hold_after: float | None) -> str | None:

@@ -22,7 +22,7 @@ that job *there*. We do the same for gangs, per round and without state:
 2. each candidate is offered only domains of its lowest feasible tier this round
    (``PlanningRound.reserve_tier``). If one has room now it is placed there; otherwise the
    fewest, freest nodes of the lowest-tier domain closest to holding it are held
-   (``admission.held_nodes``, ``reserve.keep_for_first``): every other pending job of the
+   (``reserve.held_nodes``, ``reserve.keep_for_first``): every other pending job of the
    same or a lower band is barred from them, and the gang waits for them to drain. Every
    other node of the domain stays open, so smaller work backfills there;
 3. at most ``MAX_RESERVED`` gangs hold room per round, on disjoint nodes;
@@ -55,8 +55,7 @@ from federation.domain.jobs import Job
 from federation.domain.plans import PendingJob, Plan
 from federation.domain.resources import GPU
 from federation.domain.topology import LEAF_TIER
-from federation.placement.admission import held_nodes
-from federation.placement.reserve import keep_for_first
+from federation.placement.reserve import held_nodes, keep_for_first
 from federation.placement.rounds import PlanningRound
 
 MAX_RESERVED = 4  # gangs that hold room per round

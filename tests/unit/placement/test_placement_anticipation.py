@@ -14,7 +14,8 @@ from placement_builders import FAST, checked, hard, job, snap, tiered
 
 from federation.domain import FederationSnapshot, Job, PendingJob
 from federation.placement import greedy_plan, plan, validate
-from federation.placement.admission import enqueue, held_nodes, hold_room
+from federation.placement.admission import enqueue, hold_room
+from federation.placement.reserve import held_nodes
 from federation.placement.rounds import PlanningRound
 from federation.placement.score import GUARD_MAX, Scoring
 
