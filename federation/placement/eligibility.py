@@ -206,6 +206,30 @@ def shape_key(job: Job) -> Shape:
     return (tuple((n, t.resources) for t, n in zip(job.tasks, job.gang_counts, strict=True)), job.node_constraints)
 
 
+class ShapeIds:
+    """One round's small-int id per distinct ``shape_key``, memoised per job name.
+
+    Why: a shape key is a tuple of per-task ``Resources`` and node constraints; building it
+    and hashing / comparing it (Python-level ``__hash__`` and ``__eq__`` of each job's own,
+    equal ``Resources``) cost ~2-3 us, and at 10,000 pending jobs the ledger, the lowest
+    tiers and the reasons each asked it per job. Jobs are named uniquely in a snapshot and
+    immutable, so one id per name is exact for the round."""
+
+    def __init__(self) -> None:
+        self._ids: dict[Shape, int] = {}
+        self._of: dict[str, int] = {}
+
+    def __call__(self, job: Job) -> int:
+        found = self._of.get(job.name)
+        if found is None:
+            shape = shape_key(job)
+            found = self._ids.get(shape)
+            if found is None:
+                found = self._ids[shape] = len(self._ids)
+            self._of[job.name] = found
+        return found
+
+
 Profile = tuple[tuple[int, tuple[tuple[Resources, int, int], ...]], ...]
 _PROFILE_IDS: dict[Profile, int] = {}
 

@@ -67,7 +67,7 @@ def pack_masked(
     lands on a node, the node's mask loses that bit. Best fit decreasing as above.
     """
     work: dict[tuple[Vector, int], list[str]] = {k: list(reversed(v)) for k, v in buckets.items() if v}
-    order = sorted(range(len(demands)), key=lambda i: demands[i], reverse=True)
+    order = sorted(range(len(demands)), key=demands.__getitem__, reverse=True)
     out: list[str] = [""] * len(demands)
     for i in order:
         need, bit = demands[i], 1 << classes[i]

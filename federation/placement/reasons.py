@@ -12,6 +12,7 @@ the room (priority) â†’ it fits now only above its hard tier limit (topology) â†
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from federation.domain.jobs import Job
@@ -22,9 +23,7 @@ from federation.placement.eligibility import (
     can_ever_hold,
     cluster_block,
     empty_capacity,
-    ever_holding,
     lowest_feasible_tier,
-    shape_key,
     unmatched_constraints,
 )
 from federation.placement.rounds import PlanningRound
@@ -73,7 +72,7 @@ def _no_cluster(rnd: PlanningRound, job: Job) -> Unplaced:
     return Unplaced(job.name, "every cluster the job may use is unhealthy", "capacity", None, False)
 
 
-def _fits_at_start(rnd: PlanningRound, job: Job, names: list[str]) -> str | None:
+def _fits_at_start(rnd: PlanningRound, job: Job, names: Sequence[str]) -> str | None:
     st = rnd.state
     _, need = rnd.demand(job)
     tries = 0
@@ -93,7 +92,7 @@ def _fits_at_start(rnd: PlanningRound, job: Job, names: list[str]) -> str | None
     return None
 
 
-def _freest(rnd: PlanningRound, names: list[str]) -> str | None:
+def _freest(rnd: PlanningRound, names: Sequence[str]) -> str | None:
     gi = rnd.state.gpu_index
     best: tuple[int, str] | None = None
     for name in names:
@@ -103,7 +102,7 @@ def _freest(rnd: PlanningRound, names: list[str]) -> str | None:
     return best[1] if best else None
 
 
-def _kept_for_another(rnd: PlanningRound, job: Job, ever: list[str]) -> Unplaced | None:
+def _kept_for_another(rnd: PlanningRound, job: Job, ever: Sequence[str]) -> Unplaced | None:
     """Room exists, but only on the nodes a reservation keeps for a starved job."""
     holds = [h for h in rnd.holds if h[0] != job.name]
     if not holds or job.name not in rnd.barred:
@@ -127,11 +126,11 @@ def _kept_for_another(rnd: PlanningRound, job: Job, ever: list[str]) -> Unplaced
 
 def diagnose(rnd: PlanningRound, job: Job) -> Unplaced:
     """The blocking constraint of a job left pending at the end of the round."""
-    names = list(dict.fromkeys(n for group in rnd.groups(job) for n in group))
+    names = tuple(dict.fromkeys(n for group in rnd.groups(job) for n in group))
     if not names:
         return _no_cluster(rnd, job)
     clusters = [rnd.state.clusters[n] for n in names]
-    ever = [c.name for c in ever_holding(job, clusters)]
+    ever = rnd.ever_holding(job, names)
     gpus = job.requests.get(GPU)
     size = f"{job.total_replicas} pods, {gpus} GPUs"
     if not ever:
@@ -208,8 +207,8 @@ class Diagnoses:
 
     def __call__(self, job: Job) -> Unplaced:
         rnd = self.rnd
-        key = (shape_key(job), job.queue, job.priority, job.network_topology, job.propagation, job.min_available,
-               rnd.waiting_tier(job), rnd.barred.get(job.name),
+        key = (rnd.ledger.shapes(job), job.queue, job.priority, job.network_topology, job.propagation,
+               job.min_available, rnd.waiting_tier(job), rnd.barred.get(job.name),
                rnd.holds_room(job.name), job.name in rnd.tier_reserved)
         found = self._cache.get(key)
         if found is None:

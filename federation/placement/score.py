@@ -49,7 +49,7 @@ from federation.domain.jobs import Job
 from federation.domain.nodes import Node
 from federation.domain.plans import FederationSnapshot, Placement, Plan, RunningJob
 from federation.domain.resources import GPU
-from federation.placement.eligibility import allowed_clusters, lowest_feasible_tiers, shape_key
+from federation.placement.eligibility import allowed_clusters, lowest_feasible_tiers
 from federation.placement.ledger import Bands, QueueLedger, band_key, bands_of
 from federation.placement.preference import domain_preference, prefers
 
@@ -124,7 +124,7 @@ class Scoring:
         """Lowest tier at which any allowed cluster, empty, could hold the gang."""
         if job.name in self._job_lowest:
             return self._job_lowest[job.name]
-        key = (shape_key(job), job.propagation)
+        key = (self.ledger.shapes(job), job.propagation)
         if key not in self._lowest:
             tiers = lowest_feasible_tiers(job, (c for group in allowed_clusters(job, self.snapshot) for c in group))
             self._lowest[key] = min(tiers) if tiers else None
@@ -173,8 +173,9 @@ class Scoring:
         replicas only take room that is left over, placement/elastic.py)."""
         key = (job.name, res)
         found = self._need.get(key)
-        if found is None:
-            found = self._need[key] = sum(r.get(res) for _, _, r in job.gang_pods())
+        if found is None:  # summed per task rather than per pod of ``job.gang_pods()``: the same total
+            counts = zip(job.tasks, job.gang_counts, strict=True)
+            found = self._need[key] = sum(n * t.resources.get(res) for t, n in counts)
         return found
 
     def leftover(self, job: Job, cluster: str, hypernode: str) -> int:
@@ -237,10 +238,8 @@ class Scoring:
 
     def placement_value(self, job: Job, cluster: str, hypernode: str, tier: int) -> int:
         """Base value of a placement without the fairness bonus (always > 0)."""
-        u = self.units(job)
-        return JOB_START + u * (VALUE - TIER_PENALTY * self.tier_steps(job, tier)
-                                - self.leftover(job, cluster, hypernode) - self.guard(cluster, hypernode)
-                                + self.preference(job, cluster, hypernode))
+        return _value(self.units(job), self.tier_steps(job, tier), self.leftover(job, cluster, hypernode),
+                      self.guard(cluster, hypernode), self.preference(job, cluster, hypernode))
 
     def preference(self, job: Job, cluster: str, hypernode: str) -> int:
         """``0..PREFER_MAX`` per unit: the domain's match with the job's preferred node affinity."""
@@ -302,17 +301,26 @@ class Scoring:
     def terms(self, placement: Placement) -> dict[str, float]:
         """Per-placement terms for the audit trail (why this domain scored as it did)."""
         job = self.jobs[placement.job]
+        cluster, hypernode = placement.cluster, placement.hypernode
+        units, steps = self.units(job), self.tier_steps(job, placement.tier)
+        left, guard = self.leftover(job, cluster, hypernode), self.guard(cluster, hypernode)
+        liked = self.preference(job, cluster, hypernode)
         return {
             "band": float(self.band(job)),
-            "units": float(self.units(job)),
-            "tierSteps": float(self.tier_steps(job, placement.tier)),
-            "emptiness": float(self.emptiness(placement.cluster, placement.hypernode)),
-            "leftover": float(self.leftover(job, placement.cluster, placement.hypernode)),
+            "units": float(units),
+            "tierSteps": float(steps),
+            "emptiness": float(self.emptiness(cluster, hypernode)),
+            "leftover": float(left),
             "start": float(JOB_START),
-            "guard": float(self.guard(placement.cluster, placement.hypernode)),
-            "preference": float(self.preference(job, placement.cluster, placement.hypernode)),
-            "value": float(self.placement_value(job, placement.cluster, placement.hypernode, placement.tier)),
+            "guard": float(guard),
+            "preference": float(liked),
+            "value": float(_value(units, steps, left, guard, liked)),  # = placement_value, its parts asked once
         }
+
+
+def _value(units: int, tier_steps: int, leftover: int, guard: int, preference: int) -> int:
+    """``Scoring.placement_value`` from its terms (one formula for the value and the audit trail)."""
+    return JOB_START + units * (VALUE - TIER_PENALTY * tier_steps - leftover - guard + preference)
 
 
 def score_vector(snapshot: FederationSnapshot, plan: Plan) -> tuple[int, ...]:
