@@ -308,12 +308,15 @@ class PlanningRound:
         """Place ``job`` in the first affinity group that can hold it now, or return None.
 
         A gang that found no room stays unplaceable until room is given back (placements
-        only take room), so identical gangs after it are refused without searching.
+        only take room), so identical gangs after it are refused without searching. Identical
+        means the same pods that must start together (``gang_counts``): an elastic job that
+        needs fewer of them than one that failed may still fit.
         """
         if not self.admissible(job):
             return None
-        key = (tuple((t.replicas, t.resources) for t in job.tasks), job.node_constraints, job.network_topology,
-               job.propagation, self.barred.get(job.name), self.waiting_tier(job))
+        key = (tuple((t.replicas, n, t.resources) for t, n in zip(job.tasks, job.gang_counts, strict=True)),
+               job.node_constraints, job.network_topology, job.propagation, self.barred.get(job.name),
+               self.waiting_tier(job))
         if key in self._failed:
             return None
         for names in self.groups(job):

@@ -112,3 +112,17 @@ def test_fair_share_counts_what_an_elastic_job_runs() -> None:
     s = snap([guide_tree(8)], [], runs=[RunningJob(job, Placement(job.name, "guide", "s0", 1, pods))])
     assert QueueLedger(s).usage["q"] == Resources.of(cpu=16)  # 4 pods running, not 8 replicas
     assert replace(job, min_available=None).gang_counts == (8,)
+
+
+@pytest.mark.parametrize("planner", ["greedy", "cpsat"])
+def test_an_elastic_job_is_searched_after_a_rigid_one_of_the_same_tasks_failed(planner: str) -> None:
+    # Same task (8 pods of 4 CPUs, hard tier 1) twice: the rigid copy (all 8 pods) fits no
+    # leaf; the elastic copy needs 4 and fits one. The round's "identical gang already
+    # failed" shortcut must not refuse the second without a search.
+    rigid = replace(guide_job(), name="rigid", min_available=None)
+    elastic = replace(guide_job(), name="elastic")
+    s = snap([guide_tree(8)], [rigid, elastic])
+    result = run(planner, s)
+    assert result.placement("rigid") is None
+    placed = result.placement("elastic")
+    assert placed is not None and len(placed.pods) == 4
