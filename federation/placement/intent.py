@@ -49,8 +49,7 @@ def _duration(seconds: float) -> str:
 
 def topology_wait(job: Job, queue: Queue | None, service_seconds: float) -> TopologyWait:
     """The topology wait of ``job`` (see the module docstring for the precedence)."""
-    source = _source(job, queue, service_seconds)
-    seconds = wait_seconds(job, queue, service_seconds)
+    source, seconds = _source(job, queue, service_seconds)
     if source == "single":
         return TopologyWait(seconds, "none", "a single pod always runs inside one node")
     if source == "job":
@@ -69,24 +68,20 @@ def topology_wait(job: Job, queue: Queue | None, service_seconds: float) -> Topo
 def wait_seconds(job: Job, queue: Queue | None, service_seconds: float) -> float:
     """``topology_wait(...).seconds`` without its explanation: the planner asks it for every
     pending gang each round (10,000 explanations built and dropped took ~30 ms a re-plan)."""
-    source = _source(job, queue, service_seconds)
-    if source == "job" and job.topology_wait_seconds is not None:
-        return job.topology_wait_seconds
-    if source == "queue" and queue is not None and queue.topology_wait_seconds is not None:
-        return queue.topology_wait_seconds
-    return service_seconds if source == "service" else 0.0
+    return _source(job, queue, service_seconds)[1]
 
 
-def _source(job: Job, queue: Queue | None, service_seconds: float) -> str:
-    """Where the wait comes from, the precedence of the module docstring in one place."""
+def _source(job: Job, queue: Queue | None, service_seconds: float) -> tuple[str, float]:
+    """Where the wait comes from and how long it is: the precedence of the module docstring
+    in one place."""
     if job.gang_size <= 1:
-        return "single"
+        return "single", 0.0
     if job.topology_wait_seconds is not None:
-        return "job"
+        return "job", job.topology_wait_seconds
     if job.network_topology is None:
-        return "no-topology"
+        return "no-topology", 0.0
     if queue is not None and queue.topology_wait_seconds is not None:
-        return "queue"
+        return "queue", queue.topology_wait_seconds
     if service_seconds > 0:
-        return "service"
-    return "volcano"
+        return "service", service_seconds
+    return "volcano", 0.0

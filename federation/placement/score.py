@@ -95,7 +95,6 @@ class Scoring:
         self._emptiness: dict[tuple[str, str], int] = {}
         self._room: dict[tuple[str, str], tuple[int, int, str]] = {}  # (free, allocatable, resource) at start
         self._leftover: dict[tuple[str, str, int], int] = {}
-        self._need: dict[tuple[str, str], int] = {}
         self._nodes: dict[str, dict[str, Node]] = {}
         self._units: dict[str, int] = {}
         self._band: dict[str, int] = {}
@@ -170,13 +169,9 @@ class Scoring:
 
     def gang_need(self, job: Job, res: str) -> int:
         """``res`` requested by the pods that must start together (an elastic job's extra
-        replicas only take room that is left over, placement/elastic.py)."""
-        key = (job.name, res)
-        found = self._need.get(key)
-        if found is None:  # summed per task rather than per pod of ``job.gang_pods()``: the same total
-            counts = zip(job.tasks, job.gang_counts, strict=True)
-            found = self._need[key] = sum(n * t.resources.get(res) for t, n in counts)
-        return found
+        replicas only take room that is left over, placement/elastic.py): the ledger's gang
+        request, memoised per gang shape."""
+        return self.ledger.req(job).get(res)
 
     def leftover(self, job: Job, cluster: str, hypernode: str) -> int:
         """0 .. PACK_PENALTY_MAX: how empty the domain would be with only ``job`` added to it.
