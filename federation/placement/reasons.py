@@ -207,9 +207,12 @@ class Diagnoses:
 
     def __call__(self, job: Job) -> Unplaced:
         rnd = self.rnd
-        key = (rnd.ledger.shapes(job), job.queue, job.priority, job.network_topology, job.propagation,
-               job.min_available, rnd.waiting_tier(job), rnd.barred.get(job.name),
-               rnd.holds_room(job.name), job.name in rnd.tier_reserved)
+        # Everything the reason reads of the job: its gang shape (minimums included), its
+        # whole size (the text counts every replica), queue, band, topology and its wait,
+        # policy, and what this round held or barred for it.
+        key = (rnd.ledger.shapes(job), tuple(t.replicas for t in job.tasks), job.queue, job.priority,
+               job.network_topology, job.topology_wait_seconds, job.propagation, rnd.waiting_tier(job),
+               rnd.barred.get(job.name), rnd.holds_room(job.name), job.name in rnd.tier_reserved)
         found = self._cache.get(key)
         if found is None:
             found = diagnose(self.rnd, job)

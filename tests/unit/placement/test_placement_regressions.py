@@ -198,3 +198,13 @@ def test_a_non_preempting_priority_class_waits_instead_of_evicting(planner: str)
     waiting = replace(s, pending=tuple(replace(p, may_preempt=False) for p in s.pending))
     result = checked(planner, waiting)
     assert result.placement("high") is None and not result.preemptions
+
+
+def test_elastic_jobs_of_one_gang_shape_are_told_their_own_size() -> None:
+    # Two elastic jobs that must start 2 pods each but have 4 and 6 replicas: the end of the
+    # round's reasons are memoised per identical job, and the whole size is in the text.
+    full = tiered("c", [0, 0, 0, 0])
+    s = snap([full], [job("four", 4, min_available=2), job("six", 6, min_available=2)])
+    result = checked("greedy", s)
+    reasons = {u.job: u.reason for u in result.unplaced}
+    assert "(4 pods, 32 GPUs)" in reasons["four"] and "(6 pods, 48 GPUs)" in reasons["six"], reasons
