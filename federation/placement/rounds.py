@@ -309,13 +309,13 @@ class PlanningRound:
 
         A gang that found no room stays unplaceable until room is given back (placements
         only take room), so identical gangs after it are refused without searching. Identical
-        means the same pods that must start together (``gang_counts``): an elastic job that
-        needs fewer of them than one that failed may still fit.
+        means the same gang shape (``ledger.shapes``: the pods that must start together and
+        their node constraints; an elastic job that needs fewer pods than one that failed may
+        still fit), topology, policy, barred nodes and tier held out for.
         """
         if not self.admissible(job):
             return None
-        key = (tuple((t.replicas, n, t.resources) for t, n in zip(job.tasks, job.gang_counts, strict=True)),
-               job.node_constraints, job.network_topology, job.propagation, self.barred.get(job.name),
+        key = (self.ledger.shapes(job), job.network_topology, job.propagation, self.barred.get(job.name),
                self.waiting_tier(job))
         if key in self._failed:
             return None
