@@ -289,11 +289,9 @@ class PlanningRound:
         """Pack into the first of equally tight domains, those with the fullest ancestors first."""
         if len(tied) > 1:
             guard, liked = self.scoring.guard, self.scoring.preference
-            if not prefers(job):  # the preference term is 0 for every domain: the same order, not asked per domain
-                tied.sort(key=lambda d: guard(d.cluster.name, d.domain.name))
-            else:
-                tied.sort(key=lambda d: guard(d.cluster.name, d.domain.name)
-                          - liked(job, d.cluster.name, d.domain.name))
+            weigh = prefers(job)  # without a preferred affinity the term is 0 everywhere: not asked per domain
+            tied.sort(key=lambda d: guard(d.cluster.name, d.domain.name)
+                      - (liked(job, d.cluster.name, d.domain.name) if weigh else 0))
         for dom in tied:
             nodes = self.pack(dom, job)
             if nodes is not None:
