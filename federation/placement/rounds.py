@@ -246,7 +246,9 @@ class PlanningRound:
         """Lowest tier first, then fullest domain: the first domain the gang packs into.
 
         Among equally full domains the one whose ancestors are fullest wins
-        (``Scoring.guard``): whole spines stay whole for the gangs that need them."""
+        (``Scoring.guard``): whole spines stay whole for the gangs that need them. On a fleet
+        of mixed node sizes, domains of the smallest node class that holds the job's pods
+        come first within a tier (``Scoring.oversize``): big nodes stay for big pods."""
         pods, need = self.demand(job)
         st = self.state
         allowed = self._sets.get(names)
@@ -256,33 +258,38 @@ class PlanningRound:
         probe = st.probe(pods, need)
         ix = probe[0]
         largest, wanted = st.slot_need(pods)
+        sc = self.scoring
+        passes: tuple[bool | None, ...] = (False, True) if sc.may_oversize(job) else (None,)
         for tier in st.tiers:
             if top is not None and tier > top:
                 break
-            fails = 0
-            tied: list[DomainState] = []
-            for dom in st.candidates(tier, probe, names):
-                if tied and (dom.index[ix] != tied[0].index[ix] or len(tied) >= MAX_TIED):
+            for oversized in passes:
+                fails = 0
+                tied: list[DomainState] = []
+                for dom in st.candidates(tier, probe, names):
+                    if tied and (dom.index[ix] != tied[0].index[ix] or len(tied) >= MAX_TIED):
+                        found = self._pack_tied(job, tied)
+                        if found is not None:
+                            return found
+                        fails += len(tied)
+                        tied = []
+                        if fails >= MAX_PACK_FAILS:
+                            break
+                    cname = dom.cluster.name
+                    if cname not in allowed:
+                        continue
+                    limit = limits[cname]
+                    if limit is not None and tier > limit:
+                        continue
+                    if oversized is not None and (sc.oversize(job, cname, dom.domain.name) > 0) != oversized:
+                        continue  # this pass takes only the other node class
+                    if not all(map(ge, dom.free, need)) or not st.has_slots(dom, largest, wanted):
+                        continue
+                    tied.append(dom)
+                if tied and fails < MAX_PACK_FAILS:
                     found = self._pack_tied(job, tied)
                     if found is not None:
                         return found
-                    fails += len(tied)
-                    tied = []
-                    if fails >= MAX_PACK_FAILS:
-                        break
-                cname = dom.cluster.name
-                if cname not in allowed:
-                    continue
-                limit = limits[cname]
-                if limit is not None and tier > limit:
-                    continue
-                if not all(map(ge, dom.free, need)) or not st.has_slots(dom, largest, wanted):
-                    continue
-                tied.append(dom)
-            if tied and fails < MAX_PACK_FAILS:
-                found = self._pack_tied(job, tied)
-                if found is not None:
-                    return found
         return None
 
     def _pack_tied(self, job: Job, tied: list[DomainState]) -> tuple[DomainState, list[str]] | None:

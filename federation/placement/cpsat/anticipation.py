@@ -22,6 +22,12 @@ a placement's value (64), so the term never leaves work pending and never buys a
 tier. The greedy seed applies the same preference: among equally full domains,
 ``PlanningRound.find_home`` takes the one with the lowest ``guard``.
 
+The same layer prices node classes on fleets of mixed node sizes (``Scoring.oversize``):
+a pod that takes a node class the largest queued pods need, when a smaller class would hold
+it, pays ``OVERSIZE`` per unit. It depends on the job as well as the domain, so the cost is
+per job class and domain (``Scoring.anticipation``, guard and class capped together at
+``GUARD_MAX``).
+
 What it cannot do: room frees where jobs happen to finish, and the planner knows no
 runtimes. A gang that arrives when the free nodes are scattered still gets them scattered
 (or, with ``--hold-gangs-after``, gets nodes held at its lowest tier: ``placement/admission.py``).
@@ -29,10 +35,10 @@ runtimes. A gang that arrives when the free nodes are scattered still gets them 
 
 from __future__ import annotations
 
-from federation.placement.cpsat.fit import per_domain_cost
+from federation.placement.cpsat.fit import per_unit_cost
 from federation.placement.cpsat.variables import Vars, Window
 
 
 def add(w: Window, v: Vars) -> None:
     sc = w.rnd.scoring
-    per_domain_cost(w, v, lambda dom: sc.guard(dom.cluster.name, dom.domain.name))
+    per_unit_cost(w, v, lambda job, dom: sc.anticipation(job, dom.cluster.name, dom.domain.name))

@@ -12,26 +12,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from federation.domain.jobs import Job
 from federation.placement.cpsat.variables import Vars, Window
 from federation.placement.state import DomainState
 
 
 def add(w: Window, v: Vars) -> None:
     sc = w.rnd.scoring
+    per_unit_cost(w, v, lambda job, dom: sc.leftover(job, dom.cluster.name, dom.domain.name))
+
+
+def per_unit_cost(w: Window, v: Vars, cost: Callable[[Job, DomainState], int]) -> None:
+    """Charge every placed unit ``cost`` of its job class and candidate domain (``fit``, ``anticipation``)."""
     by_uid = {jc.uid: jc for jc in w.classes}
     for (k, uid), x in v.x.items():
         jc = by_uid[k]
-        dom = w.rnd.state.domains[uid]
-        c = sc.leftover(jc.jobs[0], dom.cluster.name, dom.domain.name)
-        if c:
-            v.objective.append((-c * jc.units, x, jc.band))
-
-
-def per_domain_cost(w: Window, v: Vars, cost: Callable[[DomainState], int]) -> None:
-    """Charge every placed unit ``cost`` of its candidate domain (``fit``, ``anticipation``)."""
-    by_uid = {jc.uid: jc for jc in w.classes}
-    for (k, uid), x in v.x.items():
-        jc = by_uid[k]
-        c = cost(w.rnd.state.domains[uid])
+        c = cost(jc.jobs[0], w.rnd.state.domains[uid])
         if c:
             v.objective.append((-c * jc.units, x, jc.band))

@@ -58,7 +58,7 @@ def loss(rnd: PlanningRound, job: Job, p: Placement) -> int:
     """What ``p`` gives up against a perfect placement of ``job`` (objective units)."""
     sc = rnd.scoring
     per_unit = TIER_PENALTY * sc.tier_steps(job, p.tier) + sc.leftover(job, p.cluster, p.hypernode) \
-        + sc.guard(p.cluster, p.hypernode)
+        + sc.anticipation(job, p.cluster, p.hypernode)
     return sc.units(job) * per_unit
 
 

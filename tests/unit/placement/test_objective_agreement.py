@@ -6,7 +6,7 @@ rest on one claim (``docs/design/placement.md``, "Objective layering"): every ob
 term a module adds to the model has the coefficient ``placement/score.py`` gives it, so the
 greedy plan, given to the model as a complete hint, has exactly the greedy plan's score.
 Each row builds a round where one term is in play (fair-share credit, tier steps, packing,
-anticipation, preferred node affinity, jobs started, a victim's cost) and checks, band by band, the
+anticipation, node class, preferred node affinity, jobs started, a victim's cost) and checks, band by band, the
 model's objective with every hinted variable fixed against ``Scoring.vector``.
 """
 
@@ -59,6 +59,9 @@ ROWS: list[tuple[str, Callable[[], FederationSnapshot], PlanLimits, str]] = [
     ("anticipation: a queued spine gang guards the whole spine",
      lambda: snap([tiered("c", FULL_SPINE1)], [job("small", gpus=1), job("spine-gang", 4, topology=hard(2))]),
      PlanLimits(), "guard"),
+    ("node class: a small pod on 8-GPU nodes while 8-GPU pods queue (the 4-GPU nodes are full)",
+     lambda: snap([flat("s", [0, 0], gpus=4), flat("b", [1, 1])], [job("one", gpus=1), job("big", 2)]),
+     PlanLimits(), "oversize"),
     ("preferred node affinity of the chosen domain", _preferred, PlanLimits(), "preference"),
     ("jobs started: one per placed job, whatever its size",
      lambda: snap([flat("a", [8, 8, 2])], [job("g", 2), job("s1", gpus=1), job("s2", gpus=1)]), PlanLimits(),
@@ -104,6 +107,6 @@ def test_the_model_prices_the_greedy_plan_as_score_does(build: Callable[[], Fede
     else:
         greedy = finish(*(lambda r: (r, run_bands(r, s.pending)))(open_round(s, limits)), "GREEDY", 0.0)
         values = [terms.terms(p) for p in greedy.placements]
-        key = {"tier": "tierSteps", "packing": "leftover", "guard": "guard", "preference": "preference",
-               "start": "start"}[term]
+        key = {"tier": "tierSteps", "packing": "leftover", "guard": "guard", "oversize": "oversize",
+               "preference": "preference", "start": "start"}[term]
         assert any(t[key] > 0 for t in values), values
