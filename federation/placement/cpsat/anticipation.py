@@ -25,8 +25,7 @@ tier. The greedy seed applies the same preference: among equally full domains,
 The same layer prices node classes on fleets of mixed node sizes (``Scoring.oversize``):
 a pod that takes a node class the largest queued pods need, when a smaller class would hold
 it, pays ``OVERSIZE`` per unit. It depends on the job as well as the domain, so the cost is
-per job class and domain (``Scoring.anticipation``, guard and class capped together at
-``GUARD_MAX``).
+per job class and domain (``Scoring.anticipation``: the larger of guard and class).
 
 What it cannot do: room frees where jobs happen to finish, and the planner knows no
 runtimes. A gang that arrives when the free nodes are scattered still gets them scattered
