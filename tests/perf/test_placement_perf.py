@@ -214,7 +214,8 @@ def _gap(snap: FederationSnapshot, seconds: float, policy: PlanLimits) -> tuple[
 @pytest.mark.parametrize("shape", [
     {"clusters": 2, "nodes": 6, "pending": 8, "running": 2},
     {"clusters": 3, "nodes": 8, "pending": 14, "running": 3},
-], ids=["2x6-nodes-8-jobs", "3x8-nodes-14-jobs"])
+    {"clusters": 2, "nodes": 6, "pending": 8, "running": 2, "small_gpus": 4},
+], ids=["2x6-nodes-8-jobs", "3x8-nodes-14-jobs", "2x6-nodes-8-jobs-4-gpu-nodes"])
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_optimality_gap_small_rounds(shape: dict[str, int], policy: str) -> None:
     gaps, greedy_gaps, walls = [], [], []
@@ -224,7 +225,8 @@ def test_optimality_gap_small_rounds(shape: dict[str, int], policy: str) -> None
             gaps.append(gap)
             greedy_gaps.append(greedy_gap)
             walls.append(wall)
-    key = f"gap_{policy}_" + "x".join(str(shape[k]) for k in ("clusters", "nodes", "pending"))
+    key = f"gap_{policy}_" + "x".join(str(shape[k]) for k in ("clusters", "nodes", "pending")) \
+        + ("" if shape.get("small_gpus", 8) == 8 else f"_{shape['small_gpus']}gpu")
     _save(key, {
         "proven_optimal": len(gaps), "seeds": GAP_SEEDS,
         "mean_gap": statistics.fmean(gaps), "max_gap": max(gaps),
