@@ -247,7 +247,7 @@ class PlanningRound:
 
         Among equally full domains the one whose ancestors are fullest wins
         (``Scoring.guard``): whole spines stay whole for the gangs that need them. On a fleet
-        of mixed node sizes, domains of the smallest node class that holds the job's pods
+        of mixed node sizes, domains that keep the node class the largest queued pods need
         come first within a tier (``Scoring.oversize``): big nodes stay for big pods."""
         pods, need = self.demand(job)
         st = self.state
