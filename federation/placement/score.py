@@ -252,9 +252,14 @@ class Scoring:
         return self._one_class
 
     def big_pod(self) -> int:
-        """GPUs of the largest pod any pending job asks for: the node class queued work needs."""
+        """GPUs of the largest pending pod some node could hold: the node class queued work needs.
+
+        A pod bigger than every node never runs, so it claims no class (else one impossible
+        job would switch ``oversize`` off for the whole fleet)."""
         if self._big_pod is None:
-            self._big_pod = max((pod_gpus(p.job) for p in self.snapshot.pending), default=0)
+            largest = max((n.allocatable.get(GPU) for c in self.snapshot.clusters for n in c.nodes if n.usable),
+                          default=0)
+            self._big_pod = max((g for p in self.snapshot.pending if (g := pod_gpus(p.job)) <= largest), default=0)
         return self._big_pod
 
     def smallest_class(self, job: Job) -> int | None:

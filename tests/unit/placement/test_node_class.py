@@ -36,6 +36,7 @@ def _only_b(name: str, gpus: int) -> Job:
         ((ONE,), "b", 0),
         ((job("eight"), BIG), "b", 0),
         ((_only_b("pinned", 1), BIG), "b", 0),
+        ((ONE, BIG, job("huge", gpus=16)), "b", OVERSIZE),
     ],
     ids=[
         "a 1-GPU pod on 8-GPU nodes while 8-GPU pods queue and 4-GPU nodes exist",
@@ -43,6 +44,7 @@ def _only_b(name: str, gpus: int) -> Job:
         "no queued pod needs 8-GPU nodes: they cost nothing",
         "an 8-GPU pod has no smaller class to use",
         "a job that may only use cluster b has no smaller class to use",
+        "a pod bigger than every node never runs and does not switch the term off",
     ],
 )
 def test_oversize_prices_a_bigger_node_class_than_the_job_needs(pending: tuple[Job, ...], cluster: str,
