@@ -297,9 +297,9 @@ class Scoring:
         by free room alone sends the small pod to whichever domain is tightest, and on a
         fleet of mixed node sizes that is often one of big nodes (``fleet-4clusters``: three
         in four one-GPU jobs went to eight-GPU nodes). The pod pays when every node of the
-        domain that could hold it could also hold the largest pending pod, while some node
-        the job may use (its allowed clusters, its node constraints) holds it and not that
-        pod. The class is the node's allocatable size, not its free room: a small pod on a
+        domain that could hold it could also hold the largest pending pod (``big_pod``),
+        while some node the job may use (its allowed clusters, its node constraints) holds
+        it and not that pod. The class is the node's allocatable size, not its free room: a small pod on a
         busy big node keeps the node from becoming whole when its other pods end. With no
         pending pod bigger than the job's smallest class, nobody needs the big nodes and
         the term is 0. The node-level analogue is Slurm's node ``Weight`` (lowest-weight
