@@ -259,7 +259,7 @@ class PlanningRound:
         ix = probe[0]
         largest, wanted = st.slot_need(pods)
         sc = self.scoring
-        passes: tuple[bool | None, ...] = (False, True) if sc.may_oversize(job) else (None,)
+        passes: tuple[bool | None, ...] = (False, True) if sc.charged_need(job) else (None,)
         for tier in st.tiers:
             if top is not None and tier > top:
                 break

@@ -49,6 +49,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobs import Job
 from federation.domain.nodes import Node
 from federation.domain.plans import FederationSnapshot, Placement, Plan, RunningJob
@@ -114,10 +115,11 @@ class Scoring:
         self._guard: dict[tuple[str, str], int] = {}
         self._preference: dict[tuple[object, str, str], int] = {}
         self._needed: frozenset[int] | None = None
+        self._node_sizes: frozenset[int] | None = None
         self._big_pod: int | None = None
         self._smallest_class: dict[tuple[object, ...], int | None] = {}
         self._domain_class: dict[tuple[str, str, int], int | None] = {}
-        self._one_class: bool | None = None
+        self._charged: dict[str, int] = {}
 
     def units(self, job: Job) -> int:
         found = self._units.get(job.name)
@@ -152,6 +154,13 @@ class Scoring:
             if alloc > 0:
                 self._room[key] = (max(0, free), alloc, GPU)
 
+    def _usable(self, snap: ClusterSnapshot) -> dict[str, Node]:
+        """The cluster's usable nodes by name (built once per round)."""
+        found = self._nodes.get(snap.name)
+        if found is None:
+            found = self._nodes[snap.name] = {n.name: n for n in snap.nodes if n.usable}
+        return found
+
     def room(self, cluster: str, hypernode: str) -> tuple[int, int, str]:
         """(free, allocatable, resource) of the domain at round start; GPUs when it has any."""
         key = (cluster, hypernode)
@@ -161,9 +170,7 @@ class Scoring:
             dom = snap.tree.domains.get(hypernode) if snap is not None else None
             found = (0, 0, GPU)
             if snap is not None and dom is not None:
-                if cluster not in self._nodes:
-                    self._nodes[cluster] = {n.name: n for n in snap.nodes if n.usable}
-                index = self._nodes[cluster]
+                index = self._usable(snap)
                 nodes = [index[name] for name in dom.nodes if name in index]
                 res = GPU if any(n.allocatable.get(GPU) for n in nodes) else "cpu"
                 found = (sum(max(0, n.free.get(res)) for n in nodes), sum(n.allocatable.get(res) for n in nodes), res)
@@ -243,13 +250,16 @@ class Scoring:
             found = self._guard[key] = min(GUARD_MAX, found)
         return found
 
+    def node_sizes(self) -> frozenset[int]:
+        """GPU counts of the fleet's usable GPU nodes (one pass over the nodes per round)."""
+        if self._node_sizes is None:
+            self._node_sizes = frozenset(
+                g for c in self.snapshot.clusters for n in c.nodes if n.usable and (g := n.allocatable.get(GPU)))
+        return self._node_sizes
+
     def one_node_class(self) -> bool:
         """True when every usable GPU node of the fleet has the same GPU count (``oversize`` is 0)."""
-        if self._one_class is None:
-            sizes = {n.allocatable.get(GPU) for c in self.snapshot.clusters for n in c.nodes if n.usable}
-            sizes.discard(0)
-            self._one_class = len(sizes) <= 1
-        return self._one_class
+        return len(self.node_sizes()) <= 1
 
     def big_pod(self) -> int:
         """GPUs of the largest pending pod some node could hold: the node class queued work needs.
@@ -257,8 +267,7 @@ class Scoring:
         A pod bigger than every node never runs, so it claims no class (else one impossible
         job would switch ``oversize`` off for the whole fleet)."""
         if self._big_pod is None:
-            largest = max((n.allocatable.get(GPU) for c in self.snapshot.clusters for n in c.nodes if n.usable),
-                          default=0)
+            largest = max(self.node_sizes(), default=0)
             self._big_pod = max((g for p in self.snapshot.pending if (g := pod_gpus(p.job)) <= largest), default=0)
         return self._big_pod
 
@@ -280,9 +289,7 @@ class Scoring:
             dom = snap.tree.domains.get(hypernode) if snap is not None else None
             found: int | None = None
             if snap is not None and dom is not None:
-                if cluster not in self._nodes:
-                    self._nodes[cluster] = {n.name: n for n in snap.nodes if n.usable}
-                index = self._nodes[cluster]
+                index = self._usable(snap)
                 found = min((g for name in dom.nodes if name in index
                              and (g := index[name].allocatable.get(GPU)) >= need), default=None)
             self._domain_class[key] = found
@@ -299,26 +306,28 @@ class Scoring:
         in four one-GPU jobs went to eight-GPU nodes). The pod pays when every node of the
         domain that could hold it could also hold the largest pending pod (``big_pod``),
         while some node the job may use (its allowed clusters, its node constraints) holds
-        it and not that pod. The class is the node's allocatable size, not its free room: a small pod on a
-        busy big node keeps the node from becoming whole when its other pods end. With no
-        pending pod bigger than the job's smallest class, nobody needs the big nodes and
-        the term is 0. The node-level analogue is Slurm's node ``Weight`` (lowest-weight
+        it and not that pod. The class is the node's allocatable size, not its free room: a
+        small pod on a busy big node keeps the node from becoming whole when its other pods
+        end. With no pending pod bigger than the job's smallest class, nobody needs the big
+        nodes and the term is 0. The node-level analogue is Slurm's node ``Weight`` (lowest-weight
         nodes are allocated first, to keep big nodes for the jobs that need them).
         """
-        if not self.may_oversize(job):
+        need = self.charged_need(job)
+        if not need:
             return 0
-        need = pod_gpus(job)
         here = self.domain_class(cluster, hypernode, need)
         return OVERSIZE if here is not None and here >= self.big_pod() else 0
 
-    def may_oversize(self, job: Job) -> bool:
-        """Whether ``oversize`` can be non-zero for the job: it has a smallest node class, and
-        some pending pod needs a bigger one."""
-        if self.one_node_class():
-            return False
-        need = pod_gpus(job)
-        smallest = self.smallest_class(job) if need > 0 else None
-        return smallest is not None and self.big_pod() > smallest
+    def charged_need(self, job: Job) -> int:
+        """GPUs of the job's largest pod when ``oversize`` can charge it (it has a smallest node
+        class and some pending pod needs a bigger one), else 0. Memoised per job: the greedy
+        search and the model ask it per candidate domain."""
+        found = self._charged.get(job.name)
+        if found is None:
+            need = 0 if self.one_node_class() else pod_gpus(job)
+            smallest = self.smallest_class(job) if need > 0 else None
+            found = self._charged[job.name] = need if smallest is not None and self.big_pod() > smallest else 0
+        return found
 
     def anticipation(self, job: Job, cluster: str, hypernode: str) -> int:
         """The larger of ``guard`` and ``oversize`` (each at most ``GUARD_MAX``): what the placement
