@@ -164,9 +164,10 @@ class QueueLedger:
     def start_share(self, queue: str) -> float:
         return dominant_share(self.start_usage[queue], self.capacity)
 
-    def under(self, queue: str) -> bool:
-        """The queue's dominant share is below its fair share (it may reclaim)."""
-        return self.share(queue) < self.fair[queue] - EPS
+    def under(self, queue: str, margin: float = EPS) -> bool:
+        """The queue's dominant share is more than ``margin`` below its fair share (it may
+        reclaim; the fair-share reservation asks for a wider margin)."""
+        return self.share(queue) < self.fair[queue] - margin
 
     def over(self, queue: str) -> bool:
         """The queue's dominant share is above its fair share (it may be reclaimed from)."""

@@ -145,7 +145,7 @@ def reserve_for_starved(rnd: PlanningRound, reserve_after: float | None) -> str 
     led = rnd.ledger
     starved = sorted(
         (p for p in rnd.snapshot.pending
-         if now - p.submitted_at >= reserve_after and led.share(p.job.queue) < led.fair[p.job.queue] - STARVED_MARGIN),
+         if now - p.submitted_at >= reserve_after and led.under(p.job.queue, STARVED_MARGIN)),
         key=lambda p: (rnd.scoring.band(p.job), p.submitted_at, p.job.name),
     )
 
