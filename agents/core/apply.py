@@ -10,6 +10,7 @@ left from the cluster itself.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -35,6 +36,8 @@ from agents.core.ssh_keys import with_key_pair
 from federation.domain.errors import InvalidInput
 from federation.domain.topology import HyperNodeTree
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class Applied:
@@ -55,6 +58,7 @@ async def apply_ops(backend: ClusterBackend, ops: Sequence[Op]) -> Applied:
             await _apply_one(backend, op)
         except BackendError as exc:
             return Applied(tuple(done), op, f"{op.describe()}: {exc.reason}")
+        log.debug("%s", op.describe())
         done.append(op)
     return Applied(tuple(done))
 

@@ -19,6 +19,7 @@ again.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -56,6 +57,8 @@ from federation.domain.plans import PodAssignment
 from federation.domain.states import WorkPhase
 from federation.domain.topology import HyperNodeTree
 from federation.domain.works import Work
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,9 @@ class JobController:
             result = reconcile(work, observed, job_phase=self.state.phase, hints=self.hints)
         applied = await apply_ops(backend, result.ops)
         error = error or applied.error
+        log.debug("pass for %s: saw %s; recovery %s; %d op(s), %s", work.name,
+                  [(p.name, p.phase, p.node, p.deleting) for p in pods], [a.kind for a in executed],
+                  len(result.ops), applied.error or "applied")
         if executed or any(isinstance(op, _POD_OPS) for op in applied.done):
             pods = await _pods_now(backend, work)
         phase, message = result.phase, result.message

@@ -12,10 +12,16 @@ large cluster per pass would load the apiserver. The watch keeps the cache curre
    shared etcd) and repeated failures **relist**; the difference between the old and the
    new list is emitted as events, so nothing that changed meanwhile goes unnoticed.
 
-Our own writes go through the cache too (``upsert``/``update``/``forget``), ordered
+Our own writes go through the cache too (``upsert``/``update``/``remove``), ordered
 against watch events by resourceVersion, so a reconcile pass that runs right after a
 create sees the pod it created (read-your-writes) instead of creating it again.
-A deletion leaves a tombstone so a late write-through cannot resurrect the object.
+A late write-through never resurrects an object the cache no longer holds: not when a
+deletion left a tombstone at or after its version, not when the last list (which
+clears tombstones) was taken at or after it, and not when the answer carries no
+resourceVersion at all and the object was deleted since the cache last held it. The last
+case is real: kube-apiserver can answer the DELETE of a Failed pod with the pod and no
+resourceVersion after the watch has already delivered its DELETED event; resurrecting
+it left a gang waiting forever for a name that was already free.
 """
 
 from __future__ import annotations
@@ -75,6 +81,7 @@ class Informer(Generic[R]):
         self._missing_ok = missing_ok
         self._items: dict[Key, tuple[int, R | InvalidInput]] = {}
         self._tombstones: dict[Key, int] = {}
+        self._listed_at = 0  # resourceVersion of the last list: anything older it lacks was deleted
         self.resource_version = ""
         self.synced = asyncio.Event()
         self.error = ""  # the last list/watch failure, for status reporting
@@ -141,12 +148,23 @@ class Informer(Generic[R]):
             return
         current = self._items.get(key)
         if current is not None and rv and current[0] > rv:
+            log.debug("%s %s/%s at %s: stale, %s held", self.kind, *key, rv, current[0])
             return  # a stale event: we already hold a newer version
-        if current is None and rv and self._tombstones.get(key, 0) >= rv:
-            return  # deleted after this version
+        if current is None and self._gone(key, rv):
+            log.debug("%s %s/%s at %s: deleted since", self.kind, *key, rv or "no resourceVersion")
+            return
         value = self._decode(obj)
-        self._items[key] = (rv, value)
+        # An answer without a resourceVersion cannot be ordered: its content is kept under
+        # the version held, so the next watch event still replaces it.
+        self._items[key] = (rv or (current[0] if current is not None else 0), value)
         self._notify("MODIFIED" if current is not None else "ADDED", key, value)
+
+    def _gone(self, key: Key, rv: int) -> bool:
+        """Whether an object the cache does not hold was deleted after version ``rv``
+        (0: an answer without a resourceVersion, after any deletion of that name)."""
+        if not rv:
+            return key in self._tombstones
+        return self._tombstones.get(key, 0) >= rv or rv <= self._listed_at
 
     # ------------------------------------------------------------------ list and watch
     async def relist(self) -> None:
@@ -172,6 +190,7 @@ class Informer(Generic[R]):
         old, self._items = self._items, fresh
         self._tombstones.clear()
         self.resource_version = str(meta.get("resourceVersion") or "")
+        self._listed_at = resource_version(page)
         for key, (_, value) in old.items():
             if key not in fresh:
                 self._notify("DELETED", key, value)
@@ -196,6 +215,7 @@ class Informer(Generic[R]):
         if self._selector:
             kwargs["label_selector"] = self._selector
         # aclosing: a cancelled watch releases its connection now, not when collected.
+        log.debug("%s watch: opened at %s", self.kind, self.resource_version)
         async with contextlib.aclosing(stream(self._list_fn(**kwargs))) as events:
             async for event in events:
                 obj = event.get("object") or {}
@@ -205,6 +225,7 @@ class Informer(Generic[R]):
                     self.bookmarks += 1
                 elif kind in ("ADDED", "MODIFIED", "DELETED"):
                     self.events += 1
+                    log.debug("%s watch: %s %s/%s at %s", self.kind, kind, *key_of(obj), rv)
                     self._apply(kind, obj)
                 if rv:
                     self.resource_version = rv

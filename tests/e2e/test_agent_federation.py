@@ -70,7 +70,7 @@ class Federation:
             [sys.executable, "-m", "agents.main", "--cluster", cluster, "--server", self.address,
              "--kubeconfig", str(self.control_plane.kubeconfig(cluster)), "--lease-namespace", "default",
              "--lease-name", self.leases[cluster], "--lease-duration", str(LEASE_DURATION),
-             "--identity", identity, "--heartbeat-seconds", "1", "--snapshot-period-seconds", "5"],
+             "--identity", identity, "--heartbeat-seconds", "1", "--snapshot-period-seconds", "5", "--verbose"],
             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, start_new_session=True,
             stdout=(self.tmp / f"agent-{identity}.log").open("ab"), stderr=subprocess.STDOUT,
         )
@@ -119,6 +119,19 @@ class Federation:
             return job if job.get("state") in states else {}
 
         return await eventually(f"job {name} in {states}", check, 90, interval=0.5)
+
+    async def explain(self, cluster: str, job: str) -> str:
+        """What a timed-out wait on ``job`` leaves to read: its pods as the cluster holds
+        them and the tail of every agent's log (the logs live in the test's tmp dir)."""
+        raw = self.control_plane.request(cluster, "GET",
+                                         f"/api/v1/namespaces/default/pods?labelSelector={LABEL_JOB}%3D{job}")
+        pods = [(p["metadata"]["name"], p["metadata"]["uid"][:8], p.get("status", {}).get("phase"),
+                 p.get("spec", {}).get("nodeName"), bool(p["metadata"].get("deletionTimestamp")))
+                for p in raw["items"]]
+        logs = [f"--- agent-{identity}.log\n" + "\n".join(
+                    (self.tmp / f"agent-{identity}.log").read_text(errors="replace").splitlines()[-40:])
+                for identity in self.agents]
+        return f"pods (name, uid, phase, node, deleting) on {cluster}: {pods}\n" + "\n".join(logs)
 
     async def stop(self) -> None:
         for identity in list(self.agents):
@@ -361,7 +374,10 @@ async def _restarts(fed: Federation, name: str, action: str) -> None:
         now = await _running(fed, cluster, name, 3)
         return now if now and all(now[p] != before[p] for p in restarted) else {}
 
-    after = await eventually(f"{action} replaced {restarted}", replaced, 60)
+    try:
+        after = await eventually(f"{action} replaced {restarted}", replaced, 60)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{await fed.explain(cluster, name)}") from None
     if action == "RestartTask":
         assert after[master] == before[master]  # the master task was not touched
     job = await fed.state(name, "JOB_STATE_RUNNING")
