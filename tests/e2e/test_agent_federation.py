@@ -120,7 +120,7 @@ class Federation:
 
         return await eventually(f"job {name} in {states}", check, 90, interval=0.5)
 
-    async def explain(self, cluster: str, job: str) -> str:
+    def explain(self, cluster: str, job: str) -> str:
         """What a timed-out wait on ``job`` leaves to read: its pods as the cluster holds
         them and the tail of every agent's log (the logs live in the test's tmp dir)."""
         raw = self.control_plane.request(cluster, "GET",
@@ -377,7 +377,7 @@ async def _restarts(fed: Federation, name: str, action: str) -> None:
     try:
         after = await eventually(f"{action} replaced {restarted}", replaced, 60)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\n{await fed.explain(cluster, name)}") from None
+        raise AssertionError(f"{exc}\n{fed.explain(cluster, name)}") from None
     if action == "RestartTask":
         assert after[master] == before[master]  # the master task was not touched
     job = await fed.state(name, "JOB_STATE_RUNNING")
