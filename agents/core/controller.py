@@ -127,9 +127,10 @@ class JobController:
             result = reconcile(work, observed, job_phase=self.state.phase, hints=self.hints)
         applied = await apply_ops(backend, result.ops)
         error = error or applied.error
-        log.debug("pass for %s: saw %s; recovery %s; %d op(s), %s", work.name,
-                  [(p.name, p.phase, p.node, p.deleting) for p in pods], [a.kind for a in executed],
-                  len(result.ops), applied.error or "applied")
+        if log.isEnabledFor(logging.DEBUG):  # a pass runs per job on every watch event: build nothing unasked
+            log.debug("pass for %s: saw %s; recovery %s; %d op(s), %s", work.name,
+                      [(p.name, p.phase, p.node, p.deleting) for p in pods], [a.kind for a in executed],
+                      len(result.ops), applied.error or "applied")
         if executed or any(isinstance(op, _POD_OPS) for op in applied.done):
             pods = await _pods_now(backend, work)
         phase, message = result.phase, result.message

@@ -137,7 +137,9 @@ class Informer(Generic[R]):
             return exc
 
     def _apply(self, kind: str, obj: Mapping[str, Any]) -> None:
+        """A watch event, or one of our writes as ``upsert``/``remove`` pass it in."""
         key, rv = key_of(obj), resource_version(obj)
+        log.debug("%s %s %s/%s at %s", self.kind, kind, *key, rv)
         if kind == "DELETED":
             old = self._items.pop(key, None)
             self._tombstones[key] = max(rv, self._tombstones.get(key, 0))
@@ -225,7 +227,6 @@ class Informer(Generic[R]):
                     self.bookmarks += 1
                 elif kind in ("ADDED", "MODIFIED", "DELETED"):
                     self.events += 1
-                    log.debug("%s watch: %s %s/%s at %s", self.kind, kind, *key_of(obj), rv)
                     self._apply(kind, obj)
                 if rv:
                     self.resource_version = rv

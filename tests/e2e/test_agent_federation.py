@@ -120,14 +120,18 @@ class Federation:
 
         return await eventually(f"job {name} in {states}", check, 90, interval=0.5)
 
+    def raw_pods(self, cluster: str, job: str) -> list[dict[str, Any]]:
+        """The job's pods as the apiserver holds them (not through any agent's cache)."""
+        raw = self.control_plane.request(cluster, "GET",
+                                         f"/api/v1/namespaces/default/pods?labelSelector={LABEL_JOB}%3D{job}")
+        return list(raw["items"])
+
     def explain(self, cluster: str, job: str) -> str:
         """What a timed-out wait on ``job`` leaves to read: its pods as the cluster holds
         them and the tail of every agent's log (the logs live in the test's tmp dir)."""
-        raw = self.control_plane.request(cluster, "GET",
-                                         f"/api/v1/namespaces/default/pods?labelSelector={LABEL_JOB}%3D{job}")
         pods = [(p["metadata"]["name"], p["metadata"]["uid"][:8], p.get("status", {}).get("phase"),
                  p.get("spec", {}).get("nodeName"), bool(p["metadata"].get("deletionTimestamp")))
-                for p in raw["items"]]
+                for p in self.raw_pods(cluster, job)]
         logs = [f"--- agent-{identity}.log\n" + "\n".join(
                     (self.tmp / f"agent-{identity}.log").read_text(errors="replace").splitlines()[-40:])
                 for identity in self.agents]
@@ -217,9 +221,7 @@ async def _pods(fed: Federation, cluster: str, job: str) -> list[Any]:
 
 
 def _uids(fed: Federation, cluster: str, job: str) -> dict[str, str]:
-    raw = fed.control_plane.request(cluster, "GET",
-                                    f"/api/v1/namespaces/default/pods?labelSelector={LABEL_JOB}%3D{job}")
-    return {p["metadata"]["name"]: p["metadata"]["uid"] for p in raw["items"]
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for p in fed.raw_pods(cluster, job)
             if not p["metadata"].get("deletionTimestamp")}
 
 
@@ -275,9 +277,7 @@ async def _gone(fed: Federation, name: str) -> None:
         await fed.fedctl("cancel", name)
 
     async def empty() -> bool:
-        return all(not fed.control_plane.request(
-            c, "GET", f"/api/v1/namespaces/default/pods?labelSelector={LABEL_JOB}%3D{name}")["items"]
-            for c in CLUSTERS)
+        return all(not fed.raw_pods(c, name) for c in CLUSTERS)
 
     await eventually(f"no pod of {name} left", empty, 60)
 
@@ -295,9 +295,7 @@ async def test_fedctl_cancel_leaves_no_pods_services_or_config_maps(federation: 
     await fed.state(name, "JOB_STATE_CANCELLED")
 
     async def empty() -> bool:
-        raw = fed.control_plane.request(cluster, "GET",
-                                        f"/api/v1/namespaces/default/pods?labelSelector={LABEL_JOB}%3D{name}")
-        return not (raw["items"] or await backend.list_services({LABEL_JOB: name})
+        return not (fed.raw_pods(cluster, name) or await backend.list_services({LABEL_JOB: name})
                     or await backend.list_config_maps({LABEL_JOB: name}))
 
     await eventually("nothing left behind", empty, 60)
@@ -421,17 +419,14 @@ async def _crash_then_complete(fed: Federation, name: str) -> None:
 
     cluster = await eventually("an armed agent died mid-binding", crashed, 90, interval=0.1)
     assert fed.agents[f"{cluster}-crash"].returncode == KILLED
-    raw = fed.control_plane.request(cluster, "GET",
-                                    f"/api/v1/namespaces/default/pods?labelSelector={LABEL_JOB}%3D{name}")
-    bound = [p for p in raw["items"] if p["spec"].get("nodeName")]
-    assert len(bound) == 2 and len(raw["items"]) <= 4, [p["metadata"]["name"] for p in raw["items"]]
+    pods = fed.raw_pods(cluster, name)
+    bound = [p for p in pods if p["spec"].get("nodeName")]
+    assert len(bound) == 2 and len(pods) <= 4, [p["metadata"]["name"] for p in pods]
 
     fed.start_agent(cluster, f"{cluster}-b")  # no memory of the dead one: reads the cluster
     after = await eventually("the gang Running under the new leader", lambda: _running(fed, cluster, name, 4), 90)
     assert sorted(after) == [f"{name}-worker-{i}" for i in range(4)]
-    raw = fed.control_plane.request(cluster, "GET",
-                                    f"/api/v1/namespaces/default/pods?labelSelector={LABEL_JOB}%3D{name}")
-    assert len(raw["items"]) == 4  # nothing duplicated
+    assert len(fed.raw_pods(cluster, name)) == 4  # nothing duplicated
     job = await fed.state(name, "JOB_STATE_RUNNING")
     assert job["cluster"] == cluster
     assert {p.node for p in await _pods(fed, cluster, name)} <= fed.trees[cluster].members[job["hypernode"]]
