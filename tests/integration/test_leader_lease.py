@@ -127,7 +127,8 @@ async def test_two_replicas_one_leads_the_standby_refuses_writes_and_agents_and_
             assert getattr(refused.value, "code", None) == grpc.StatusCode.UNAVAILABLE
         async with grpc.aio.insecure_channel(f"127.0.0.1:{second.port}") as channel:
             call = agent_pb2_grpc.AgentServiceStub(channel).Connect(metadata=(("authorization", f"Bearer {EAST}"),))  # type: ignore[call-arg]  # grpc-stubs lack the no-argument stream-stream call; requests go through write()
-            with pytest.raises(grpc.aio.AioRpcError) as stream:  # the refusal may end the stream before the hello is written
+            # the refusal may end the stream before the hello is written: at the write or the read
+            with pytest.raises(grpc.aio.AioRpcError) as stream:
                 await call.write(agent_pb2.AgentMessage(hello=agent_pb2.Hello(cluster="east", epoch=1, agent_id="a")))
                 await call.read()
             assert stream.value.code() == grpc.StatusCode.UNAVAILABLE and "standby" in (stream.value.details() or "")
