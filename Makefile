@@ -41,7 +41,7 @@ tools:
 	./hack/build-tools.sh
 
 test: setup postgres-deps prometheus-deps controlplane tools lint
-	$(BIN)/python -m pytest -m "not perf" $(PYTEST_ARGS)
+	$(BIN)/python hack/pytest_shards.py -m "not perf" $(PYTEST_ARGS)
 
 unit: setup
 	$(BIN)/python -m pytest tests/unit -q $(PYTEST_ARGS)
