@@ -79,6 +79,19 @@ class Prometheus:
             time.sleep(0.25)
 
 
+def _ready(server: Prometheus, proc: subprocess.Popen[bytes]) -> bool:
+    """Whether Prometheus answers ready within 30 s (False as soon as it exits)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            get(f"{server.url}/-/ready", timeout=1)
+            return True
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
+
+
 @contextlib.contextmanager
 def prometheus(targets: Mapping[str, str]) -> Iterator[Prometheus]:
     """Run Prometheus scraping ``{job: "host:port"}`` every second until the block ends."""
@@ -88,23 +101,24 @@ def prometheus(targets: Mapping[str, str]) -> Iterator[Prometheus]:
                    for job, target in targets.items())
     config = directory / "prometheus.yml"
     config.write_text(f"global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n{jobs}")
-    port = free_port()
-    log = (directory / "prometheus.log").open("w")
-    proc = subprocess.Popen([exe, f"--config.file={config}", f"--storage.tsdb.path={directory / 'data'}",
-                             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
-    server = Prometheus(f"http://127.0.0.1:{port}")
+    # Another process (a parallel test shard) may bind the port between free_port() and
+    # Prometheus's own bind: a start that fails on "address already in use" is retried.
+    for attempt in range(3):
+        port = free_port()
+        log = (directory / "prometheus.log").open("w")
+        proc = subprocess.Popen([exe, f"--config.file={config}", f"--storage.tsdb.path={directory / 'data'}",
+                                 f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+        server = Prometheus(f"http://127.0.0.1:{port}")
+        if _ready(server, proc):
+            break
+        proc.kill()
+        proc.wait()
+        log.close()
+        output = (directory / "prometheus.log").read_text()
+        if "address already in use" not in output or attempt == 2:
+            shutil.rmtree(directory, ignore_errors=True)
+            pytest.fail(f"Prometheus did not start:\n{output[-3000:]}", pytrace=False)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                get(f"{server.url}/-/ready", timeout=1)
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.flush()
-                    pytest.fail(f"Prometheus did not start:\n{(directory / 'prometheus.log').read_text()[-3000:]}",
-                                pytrace=False)
-                time.sleep(0.2)
         yield server
     finally:
         proc.terminate()
