@@ -1,16 +1,16 @@
 """Run the test suite as three pytest processes at once and report them one after another.
 
 Most of the suite's wall clock is waiting: for servers to start, leases to expire and
-grace periods to pass (one pytest process keeps a core about half busy). Three shards on
-the machine's two cores finish in about 60 % of the time of one process.
+grace periods to pass (a single pytest process used about two thirds of one core). Three
+shards on the machine's two cores finish in about half the time of one process.
 
 The shards are whole directories or whole files, so each process collects a fixed set:
-``tests/e2e`` (its own conftest and control plane) with ``tests/unit`` and ``tests/perf``,
-and the files of ``tests/integration`` split in two by alternation in name order. The
-e2e and integration conftests are both top-level ``conftest`` modules and are never
-collected in the same process. Each shard's output is held in a file and printed whole
-when it ends, so failures read as in a single run; the exit status is the first failing
-shard's.
+``tests/e2e`` (its own conftest and control plane) with every other directory of tests
+(``tests/unit``, ``tests/perf``), and the files of ``tests/integration`` split in two by
+alternation in name order. The e2e and integration conftests are both top-level
+``conftest`` modules and are never collected in the same process. Each shard's output is
+held in a file and printed whole when it ends, so failures read as in a single run; the
+exit status is the first failing shard's.
 
 Usage: ``python hack/pytest_shards.py [pytest arguments...]`` (for example ``-m "not perf"``).
 Arguments that name test paths (``tests/unit/test_x.py::test_y``) run as one ordinary
@@ -29,9 +29,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def shards() -> list[list[str]]:
-    """The test paths of each shard, relative to the repository's root."""
-    integration = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "integration").glob("test_*.py"))
-    return [["tests/e2e", "tests/unit", "tests/perf"], integration[0::2], integration[1::2]]
+    """The test paths of each shard, relative to the repository's root.
+
+    Every test file under ``tests/`` is in exactly one shard: a new directory of tests
+    joins the first shard rather than going unrun.
+    """
+    tests = ROOT / "tests"
+    integration = sorted(str(p.relative_to(ROOT)) for p in (tests / "integration").rglob("test_*.py"))
+    rest = sorted(str(p.relative_to(ROOT)) for p in tests.iterdir()
+                  if p.name not in ("e2e", "integration")
+                  and ((p.is_dir() and any(p.rglob("test_*.py"))) or p.match("test_*.py")))
+    return [["tests/e2e", *rest], integration[0::2], integration[1::2]]
 
 
 def names_paths(pytest_args: list[str]) -> bool:
