@@ -1,19 +1,16 @@
 """``make test`` runs the suite in shards (``hack/pytest_shards.py``): every test file must be
 in exactly one of them, and the e2e and integration conftests never in the same process."""
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
+
+from tests.fixtures.hack import load_hack_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _shards_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("pytest_shards", ROOT / "hack" / "pytest_shards.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_hack_script("pytest_shards")
 
 
 def _files(path: str) -> set[Path]:

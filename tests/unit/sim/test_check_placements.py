@@ -3,7 +3,6 @@ scenario — passes a clean run of every policy, and names a pod moved off its a
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
@@ -14,16 +13,11 @@ from simkit import document, job
 from test_sim_constraints import H100, models, pinned
 
 from federation.sim.bench import run_bench
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.fixtures.hack import load_hack_script
 
 
 def checker() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("check_placements", ROOT / "hack" / "check_placements.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_hack_script("check_placements")
 
 
 def test_a_clean_run_passes_and_a_moved_pod_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
