@@ -36,7 +36,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -55,6 +54,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from tests.fixtures.ports import free_port, port_taken
 
 if TYPE_CHECKING:
     from kubernetes_asyncio.client import ApiClient
@@ -250,23 +251,6 @@ def _issue(
 # Processes
 # ---------------------------------------------------------------------------
 
-_used_ports: set[int] = set()
-_ports_lock = threading.Lock()
-
-
-def _free_port() -> int:
-    """A currently free TCP port on 127.0.0.1, never handed out twice here."""
-    with _ports_lock:
-        for _ in range(100):
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                s.bind(("127.0.0.1", 0))
-                port = int(s.getsockname()[1])
-            if port not in _used_ports:
-                _used_ports.add(port)
-                return port
-    raise ControlPlaneError("could not find a free TCP port")
-
-
 def _pdeathsig_preexec() -> None:  # pragma: no cover - runs in the child
     # Ask the kernel to SIGKILL the child when the Python process dies (it
     # fires when the *thread* that forked exits, so only used from the main
@@ -389,11 +373,6 @@ def _healthz(port: int, tls: bool) -> bool:
         r = c.getresponse()
         r.read()
         return r.status == 200
-
-
-def _port_conflict(proc: _Process) -> bool:
-    text = proc.tail(200).lower()
-    return "address already in use" in text or "bind: address" in text
 
 
 # ---------------------------------------------------------------------------
@@ -569,7 +548,7 @@ class ControlPlane:
     def _start_etcd(self) -> None:
         assert self.work_dir is not None
         for attempt in range(3):
-            client_port, peer_port = _free_port(), _free_port()
+            client_port, peer_port = free_port(), free_port()
             client = f"http://127.0.0.1:{client_port}"
             peer = f"http://127.0.0.1:{peer_port}"
             data_dir = self.work_dir / "etcd" / f"data-{attempt}"
@@ -602,7 +581,7 @@ class ControlPlane:
             try:
                 _wait("etcd /health", healthy, self.start_timeout, proc)
             except ControlPlaneError:
-                if attempt < 2 and not proc.alive() and _port_conflict(proc):
+                if attempt < 2 and not proc.alive() and port_taken(proc.tail(200)):
                     proc.stop()
                     continue
                 raise
@@ -651,7 +630,7 @@ class ControlPlane:
         cluster.ca_file, cluster.cert_file, cluster.key_file = pki / "ca.crt", pki / "admin.crt", pki / "admin.key"
 
         for attempt in range(3):
-            cluster.port = _free_port()
+            cluster.port = free_port()
             cluster._ssl = None
             proc = _Process(
                 f"kube-apiserver[{name}]",
@@ -690,7 +669,7 @@ class ControlPlane:
                     interval=0.25,
                 )
             except ControlPlaneError:
-                if attempt < 2 and not proc.alive() and _port_conflict(proc):
+                if attempt < 2 and not proc.alive() and port_taken(proc.tail(200)):
                     proc.stop()
                     continue
                 raise
@@ -747,12 +726,12 @@ class ControlPlane:
         """Start ``start(port)`` and wait for its ``/healthz`` on that port; retried on a
         port taken between choosing it and binding it."""
         for attempt in range(3):
-            port = _free_port()
+            port = free_port()
             proc: _Process = start(port)
             try:
                 _wait(f"{what} /healthz", partial(_healthz, port, tls), timeout, proc)
             except ControlPlaneError:
-                if attempt < 2 and not proc.alive() and _port_conflict(proc):
+                if attempt < 2 and not proc.alive() and port_taken(proc.tail(200)):
                     proc.stop()
                     continue
                 raise

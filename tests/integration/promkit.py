@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -24,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.ports import free_port, port_taken
+
 HINT = "run hack/ensure-prometheus.sh (Debian's 'prometheus' package provides prometheus and promtool)"
 
 
@@ -32,12 +33,6 @@ def binary(name: str) -> str:
     if found is None:
         pytest.fail(f"{name} not found: {HINT}", pytrace=False)
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def get(url: str, timeout: float = 5.0) -> bytes:
@@ -101,8 +96,7 @@ def prometheus(targets: Mapping[str, str]) -> Iterator[Prometheus]:
                    for job, target in targets.items())
     config = directory / "prometheus.yml"
     config.write_text(f"global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n{jobs}")
-    # Another process (a parallel test shard) may bind the port between free_port() and
-    # Prometheus's own bind: a start that fails on "address already in use" is retried.
+    # the port may be taken between free_port() and Prometheus's bind: retried on a new one
     for attempt in range(3):
         port = free_port()
         log = (directory / "prometheus.log").open("w")
@@ -115,7 +109,7 @@ def prometheus(targets: Mapping[str, str]) -> Iterator[Prometheus]:
         proc.wait()
         log.close()
         output = (directory / "prometheus.log").read_text()
-        if "address already in use" not in output or attempt == 2:
+        if not port_taken(output) or attempt == 2:
             shutil.rmtree(directory, ignore_errors=True)
             pytest.fail(f"Prometheus did not start:\n{output[-3000:]}", pytrace=False)
     try:

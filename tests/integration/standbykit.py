@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import socket
 import statistics
 import sys
 import time
@@ -36,15 +35,10 @@ from servicekit import NLP, TOKENS
 from federation.client import FederationClient, ServiceError
 from federation.domain.queues import Queue
 from federation.store import Store
+from tests.fixtures.ports import free_port
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 JOB_SECONDS = 0.5
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def health_of(port: int, timeout: float = 2.0) -> int | None:

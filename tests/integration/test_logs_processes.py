@@ -21,13 +21,14 @@ import yaml
 from conftest import PostgresServer
 from fedctlkit import REPO, env, serve
 from fleetkit import eventually, job_spec
-from promkit import free_port, get
+from promkit import get
 from sqlalchemy import make_url, text
 from sqlalchemy.engine import Engine
 
 from federation.client import FederationClient, ServiceError
 from federation.store import migrate as migrations
 from federation.v1 import jobs_pb2, queues_pb2
+from tests.fixtures.ports import free_port
 
 PASSWORD = "pw-" + uuid.uuid4().hex
 TENANT = "tenant-" + uuid.uuid4().hex
