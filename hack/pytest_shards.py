@@ -43,6 +43,7 @@ def shards() -> list[list[str]]:
 
 
 def names_paths(pytest_args: list[str]) -> bool:
+    """Whether the arguments name test paths of their own (then there is nothing to shard)."""
     return any(not a.startswith("-") and (ROOT / a.split("::")[0]).exists() for a in pytest_args)
 
 
@@ -54,24 +55,24 @@ def main(pytest_args: list[str]) -> int:
         running = []
         for index, paths in enumerate(shards()):
             log = Path(tmp) / f"shard-{index}.log"
-            command = [sys.executable, "-m", "pytest", *pytest_args, *paths]
             with log.open("wb") as out:
-                process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-            running.append((index, paths, log, process))
-        codes: dict[int, int] = {}
+                process = subprocess.Popen([sys.executable, "-m", "pytest", *pytest_args, *paths],
+                                           cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+            running.append((paths, log, process))
+        codes: list[int] = []
         try:
-            for index, paths, log, process in running:
-                codes[index] = process.wait()
+            for index, (paths, log, process) in enumerate(running):
+                codes.append(process.wait())
                 print(f"===== shard {index} ({' '.join(paths[:3])}{' ...' if len(paths) > 3 else ''}): "
-                      f"exit {codes[index]} =====", flush=True)
+                      f"exit {codes[-1]} =====", flush=True)
                 sys.stdout.write(log.read_text(errors="replace"))
                 sys.stdout.flush()
         finally:
-            for _, _, _, process in running:
+            for _, _, process in running:
                 if process.poll() is None:
                     process.terminate()
                     process.wait()
-    failed = [index for index in sorted(codes) if codes[index] != 0]
+    failed = [index for index, code in enumerate(codes) if code]
     print(f"===== {len(codes)} shards in {time.monotonic() - started:.0f} s; "
           f"{'failed: ' + ', '.join(map(str, failed)) if failed else 'all passed'} =====")
     return codes[failed[0]] if failed else 0
