@@ -35,7 +35,7 @@ from agents.core.records import (
 )
 from federation.domain.errors import InvalidInput
 from federation.domain.nodes import TAINT_EFFECTS, Taint, Toleration
-from federation.domain.resources import Resources, format_quantity
+from federation.domain.resources import Resources, format_quantity, pod_request
 from federation.domain.states import TERMINAL_POD_PHASES, PodPhase
 from federation.domain.topology import HyperNodeMember, HyperNodeSpec, MemberSelector
 
@@ -126,16 +126,12 @@ def node_record(obj: Mapping[str, Any]) -> NodeRecord:
 
 
 def pod_requests(spec: Mapping[str, Any]) -> Resources:
-    """What the scheduler accounts for a pod: the sum over containers, raised to the
-    largest init container per resource, plus the pod overhead (kube-scheduler's
-    ``computePodResourceRequest``)."""
-    total = Resources()
-    for container in spec.get("containers") or []:
-        total = total + _resources((container.get("resources") or {}).get("requests"))
-    for container in spec.get("initContainers") or []:
-        init = _resources((container.get("resources") or {}).get("requests"))
-        total = Resources({k: max(total.get(k), init.get(k)) for k in {*total.amounts, *init.amounts}})
-    return total + _resources(spec.get("overhead"))
+    """What the scheduler accounts for a pod (``resources.pod_request``: containers and
+    sidecars, raised to the init phase's peak) plus the pod overhead."""
+    containers = [_resources((c.get("resources") or {}).get("requests")) for c in spec.get("containers") or []]
+    inits = [(_resources((c.get("resources") or {}).get("requests")), c.get("restartPolicy") == "Always")
+             for c in spec.get("initContainers") or []]
+    return pod_request(containers, inits) + _resources(spec.get("overhead"))
 
 
 def _container_statuses(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -27,7 +27,7 @@ import yaml
 from federation.domain.errors import InvalidInput
 from federation.domain.jobflows import FLOW_API, FLOW_KINDS, flow_jobs
 from federation.domain.jobs import Job
-from federation.domain.manifests_fields import job_namespace, mapping
+from federation.domain.manifests_fields import job_namespace, mapping, string_map
 from federation.domain.manifests_karmada import parse_propagation
 from federation.domain.manifests_volcano import (
     OWNERS_ANNOTATION,
@@ -127,7 +127,8 @@ def load_manifests(text: str) -> Submission:
     if policy_doc is not None:
         name = meta.get("name")
         propagation = parse_propagation(policy_doc[1], f"documents[{policy_doc[0]}]",
-                                        name if isinstance(name, str) else "", job_namespace(meta, job_path))
+                                        name if isinstance(name, str) else "", job_namespace(meta, job_path),
+                                        string_map(meta.get("labels"), f"{job_path}.metadata.labels"))
     parse = parse_workload if job_doc[1].get("kind") in WORKLOAD_KINDS else parse_job
     return Submission(parse(job_doc[1], job_path, propagation), propagation, explicit_priority(job_doc[1]))
 

@@ -249,16 +249,20 @@ def parse_policy_object(doc: Mapping[str, object], path: str) -> PolicyObject:
         raise _rooted(path, exc) from None
 
 
-def _check_selects(policy: PolicyObject, path: str, job_name: str, job_namespace: str) -> None:
+def _check_selects(policy: PolicyObject, path: str, job_name: str, job_namespace: str,
+                   job_labels: Mapping[str, str]) -> None:
+    """Karmada's selector rule: a name decides alone, else a label selector must match."""
     for sel in policy.resource_selectors:
         if ((sel.api_version, sel.kind) == ("batch.volcano.sh/v1alpha1", "Job")
-                and sel.name in ("", job_name) and sel.namespace in ("", job_namespace)):
+                and sel.name in ("", job_name) and sel.namespace in ("", job_namespace)
+                and (sel.name or sel.label_selector is None or sel.label_selector.matches(job_labels))):
             return
     where = f"{job_namespace}/" if job_namespace else ""
     raise InvalidInput(f"{path}.spec.resourceSelectors", f"does not select the Job {where}{job_name} in this file")
 
 
-def parse_propagation(doc: Mapping[str, object], path: str, job_name: str, job_namespace: str) -> PropagationPolicy:
+def parse_propagation(doc: Mapping[str, object], path: str, job_name: str, job_namespace: str,
+                      job_labels: Mapping[str, str]) -> PropagationPolicy:
     """The inline policy of a ``submit -f`` file; it must select the file's Job.
 
     ``priority``, ``preemption`` and ``suspension`` decide between stored policies; inline,
@@ -284,5 +288,5 @@ def parse_propagation(doc: Mapping[str, object], path: str, job_name: str, job_n
                                f"a PropagationPolicy in {namespace!r} cannot select a Job {job_in}")
     policy = parse_policy_object({**doc, "spec": spec, "metadata": {**meta, "name": meta.get("name") or job_name}},
                                  path)
-    _check_selects(policy, path, job_name, job_namespace)
+    _check_selects(policy, path, job_name, job_namespace, job_labels)
     return policy.placement

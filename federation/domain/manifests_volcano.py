@@ -4,8 +4,8 @@ documents into domain objects.
 Field meanings follow volcano-sh/volcano ``pkg/apis/batch/v1alpha1/job.go`` and
 ``pkg/apis/scheduling/v1beta1/types.go``. A pod's requests are what the kube-scheduler
 would count: per container ``requests`` (a resource given only under ``limits`` defaults
-its request to the limit, as Kubernetes does), summed over containers, and at least the
-largest init container's. Job priority: an explicit integer annotation
+its request to the limit, as Kubernetes does), summed over containers and sidecars, and at
+least the init phase's peak (``resources.pod_request``). Job priority: an explicit integer annotation
 ``federation.io/priority`` wins; otherwise ``priorityClassName`` is looked up in
 ``PRIORITY_CLASSES`` (a federation has no single cluster's PriorityClass objects to read),
 and an unknown class name is refused rather than silently treated as 0.
@@ -45,7 +45,7 @@ from federation.domain.nodes import Toleration
 from federation.domain.policies import PriorityClass
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.queues import Queue
-from federation.domain.resources import Resources
+from federation.domain.resources import Resources, format_quantity, is_extended, pod_request
 from federation.domain.workloads import HONOURED_ANNOTATIONS, WORKLOAD_TASK, read_workload
 
 PRIORITY_ANNOTATION = "federation.io/priority"
@@ -121,6 +121,14 @@ def _container_requests(container: Mapping[str, object], path: str) -> Resources
     limits = Resources.parse(mapping(resources.get("limits"), f"{path}.resources.limits"), f"{path}.resources.limits")
     requests = Resources.parse(mapping(resources.get("requests"), f"{path}.resources.requests"),
                                f"{path}.resources.requests")
+    for key, asked in requests:  # what the member API server would refuse (ValidateResourceRequirements)
+        limit = limits.amounts.get(key)
+        if limit is not None and asked > limit:
+            raise InvalidInput(f"{path}.resources.requests.{key}", f"must not exceed the limit "
+                               f"({format_quantity(key, asked)} > {format_quantity(key, limit)})")
+        if limit is not None and asked != limit and is_extended(key):
+            raise InvalidInput(f"{path}.resources.requests.{key}", "must equal the limit: an extended resource "
+                               "cannot be overcommitted")
     merged = dict(limits.amounts)
     merged.update(requests.amounts)
     return Resources(merged)
@@ -130,13 +138,18 @@ def _pod_requests(spec: Mapping[str, object], path: str) -> Resources:
     containers = sequence(spec.get("containers"), f"{path}.containers")
     if not containers:
         raise InvalidInput(f"{path}.containers", "at least one container is required")
-    acc = Resources()
-    for k, raw in enumerate(containers):
-        acc = acc + _container_requests(mapping(raw, f"{path}.containers[{k}]"), f"{path}.containers[{k}]")
+    running = [_container_requests(mapping(raw, f"{path}.containers[{k}]"), f"{path}.containers[{k}]")
+               for k, raw in enumerate(containers)]
+    inits: list[tuple[Resources, bool]] = []
     for k, raw in enumerate(sequence(spec.get("initContainers"), f"{path}.initContainers")):
-        init = _container_requests(mapping(raw, f"{path}.initContainers[{k}]"), f"{path}.initContainers[{k}]")
-        acc = Resources({key: max(acc.get(key), init.get(key)) for key in set(acc.amounts) | set(init.amounts)})
-    return acc
+        where = f"{path}.initContainers[{k}]"
+        init = mapping(raw, where)
+        restart = init.get("restartPolicy")
+        if restart is not None and restart != "Always":
+            raise InvalidInput(f"{where}.restartPolicy", f"{restart!r:.40} not supported: an init container's "
+                               "restartPolicy may only be Always (a sidecar)")
+        inits.append((_container_requests(init, where), restart == "Always"))
+    return pod_request(running, inits)
 
 
 def _tolerations(spec: Mapping[str, object], path: str) -> tuple[Toleration, ...]:

@@ -31,7 +31,7 @@ class Taint:
 
 @dataclass(frozen=True)
 class Toleration:
-    """Kubernetes toleration semantics (operator Equal or Exists; empty key+Exists = all)."""
+    """Kubernetes toleration semantics (operator Equal or Exists; an empty key matches any key)."""
 
     key: str = ""
     operator: str = "Equal"
@@ -53,11 +53,17 @@ class Toleration:
             require(self.value == "", "value", "must be empty when operator is Exists")
 
     def tolerates(self, taint: Taint) -> bool:
+        """Kubernetes' ``Toleration.ToleratesTaint`` (k8s.io/api/core/v1/toleration.go), which
+        Karmada's cluster taint filter uses too: an empty key or effect matches any; then
+        Exists matches, Equal compares the values. Pod tolerations with an empty key and
+        Equal are refused at the edge (the API server refuses them); Karmada's cluster
+        tolerations allow them (its example ``clusterTolerations: [{effect: NoSchedule}]``
+        tolerates every NoSchedule taint without a value)."""
         if self.effect and self.effect != taint.effect:
             return False
-        if self.operator == "Exists":
-            return not self.key or self.key == taint.key
-        return self.key == taint.key and self.value == taint.value
+        if self.key and self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
 
 
 def untolerated(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> tuple[Taint, ...]:

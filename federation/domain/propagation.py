@@ -53,6 +53,10 @@ class SpreadConstraint:
     def __post_init__(self) -> None:
         require(self.spread_by_field in ("", "cluster", "region", "zone", "provider"), "spreadByField",
                 "must be cluster, region, zone or provider")
+        # Karmada's spread filter rules out a cluster without the property; ours report none.
+        require(self.spread_by_field in ("", "cluster"), "spreadByField",
+                f"{self.spread_by_field} not supported: member clusters report no region, zone or provider "
+                "(spread by cluster, or select clusters by their labels with clusterAffinity)")
         require(not (self.spread_by_field and self.spread_by_label), "spreadByLabel",
                 "spreadByField and spreadByLabel are mutually exclusive")
         require(self.min_groups >= 0 and self.max_groups >= 0, "minGroups", "must be >= 0")

@@ -54,8 +54,9 @@ _EXPONENT_CAP = 64  # beyond +-64 the value is either out of range or rounds to 
 def parse_quantity(resource: str, value: object, path: str = "") -> int:
     """Parse a Kubernetes quantity for ``resource`` into canonical integer units.
 
-    CPU becomes millicores (``"500m"`` -> 500, ``"2"`` -> 2000); everything else is
-    rounded up to a whole unit (``"8Gi"`` -> 8589934592). Negative values, malformed
+    CPU becomes millicores (``"500m"`` -> 500, ``"2"`` -> 2000); memory and the other native
+    resources are rounded up to a whole unit (``"8Gi"`` -> 8589934592); an extended resource
+    (``nvidia.com/gpu``) must be a whole number (``"0.5"`` and ``"500m"`` are refused). Negative values, malformed
     strings such as ``"8Gx"`` and values above 2^63-1 canonical units are refused with the
     field path. Why the exponent is capped before any arithmetic: ``Decimal("1e999999")``
     is cheap, but turning it into an int costs seconds of CPU (issue 10's event-loop stall).
@@ -83,15 +84,32 @@ def parse_quantity(resource: str, value: object, path: str = "") -> int:
     power = int(exponent) if exp_mark else 0
     if power > _EXPONENT_CAP:
         raise InvalidInput(path, f"quantity {text!r} is out of range (at most {QUANTITY_MAX} canonical units)")
+    whole_units = is_extended(resource)
     if power < -_EXPONENT_CAP:
+        if whole_units:
+            raise _fraction(resource, text, path)
         return 1  # a positive amount below one unit rounds up to one, like any other fraction
     number = mantissa.scaleb(power) * scale
     if resource == CPU:
         number *= 1000
     whole = int(number.to_integral_value(rounding="ROUND_CEILING"))
+    if whole_units and whole != number:
+        raise _fraction(resource, text, path)
     if whole > QUANTITY_MAX:
         raise InvalidInput(path, f"quantity {text!r} is out of range (at most {QUANTITY_MAX} canonical units)")
     return whole
+
+
+def is_extended(resource: str) -> bool:
+    """Kubernetes' extended resources (``nvidia.com/gpu``, ``rdma/hca``): a domain-prefixed name
+    outside ``kubernetes.io/`` (``IsExtendedResourceName``, k8s.io/api). The API server takes
+    them only in whole units, with requests equal to limits: they cannot be overcommitted."""
+    return "/" in resource and "kubernetes.io/" not in resource and not resource.startswith("requests.")
+
+
+def _fraction(resource: str, text: str, path: str) -> InvalidInput:
+    return InvalidInput(path, f"{text!r} is not a whole number: {resource} is an extended resource, which "
+                              "Kubernetes counts in whole units (a fraction of a device cannot be requested)")
 
 
 def format_quantity(resource: str, amount: int) -> str:
@@ -204,3 +222,24 @@ def total(vectors: Iterable[Resources]) -> Resources:
         for key, value in vec:
             acc[key] = acc.get(key, 0) + value
     return Resources(acc)
+
+
+def pod_request(containers: Iterable[Resources], init_containers: Iterable[tuple[Resources, bool]]) -> Resources:
+    """What the kube-scheduler counts for one pod (``PodRequests`` in k8s.io/component-helpers
+    ``resource/helpers.go``), without the overhead: the containers' sum plus every sidecar
+    (an init container with ``restartPolicy: Always``, flagged True, which keeps running
+    beside them), raised per resource to the init phase's peak, each init container's own
+    request plus the sidecars started before it."""
+    sidecars: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    for request, sidecar in init_containers:
+        phase = dict(sidecars)
+        for key, amount in request:
+            phase[key] = phase.get(key, 0) + amount
+        if sidecar:
+            sidecars = dict(phase)
+        for key, amount in phase.items():
+            peak[key] = max(peak.get(key, 0), amount)
+    running = total(containers).amounts
+    keys = {*running, *sidecars, *peak}
+    return Resources({k: max(running.get(k, 0) + sidecars.get(k, 0), peak.get(k, 0)) for k in keys})

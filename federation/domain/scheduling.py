@@ -28,6 +28,9 @@ from federation.domain.pod_security import TEMPLATE_MAX_DEPTH, parse_template
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 HOSTNAME = "kubernetes.io/hostname"
+# A template's schedulerName may name Volcano or ours: the agent sets ours on every pod it
+# creates, so any other scheduler named there would be overridden, not honoured.
+SCHEDULER_NAMES = ("", "volcano", "federation-scheduler")
 MAX_TERMS = 32       # per list of terms (bounded: checked at the edge before any work)
 MAX_EXPRESSIONS = 32  # per term
 MAX_VALUES = 256     # per expression
@@ -177,6 +180,15 @@ def _list(value: object, path: str, limit: int) -> list[object]:
     return value
 
 
+def _text(value: object, path: str) -> str:
+    """A string field (Kubernetes label keys and values, operators): ``true`` or ``8`` in YAML
+    is a bool or int that the member apiserver refuses, so it is refused here rather than
+    matched as ``"True"`` or ``"8"``."""
+    if not isinstance(value, str):
+        raise InvalidInput(path, f"must be a string, got {type(value).__name__} {value!r:.40}")
+    return value
+
+
 def _keys(item: Mapping[str, object], path: str, allowed: tuple[str, ...]) -> None:
     for key in item:
         if key not in allowed:
@@ -190,7 +202,9 @@ def _requirement(raw: object, path: str, fields: bool = False) -> Requirement:
     if fields and item.get("key") != "metadata.name":
         raise InvalidInput(f"{path}.key", "only metadata.name is supported in matchFields")
     try:
-        return Requirement(str(item.get("key", "")), str(item.get("operator", "")), tuple(str(v) for v in values))
+        return Requirement(_text(item.get("key", ""), f"{path}.key"),
+                           _text(item.get("operator", ""), f"{path}.operator"),
+                           tuple(_text(v, f"{path}.values[{i}]") for i, v in enumerate(values)))
     except InvalidInput as exc:
         raise exc.under(path) from None
 
@@ -262,7 +276,14 @@ def template_constraints(template_json: str) -> NodeConstraints:
     template = parse_template(template_json, "", TEMPLATE_MAX_DEPTH)
     meta = _map(template.get("metadata"), "metadata")
     spec = _map(template.get("spec"), "spec")
-    own = {str(k): str(v) for k, v in _map(meta.get("labels"), "metadata.labels").items()}
+    own = {str(k): _text(v, f"metadata.labels.{k}") for k, v in _map(meta.get("labels"), "metadata.labels").items()}
+    if "nodeName" in spec:
+        raise InvalidInput("spec.nodeName", "not supported: the federation binds the pods (inside the HyperNode "
+                           "it chose)")
+    scheduler = spec.get("schedulerName", "")
+    if scheduler not in SCHEDULER_NAMES:
+        raise InvalidInput("spec.schedulerName", f"{scheduler!r:.80} not supported: the federation schedules these "
+                           "pods (leave it out or use volcano)")
     if spec.get("topologySpreadConstraints"):
         raise InvalidInput("spec.topologySpreadConstraints",
                            "not supported (a gang stays inside one HyperNode; use networkTopology)")
@@ -275,14 +296,19 @@ def template_constraints(template_json: str) -> NodeConstraints:
     required, preferred = _node_affinity(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
     tolerations = []
     for i, raw in enumerate(_list(spec.get("tolerations"), "spec.tolerations", 64)):
-        t = _map(raw, f"spec.tolerations[{i}]")
+        where = f"spec.tolerations[{i}]"
+        t = _map(raw, where)
+        key, operator = _text(t.get("key", ""), f"{where}.key"), _text(t.get("operator", "Equal"), f"{where}.operator")
+        if not key and operator != "Exists":  # Kubernetes' ValidateTolerations: the API server refuses it
+            raise InvalidInput(f"{where}.operator", "must be Exists when key is empty (an empty key with Exists "
+                               "tolerates every taint)")
         try:
-            tolerations.append(Toleration(str(t.get("key", "")), str(t.get("operator", "Equal")),
-                                          str(t.get("value", "")), str(t.get("effect", ""))))
+            tolerations.append(Toleration(key, operator, _text(t.get("value", ""), f"{where}.value"),
+                                          _text(t.get("effect", ""), f"{where}.effect")))
         except InvalidInput as exc:
-            raise exc.under(f"spec.tolerations[{i}]") from None
+            raise exc.under(where) from None
     return NodeConstraints(
-        selector=tuple(sorted((str(k), str(v)) for k, v in selector.items())),
+        selector=tuple(sorted((str(k), _text(v, f"spec.nodeSelector.{k}")) for k, v in selector.items())),
         required=required,
         preferred=preferred,
         tolerations=tuple(tolerations),

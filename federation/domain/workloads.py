@@ -15,8 +15,9 @@ pods) and the agent creates the workload itself in the member cluster, its pods 
 our scheduler: the cluster's own controllers (ReplicaSet, StatefulSet) create and
 recreate the pods, and the agent binds them inside the chosen HyperNode. Every other
 field of the workload is passed to the member cluster unchanged, so the cluster honours
-it. Refused, naming the field: ``spec.template.spec.nodeName`` (binding is ours),
-``schedulerName`` other than ``volcano`` or ours, and a StatefulSet gang without
+it. Refused, naming the field: ``spec.template.spec.nodeName`` (binding is ours) and
+``schedulerName`` other than ``volcano`` or ours (as in every job's pod template,
+``domain/scheduling.py``), and a StatefulSet gang without
 ``podManagementPolicy: Parallel`` (OrderedReady creates pod N+1 only once pod N runs,
 so an all-or-nothing gang of more than one pod would never start).
 """
@@ -41,7 +42,6 @@ TOPOLOGY_TIER = "volcano.sh/network-topology-highest-tier"
 QUEUE_NAME = "scheduling.volcano.sh/queue-name"
 # The Volcano annotations a workload may carry; any other of that family is refused (domain/annotations.py).
 HONOURED_ANNOTATIONS = (MIN_MEMBER, TOPOLOGY_MODE, TOPOLOGY_TIER, QUEUE_NAME)
-_SCHEDULERS = ("", "volcano", "federation-scheduler")
 
 
 @dataclass(frozen=True)
@@ -114,14 +114,7 @@ def read_workload(doc: Mapping[str, object], path: str) -> WorkloadFields:
     spec = mapping(doc.get("spec"), f"{path}.spec")
     template = mapping(spec.get("template"), f"{path}.spec.template")
     tmeta = mapping(template.get("metadata"), f"{path}.spec.template.metadata")
-    pod_spec = mapping(template.get("spec"), f"{path}.spec.template.spec")
-    if "nodeName" in pod_spec:
-        raise InvalidInput(f"{path}.spec.template.spec.nodeName", "not supported: the federation binds the pods")
-    scheduler = string(pod_spec.get("schedulerName", ""), f"{path}.spec.template.spec.schedulerName")
-    if scheduler not in _SCHEDULERS:
-        raise InvalidInput(f"{path}.spec.template.spec.schedulerName",
-                           f"{scheduler!r} not supported: the federation schedules these pods "
-                           "(leave it out or use volcano)")
+    mapping(template.get("spec"), f"{path}.spec.template.spec")
     own_ann = string_map(meta.get("annotations"), f"{path}.metadata.annotations")
     tmpl_ann = string_map(tmeta.get("annotations"), f"{path}.spec.template.metadata.annotations")
     check_annotations(own_ann, f"{path}.metadata.annotations", HONOURED_ANNOTATIONS)
