@@ -23,6 +23,11 @@ The protocol is docs/design/work-protocol.md; this module is its agent side:
 - **Status** is reported whenever a job's phase, message or pods change, with the
   recovery actions taken; everything is re-reported on each new stream and periodically,
   so a report lost with a broken stream (or a database blip at central) is repaired.
+  Reports stay inside central's bounds (``wire.limits.check_status``): free text is
+  clipped to ``max_string_chars`` and more than ``STATUS_MAX_EVENTS`` actions (a long
+  partition piles them up) go first in events-only reports (phase unspecified, so a
+  final phase never lands before the events that led to it). Central answers a refused
+  report with ``Ack{what: "status-rejected"}``; every rejection is logged, whatever its kind.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ import grpc.aio
 from agents.backend import ClusterBackend
 from agents.core.apply import apply_ops
 from agents.core.controller import PassReport
+from agents.core.recovery import Action
 from agents.metrics import NO_AGENT_METRICS, AgentMetrics
 from agents.runtime_jobs import JobBook, JobSlot, orphan_ops, signature
 from agents.runtime_snapshots import snapshot_message
@@ -54,6 +60,7 @@ from federation.domain.works import Work
 from federation.logs import fields
 from federation.v1 import agent_pb2, agent_pb2_grpc, types_pb2
 from federation.wire.convert import timestamp_to_proto, work_from_proto, work_phase_to_proto
+from federation.wire.limits import DEFAULT_LIMITS, STATUS_MAX_EVENTS
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +117,25 @@ async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
 def _index(pod_name: str) -> int:
     tail = pod_name.rsplit("-", 1)[-1]
     return int(tail) if tail.isdigit() else -1
+
+
+def _clip(text: str) -> str:
+    """Free text as central accepts it: a pod's message or a reason naming thousands of pods
+    must not get the whole report (and the phase change it carries) refused."""
+    limit = DEFAULT_LIMITS.max_string_chars
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _events(actions: list[Action]) -> list[agent_pb2.WorkEvent]:
+    return [agent_pb2.WorkEvent(action=a.kind, reason=_clip(a.cause), task=a.task,
+                                index=_index(a.pods[0]) if len(a.pods) == 1 else -1,
+                                time=timestamp_to_proto(a.record.at)) for a in actions]
+
+
+def _chunks(actions: list[Action]) -> list[list[Action]]:
+    """The actions in runs of at most ``STATUS_MAX_EVENTS`` (central's bound per report);
+    one empty run when there are none."""
+    return [actions[i:i + STATUS_MAX_EVENTS] for i in range(0, len(actions), STATUS_MAX_EVENTS)] or [[]]
 
 
 class AgentRuntime:
@@ -278,6 +304,21 @@ class AgentRuntime:
                     self.jobs.acked(msg.ack.id.rpartition("@")[0])
             elif kind == "ack" and msg.ack.what == "snapshot-rejected":
                 log.warning("agent %s: central rejected the snapshot: %s", self.config.cluster, msg.ack.id)
+            elif kind == "ack" and msg.ack.HasField("rejection"):
+                self._rejected(msg.ack)
+            elif kind != "ack" or msg.ack.what not in ("hello", "sync", "snapshot"):
+                log.info("agent %s: ignored a message this agent does not know: %s %s", self.config.cluster, kind,
+                         msg.ack.what if kind == "ack" else "")
+
+    def _rejected(self, ack: agent_pb2.Ack) -> None:
+        """Central refused something this agent sent (``status-rejected``, or a kind newer
+        than this agent): logged with the field and rule; nothing else changes, since the
+        same message would be refused again. A refused report is not counted as applied,
+        so its job is not retired on its account."""
+        refused = ack.rejection
+        what = "a status report for " + ack.id if ack.what == "status-rejected" else f"a message ({ack.what})"
+        log.warning("agent %s: central rejected %s: %s: %s", self.config.cluster, what, refused.field_path,
+                    refused.rule)
 
     def _to_work(self, msg: agent_pb2.Work) -> Work | None:
         try:
@@ -394,18 +435,21 @@ class AgentRuntime:
         key = (*signature(report), phase_name, message)
         if not slot.unsent and key == slot.reported:
             return
-        status = agent_pb2.WorkStatus(
+        *earlier, last = _chunks(slot.unsent)
+        reports = [agent_pb2.WorkStatus(work_id=work.work_id, job=work.name, version=work.version,
+                                        generation=report.generation, time=timestamp_to_proto(self.clock()),
+                                        events=_events(chunk)) for chunk in earlier]
+        reports.append(agent_pb2.WorkStatus(
             work_id=work.work_id, job=work.name, version=work.version, generation=report.generation,
             phase=work_phase_to_proto(phase_name),
-            message=message, time=timestamp_to_proto(self.clock()),
+            message=_clip(message), time=timestamp_to_proto(self.clock()),
             pods=[agent_pb2.PodStatus(task=p.task, index=p.index, node=p.node or "", phase=p.phase,
-                                      restarts=p.restarts, message=p.message or p.reason) for p in report.pods],
-            events=[agent_pb2.WorkEvent(action=a.kind, reason=a.cause, task=a.task,
-                                        index=_index(a.pods[0]) if len(a.pods) == 1 else -1,
-                                        time=timestamp_to_proto(a.record.at)) for a in slot.unsent],
-        )
-        if self._send(agent_pb2.AgentMessage(status=status)):
+                                      restarts=p.restarts, message=_clip(p.message or p.reason)) for p in report.pods],
+            events=_events(last),
+        ))
+        sent = sum(self._send(agent_pb2.AgentMessage(status=status)) for status in reports)  # all or none
+        if sent:
             slot.reported = key
             slot.unsent.clear()
-            slot.sent += 1
+            slot.sent += sent
             slot.final = slot.is_final(phase_name, message)

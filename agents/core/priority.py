@@ -28,15 +28,24 @@ cluster. A job without a class (or with only the ``federation.io/priority`` anno
 which no member cluster can express without a class) leaves its pods' priority to the
 cluster. A workload job (Deployment/StatefulSet) carries its class in its own pod
 template: the agent ensures the class the same way, and warns when it cannot.
+
+A task whose pod template names its own class (Volcano's per-task ``priorityClassName``,
+which sets that task's pods' priority while the Job's class orders the job) keeps it on
+its pods when the member cluster has that class, as Volcano keeps a template's class.
+The federation knows no value for it, so the agent does not create it: when the cluster
+lacks it, the task's pods carry the job's class instead and the job gets a Warning event
+naming the class, as Kubernetes admission would otherwise refuse the pods.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import json
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from agents.backend import AlreadyExists, BackendError, ClusterBackend
 from agents.core.recovery import Action, JobEvent
-from federation.domain.jobs import Job
+from federation.domain.jobs import Job, Task
 from federation.domain.states import WARNING_EVENT
 from federation.domain.works import Work
 
@@ -52,6 +61,8 @@ class ClusterPriority:
     value: int | None = None
     warning: str = ""
     failed: bool = False  # the class could not be ensured: try again later (retry_delay)
+    # Tasks' own classes the cluster lacks: their pods carry the job's class instead.
+    missing: frozenset[str] = field(default_factory=frozenset)
 
 
 NONE = ClusterPriority()
@@ -80,8 +91,40 @@ def decide(name: str, wanted: int, existing: int | None, cluster: str) -> tuple[
                                            f"{wanted}"), False
 
 
+@lru_cache(maxsize=1024)
+def template_class(template_json: str) -> str:
+    """The class a task's pod template names itself ("" none)."""
+    spec = (json.loads(template_json) if template_json else {}).get("spec") or {}
+    name = spec.get("priorityClassName") if isinstance(spec, dict) else None
+    return name if isinstance(name, str) else ""
+
+
 async def ensure_priority_class(backend: ClusterBackend, job: Job) -> ClusterPriority:
-    """Make sure the job's class exists in the cluster; what its pods carry (see module doc)."""
+    """Make sure the job's class exists in the cluster, and find which of its tasks' own
+    classes the cluster lacks; what its pods carry (see the module docstring)."""
+    result = await _ensure_job_class(backend, job)
+    own = {c for t in job.tasks if (c := template_class(t.template_json))}
+    if job.workload is not None or not own:
+        return result
+    # The job's own class, repeated in a template, is there exactly when it was ensured.
+    missing = {job.priority_class} & own if not result.name else set()
+    try:
+        for name in sorted(own - {job.priority_class}):
+            if await backend.read_priority_class(name) is None:
+                missing.add(name)
+    except BackendError as exc:
+        missing = own
+        why = f"PriorityClasses {', '.join(sorted(own))} could not be read in cluster {backend.cluster} ({exc.reason})"
+        return replace(result, missing=frozenset(missing), failed=True,
+                       warning="; ".join(w for w in (result.warning, why) if w))
+    if not missing:
+        return result
+    why = (f"PriorityClass {', '.join(sorted(missing))} named by a task's pod template does not exist in cluster "
+           f"{backend.cluster}: those pods carry the job's class instead")
+    return replace(result, missing=frozenset(missing), warning="; ".join(w for w in (result.warning, why) if w))
+
+
+async def _ensure_job_class(backend: ClusterBackend, job: Job) -> ClusterPriority:
     name, cluster = job.priority_class, backend.cluster
     if not name:
         return NONE
@@ -104,11 +147,23 @@ def for_cluster(work: Work, priority: ClusterPriority) -> Work:
     """``work`` with the job's class and priority as the cluster holds them, for rendering
     its pods (a workload job is left alone: its pods come from its own template)."""
     job = work.job
+    if job.workload is None and priority.missing:
+        job = replace(job, tasks=tuple(_without_class(t, priority.missing) for t in job.tasks))
     if job.workload is not None or (job.priority_class, job.priority) == (priority.name, priority.value):
-        return work
+        return work if job is work.job else replace(work, job=job)
     if not priority.name:
         return replace(work, job=replace(job, priority_class=""))
     return replace(work, job=replace(job, priority_class=priority.name, priority=priority.value or 0))
+
+
+def _without_class(task: Task, missing: frozenset[str]) -> Task:
+    """The task with its template's class removed when the cluster lacks it."""
+    if template_class(task.template_json) not in missing:
+        return task
+    template = json.loads(task.template_json)
+    template["spec"].pop("priorityClassName", None)
+    template["spec"].pop("priority", None)
+    return replace(task, template_json=json.dumps(template, sort_keys=True, separators=(",", ":")))
 
 
 def priority_warning(job: str, message: str, now: float) -> Action:

@@ -277,7 +277,9 @@ def pod_body(m: PodManifest) -> JSON:
             tolerations.append(t)
     if tolerations:
         spec["tolerations"] = tolerations
-    if m.priority_class_name:  # as the member cluster holds the class (agents/core/priority.py)
+    if spec.get("priorityClassName"):  # the task's own class, which the cluster has (agents/core/priority.py)
+        spec.pop("priority", None)  # admission sets it from the class
+    elif m.priority_class_name:  # the job's, as the member cluster holds it
         spec["priorityClassName"] = m.priority_class_name
         if m.priority is not None:
             spec["priority"] = m.priority

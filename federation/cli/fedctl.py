@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -22,6 +23,7 @@ from federation.cli import fedctl_format as fmt
 from federation.cli.errors import EXIT_FAILURE, EXIT_USAGE, fail
 from federation.client import FederationClient, Reconnect, Retry, ServiceError, Tls
 from federation.domain.errors import InvalidInput
+from federation.domain.manifests_fields import INT32, INT64, integer
 from federation.v1 import queues_pb2, types_pb2
 
 DEFAULT_SERVER = "127.0.0.1:50051"
@@ -342,9 +344,31 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def _check_token(token: str | None) -> None:
+    """Refuse a token gRPC cannot send: a metadata value is printable ASCII (0x20-0x7E), so
+    ``$'a\\nb'`` would otherwise fail inside the channel as an opaque batch error (exit 1)."""
+    if token is not None and not all(" " <= ch <= "~" for ch in token):
+        raise InvalidInput("--token", "must be printable ASCII (a gRPC metadata value): no newline, "
+                           "control or non-ASCII character")
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Numeric flags argparse takes but the call cannot: a timeout that is not a positive
+    finite number expires at once (DEADLINE_EXCEEDED, exit 1), and an integer outside its
+    proto field's range fails as ``Value out of range`` naming no flag."""
+    if not math.isfinite(args.timeout) or args.timeout <= 0:
+        raise InvalidInput("--timeout", f"must be a positive number of seconds, got {args.timeout}")
+    for flag, attr, wire in (("--weight", "weight", INT32), ("--priority", "priority", INT32),
+                             ("--from", "from_event", INT64)):
+        if getattr(args, attr, None) is not None:
+            integer(getattr(args, attr), flag, wire=wire)
+
+
 async def _main(args: argparse.Namespace, run: Callable[[FederationClient, argparse.Namespace],
                                                         Awaitable[str | None]]) -> int:
     token = args.token or os.environ.get("FEDCTL_TOKEN") or None
+    _check_token(token)
+    _check_numbers(args)
     tls = Tls(args.ca, args.cert, args.key, args.server_name) if (args.ca or args.cert or args.key) else None
     if args.retries < 0 or args.reconnect_max_ms < 1:
         raise InvalidInput("--retries" if args.retries < 0 else "--reconnect-max-ms", "must not be negative"

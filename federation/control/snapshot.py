@@ -51,7 +51,6 @@ from federation.propagation.matching import govern
 from federation.propagation.taints import DEFAULT_FAILOVER_GRACE_SECONDS, evicting_taints, eviction
 from federation.propagation.works import growing_pods, reflected_in_snapshot
 from federation.store import ClusterRecord, Conflict, JobRecord, Store, WorkRecord
-from federation.store.errors import NotFound
 
 
 @dataclass(frozen=True)
@@ -114,7 +113,7 @@ def load(store: Store, now: float, max_pending: int | None = None,
         shares = intake(store.jobs.pending_counts(), {q.name: q.priority for q in queues}, max_pending)
         pending = sorted((rec for q, n in shares.items() for rec in store.jobs.pending_head(q, n)),
                          key=lambda r: (r.created_at, r.name))  # submission order, as unbounded
-    held = _flow_gates(store, pending)
+    held = _flow_gates(store, pending, queues)
     pending = [rec for rec in pending if rec.name not in held]
     active = store.jobs.in_states(ACTIVE_STATES)
     pending, active = apply_policies(store, pending, active)
@@ -125,18 +124,25 @@ def load(store: Store, now: float, max_pending: int | None = None,
                          failover_grace=failover_grace), held=held)
 
 
-def _flow_gates(store: Store, pending: Sequence[JobRecord]) -> dict[str, tuple[str, str, str]]:
-    """Pending jobs whose flow dependencies (``Job.after``) do not release them yet."""
+def _flow_gates(store: Store, pending: Sequence[JobRecord],
+                queues: Sequence[Queue]) -> dict[str, tuple[str, str, str]]:
+    """Pending jobs whose flow dependencies (``Job.after``) do not release them yet.
+
+    The dependencies of every waiting job are read in one query. A job waits only for jobs
+    its own tenant could see: one in the same namespace whose queue shares an owner with
+    its queue (or is the same queue). Any other name counts as not submitted, so ``after``
+    cannot be used to learn another tenant's job states or cancel reasons."""
+    waiting = [rec for rec in pending if rec.job.after]
+    if not waiting:
+        return {}
+    owners = {q.name: frozenset(q.owners) for q in queues}
+    found = store.jobs.get_many({dep for rec in waiting for dep in rec.job.after})
     held: dict[str, tuple[str, str, str]] = {}
-    states: dict[str, tuple[str, str]] = {}
-    for rec in pending:
-        for dep in rec.job.after:
-            if dep not in states:
-                try:
-                    other = store.jobs.get(dep)
-                except NotFound:
-                    continue
-                states[dep] = (other.state, other.reason)
+    for rec in waiting:
+        mine = owners.get(rec.job.queue, frozenset())
+        states = {dep: (other.state, other.reason) for dep in rec.job.after
+                  if (other := found.get(dep)) is not None and other.job.namespace == rec.job.namespace
+                  and (other.job.queue == rec.job.queue or mine & owners.get(other.job.queue, frozenset()))}
         verdict, reason = flow_gate(rec.job.after, states)
         if verdict != READY:
             held[rec.name] = (verdict, reason, rec.reason)

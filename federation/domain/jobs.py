@@ -8,6 +8,7 @@ follow Volcano's.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from functools import cached_property
 from federation.domain.errors import InvalidInput, require
 from federation.domain.nodes import Toleration
 from federation.domain.plugins import PluginOptions, resolve_plugins
+from federation.domain.pod_requests import template_requests
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.resources import Resources
 from federation.domain.scheduling import NodeConstraints, template_constraints
@@ -27,6 +29,13 @@ TOPOLOGY_MODES = ("hard", "soft")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DEFAULT_MAX_RETRY = 3
 MAX_TOPOLOGY_WAIT_SECONDS = 30 * 86_400.0
+# Where a workload's pod management policy sits in its manifest (the wire maps it into bodyJson).
+WORKLOAD_GANG_PATH = "spec.podManagementPolicy"
+MAX_POLICY_TIMEOUT_SECONDS = 30 * 86_400.0  # a lifecycle policy's delay before its action
+
+
+def _quantities(resources: Resources) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in resources.to_quantities().items()) or "nothing"
 
 
 def _dns_label(value: str, path: str) -> None:
@@ -53,8 +62,9 @@ class LifecyclePolicy:
                 "exactly one of event(s) and exitCode is required")
         if self.exit_code is not None:
             require(self.exit_code != 0, "exitCode", "must not be 0")
-        if self.timeout_seconds is not None:
-            require(self.timeout_seconds >= 0, "timeout", "must not be negative")
+        if self.timeout_seconds is not None:  # bounded and finite: a stored Infinity is not JSON
+            require(math.isfinite(self.timeout_seconds) and 0 <= self.timeout_seconds <= MAX_POLICY_TIMEOUT_SECONDS,
+                    "timeout", f"must be between 0 and {MAX_POLICY_TIMEOUT_SECONDS:g} seconds (30 days)")
 
 
 def check_policy_set(policies: tuple[LifecyclePolicy, ...], path: str) -> None:
@@ -128,13 +138,18 @@ class Task:
         check_policy_set(self.policies, "policies")
         try:
             template_constraints(self.template_json)  # refused here, at the edge, if unsupported
+            requested = template_requests(self.template_json)
         except InvalidInput as exc:
             raise exc.under("template") from None
+        # What the planner counts must be what the pod asks its cluster for (domain/pod_requests.py).
+        require(not requested or requested == self.resources, "resources",
+                f"must equal what the pod template's containers request ({_quantities(requested)}), "
+                f"got ({_quantities(self.resources)})")
 
     @property
     def constraints(self) -> NodeConstraints:
         """What a node must offer one pod of this task (domain/scheduling.py; cached per template)."""
-        return template_constraints(self.template_json)
+        return template_constraints(self.template_json, strict=False)
 
 
 @dataclass(frozen=True)
@@ -185,10 +200,20 @@ class Job:
         if self.workload is not None:
             require(len(self.tasks) == 1 and not self.plugins and not self.policies, "spec",
                     "a workload job has one task and no plugins or policies (its controller runs the pods)")
+            self._check_workload(self.workload)
         self._check_depends_on()
         for i, other in enumerate(self.after):
             _dns_label(other, f"after[{i}]")
             require(other != self.name, f"after[{i}]", "a job cannot wait for itself")
+
+    def _check_workload(self, workload: Workload) -> None:
+        """The task's template is the workload's (one set of pods for the planner, Pod Security
+        and the cluster), and the gang is one its controller can create all at once."""
+        require(self.tasks[0].template_json == workload.template_json, "spec.tasks[0].template",
+                "must be the workload's pod template (spec.template of its body), as written there")
+        require(workload.parallel or self.gang_size <= 1, WORKLOAD_GANG_PATH,
+                "a StatefulSet gang needs podManagementPolicy: Parallel (OrderedReady creates each pod "
+                "only after the previous one runs, so the gang could never be bound all at once)")
 
     def _check_depends_on(self) -> None:
         """Volcano's task dependsOn, checked whole: known tasks, no cycle, and a gang that

@@ -39,6 +39,7 @@ from federation.domain.manifests_volcano import (
     parse_workload,
     resolve_priority_class,
 )
+from federation.domain.pod_security import TEMPLATE_MAX_DEPTH
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.queues import Queue
 from federation.domain.workloads import WORKLOAD_API, WORKLOAD_KINDS
@@ -76,10 +77,79 @@ class Submission:
     explicit_priority: bool = False
 
 
+# How deep a manifest document may nest: a pod template may nest ``TEMPLATE_MAX_DEPTH``
+# levels (the server's hard cap) and sits a few levels down a Job, JobTemplate or Deployment.
+MANIFEST_MAX_DEPTH = TEMPLATE_MAX_DEPTH + 32
+
+
+_TOO_DEEP = f"is nested too deep (the limit is {MANIFEST_MAX_DEPTH} levels)"
+
+
+class _TooDeepError(Exception):
+    """A document nests deeper than ``MANIFEST_MAX_DEPTH`` or through a recursive alias."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """``SafeLoader`` refusing documents deeper than ``MANIFEST_MAX_DEPTH``.
+
+    Why in the composer: PyYAML composes recursively, so 2,000 nested ``[`` end in a
+    ``RecursionError``; counting depth on the way down stops it early, and a height per
+    node on the way up (aliases reuse their anchor's) also bounds alias chains and refuses
+    recursive aliases (``&a [*a]``) in time linear in the text, before anything walks them.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._heights: dict[int, int] = {}
+
+    def compose_document(self) -> yaml.Node | None:
+        self._heights = {}  # nodes of this document stay alive, so their ids are unique
+        return super().compose_document()
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        alias = self.check_event(yaml.AliasEvent)
+        if self._depth >= MANIFEST_MAX_DEPTH:
+            raise _TooDeepError
+        self._depth += 1
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        if node is not None and not alias:
+            self._heights[id(node)] = self._height(node)
+        return node
+
+    def _height(self, node: yaml.Node) -> int:
+        if isinstance(node, yaml.ScalarNode):
+            return 0
+        children = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else node.value
+        heights = [self._heights.get(id(child)) for child in children]
+        if None in heights:  # an alias to a node still being composed: a cycle
+            raise _TooDeepError("refers to itself through a YAML alias")
+        height = 1 + max((h for h in heights if h is not None), default=0)
+        if height > MANIFEST_MAX_DEPTH:
+            raise _TooDeepError
+        return height
+
+
+def _parse_all(text: str) -> list[object]:
+    """Every document of ``text``; a too-deep one is refused by its index in the file."""
+    raw: list[object] = []
+    try:
+        for doc in yaml.load_all(text, Loader=_BoundedLoader):  # a SafeLoader
+            raw.append(doc)
+    except _TooDeepError as exc:
+        raise InvalidInput(f"documents[{len(raw)}]", str(exc) or _TOO_DEEP) from None
+    except RecursionError:
+        raise InvalidInput(f"documents[{len(raw)}]", _TOO_DEEP) from None
+    return raw
+
+
 def load_documents(text: str) -> list[tuple[int, Mapping[str, object]]]:
     """Non-empty documents with their index in the file (``---`` separators count)."""
     try:
-        raw = list(yaml.safe_load_all(text))
+        raw = _parse_all(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

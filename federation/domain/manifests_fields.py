@@ -58,9 +58,26 @@ def string(value: object, path: str) -> str:
     return value
 
 
-def integer(value: object, path: str) -> int:
+# The proto integer a manifest field travels as (proto/federation/v1): most are int32;
+# staticWeightList weights are int64.
+INT32 = (-(2**31), 2**31 - 1)
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def integer(value: object, path: str, *, wire: tuple[int, int] | None = INT32) -> int:
+    """An integer inside the range of the proto field it travels as (``INT32`` or ``INT64``).
+
+    Why the range: protobuf refuses an out-of-range value only when the message is built,
+    as ``Value out of range`` naming no field; refusing here names the field path. ``None``:
+    the domain object bounds the field more tightly, with its own reason (tolerationSeconds).
+    """
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInput(path, f"must be an integer, got {value!r}")
+    if wire is None:
+        return value
+    low, high = wire
+    if not low <= value <= high:
+        raise InvalidInput(path, f"must be between {low} and {high}, got {value}")
     return value
 
 

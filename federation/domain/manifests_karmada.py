@@ -7,6 +7,8 @@ Each field is honoured or refused naming it ("… not supported") — the decisi
 reasons are tabled in docs/design/compatibility.md. In short, a gang lives in exactly one
 cluster, so what would need a gang in several clusters is refused: ``Duplicated``,
 ``spreadConstraints`` with ``minGroups`` > 1, ``dynamicWeight`` (a division of replicas).
+Those rules live on the domain objects (``domain/propagation.py``), so a policy sent over
+gRPC is refused alike; this module only reads the document and names the YAML paths.
 ``Divided``/``Aggregated`` means "as few clusters as possible", which one cluster is;
 ``staticWeightList`` restricts the job to the listed clusters and ranks them.
 """
@@ -17,6 +19,7 @@ from collections.abc import Mapping
 
 from federation.domain.errors import InvalidInput
 from federation.domain.manifests_fields import (
+    INT64,
     boolean,
     check_keys,
     integer,
@@ -95,9 +98,6 @@ def _spread(raw: object, path: str) -> SpreadConstraint:
         )
     except InvalidInput as exc:
         raise _rooted(path, exc) from None
-    if spread.min_groups > 1:
-        raise InvalidInput(f"{path}.minGroups", f"{spread.min_groups} not supported: a gang runs in exactly one "
-                           "cluster, so it can never span several groups")
     return spread
 
 
@@ -105,7 +105,7 @@ def _replica_scheduling(value: object, path: str) -> ReplicaScheduling:
     item = mapping(value, path)
     check_keys(item, path, ("replicaSchedulingType", "replicaDivisionPreference", "weightPreference"))
     pref = mapping(item.get("weightPreference"), f"{path}.weightPreference")
-    check_keys(pref, f"{path}.weightPreference", ("staticWeightList",), ("dynamicWeight",))
+    check_keys(pref, f"{path}.weightPreference", ("staticWeightList", "dynamicWeight"))
     weights: list[tuple[str, int]] = []
     list_path = f"{path}.weightPreference.staticWeightList"
     for i, raw in enumerate(sequence(pref.get("staticWeightList"), list_path)):
@@ -117,18 +117,15 @@ def _replica_scheduling(value: object, path: str) -> ReplicaScheduling:
         names = strings(target.get("clusterNames"), f"{list_path}[{i}].targetCluster.clusterNames")
         if not names:
             raise InvalidInput(f"{list_path}[{i}].targetCluster.clusterNames", "at least one cluster is required")
-        weight = integer(entry.get("weight"), f"{list_path}[{i}].weight")
+        weight = integer(entry.get("weight"), f"{list_path}[{i}].weight", wire=INT64)
         weights.extend((name, weight) for name in names)
-    kind = string(item.get("replicaSchedulingType", "Divided"), f"{path}.replicaSchedulingType")
-    if kind == "Duplicated":
-        raise InvalidInput(f"{path}.replicaSchedulingType", "Duplicated not supported: it would run a full copy "
-                           "of the gang in every selected cluster; the federation runs each job once, in one cluster")
     try:
         return ReplicaScheduling(
-            type=kind,
+            type=string(item.get("replicaSchedulingType", "Divided"), f"{path}.replicaSchedulingType"),
             division_preference=string(item.get("replicaDivisionPreference", "Aggregated"),
                                        f"{path}.replicaDivisionPreference"),
             static_weights=tuple(weights),
+            dynamic_weight=string(pref.get("dynamicWeight", ""), f"{path}.weightPreference.dynamicWeight"),
         )
     except InvalidInput as exc:
         raise _rooted(path, exc) from None
@@ -147,9 +144,10 @@ def parse_placement(spec: Mapping[str, object], path: str, name: str) -> Propaga
         where = f"{pp}.clusterAffinities[{i}]"
         item = mapping(raw, where)
         term = string(item.get("affinityName", ""), f"{where}.affinityName")
-        if not term:
-            raise InvalidInput(f"{where}.affinityName", "is required")
-        terms.append(ClusterAffinityTerm(term, _affinity(item, where, ("affinityName",))))
+        try:
+            terms.append(ClusterAffinityTerm(term, _affinity(item, where, ("affinityName",))))
+        except InvalidInput as exc:
+            raise _rooted(where, exc) from None
     scheduling = placement.get("replicaScheduling")
     try:
         return PropagationPolicy(

@@ -42,10 +42,11 @@ from federation.domain.manifests_fields import (
     strings,
 )
 from federation.domain.nodes import Toleration
+from federation.domain.pod_requests import pod_requests
 from federation.domain.policies import PriorityClass
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.queues import Queue
-from federation.domain.resources import Resources, format_quantity, is_extended, pod_request
+from federation.domain.resources import Resources
 from federation.domain.workloads import HONOURED_ANNOTATIONS, WORKLOAD_TASK, read_workload
 
 PRIORITY_ANNOTATION = "federation.io/priority"
@@ -116,40 +117,11 @@ def _rooted(path: str, exc: InvalidInput) -> InvalidInput:
 # ---------------------------------------------------------------- pods
 
 
-def _container_requests(container: Mapping[str, object], path: str) -> Resources:
-    resources = mapping(container.get("resources"), f"{path}.resources")
-    limits = Resources.parse(mapping(resources.get("limits"), f"{path}.resources.limits"), f"{path}.resources.limits")
-    requests = Resources.parse(mapping(resources.get("requests"), f"{path}.resources.requests"),
-                               f"{path}.resources.requests")
-    for key, asked in requests:  # what the member API server would refuse (ValidateResourceRequirements)
-        limit = limits.amounts.get(key)
-        if limit is not None and asked > limit:
-            raise InvalidInput(f"{path}.resources.requests.{key}", f"must not exceed the limit "
-                               f"({format_quantity(key, asked)} > {format_quantity(key, limit)})")
-        if limit is not None and asked != limit and is_extended(key):
-            raise InvalidInput(f"{path}.resources.requests.{key}", "must equal the limit: an extended resource "
-                               "cannot be overcommitted")
-    merged = dict(limits.amounts)
-    merged.update(requests.amounts)
-    return Resources(merged)
-
-
 def _pod_requests(spec: Mapping[str, object], path: str) -> Resources:
-    containers = sequence(spec.get("containers"), f"{path}.containers")
-    if not containers:
+    """A manifest pod's requests (``domain/pod_requests.py``, the rule ``Task`` checks), with a container."""
+    if not sequence(spec.get("containers"), f"{path}.containers"):
         raise InvalidInput(f"{path}.containers", "at least one container is required")
-    running = [_container_requests(mapping(raw, f"{path}.containers[{k}]"), f"{path}.containers[{k}]")
-               for k, raw in enumerate(containers)]
-    inits: list[tuple[Resources, bool]] = []
-    for k, raw in enumerate(sequence(spec.get("initContainers"), f"{path}.initContainers")):
-        where = f"{path}.initContainers[{k}]"
-        init = mapping(raw, where)
-        restart = init.get("restartPolicy")
-        if restart is not None and restart != "Always":
-            raise InvalidInput(f"{where}.restartPolicy", f"{restart!r:.40} not supported: an init container's "
-                               "restartPolicy may only be Always (a sidecar)")
-        inits.append((_container_requests(init, where), restart == "Always"))
-    return pod_request(running, inits)
+    return pod_requests(spec, path)
 
 
 def _tolerations(spec: Mapping[str, object], path: str) -> tuple[Toleration, ...]:
@@ -181,7 +153,7 @@ def parse_tolerations(value: object, path: str) -> tuple[Toleration, ...]:
         if "tolerationSeconds" not in item:
             out.append(tolerations[i])
             continue
-        seconds = integer(item["tolerationSeconds"], f"{path}[{i}].tolerationSeconds")
+        seconds = integer(item["tolerationSeconds"], f"{path}[{i}].tolerationSeconds", wire=None)  # Toleration: 10y
         try:
             out.append(replace(tolerations[i], seconds=seconds))
         except InvalidInput as exc:
@@ -322,12 +294,12 @@ def _plugins(value: object, path: str) -> tuple[tuple[str, tuple[str, ...]], ...
 
 def _priority(annotations: Mapping[str, str], priority_class: str, path: str) -> int:
     if PRIORITY_ANNOTATION in annotations:
-        text = annotations[PRIORITY_ANNOTATION].strip()
+        text, where = annotations[PRIORITY_ANNOTATION].strip(), f"{path}.metadata.annotations[{PRIORITY_ANNOTATION}]"
         try:
-            return int(text)
+            number = int(text)
         except ValueError:
-            raise InvalidInput(f"{path}.metadata.annotations[{PRIORITY_ANNOTATION}]",
-                               f"must be an integer, got {text!r}") from None
+            raise InvalidInput(where, f"must be an integer, got {text!r}") from None
+        return integer(number, where)  # an int32 on the wire
     # Built-in classes resolve here; any other is resolved by the server against the
     # PriorityClasses applied to the federation (0 is a placeholder, never sent).
     return PRIORITY_CLASSES.get(priority_class, 0)

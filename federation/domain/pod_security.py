@@ -67,12 +67,14 @@ def json_depth(doc: Any) -> int:
     return deepest
 
 
-def parse_template(text: str, path: str, max_depth: int) -> dict[str, Any]:
+def parse_template(text: str, path: str, max_depth: int,
+                   what: str = "a pod template: metadata and spec") -> dict[str, Any]:
     """The pod template as a JSON object; refused if deeper than ``max_depth`` or not an object.
 
     ``json.loads`` is linear and its C scanner stops at the interpreter's recursion limit
     (a 100k-deep document fails in microseconds with ``RecursionError``), so parsing
-    first and measuring the depth of the result is bounded either way.
+    first and measuring the depth of the result is bounded either way. ``what`` says what
+    the object is (a workload's body is parsed the same way).
     """
     try:
         doc = json.loads(text)
@@ -81,7 +83,7 @@ def parse_template(text: str, path: str, max_depth: int) -> dict[str, Any]:
     except ValueError as exc:
         raise InvalidInput(path, f"is not valid JSON ({exc.__class__.__name__})") from None
     if not isinstance(doc, dict):
-        raise InvalidInput(path, "must be a JSON object (a pod template: metadata and spec)")
+        raise InvalidInput(path, f"must be a JSON object ({what})")
     depth = json_depth(doc)
     if depth > max_depth:
         raise InvalidInput(path, f"is nested {depth} levels deep, over the limit of {max_depth}")

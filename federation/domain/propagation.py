@@ -42,6 +42,10 @@ class ClusterAffinityTerm:
     name: str
     affinity: ClusterAffinity
 
+    def __post_init__(self) -> None:
+        # Karmada requires affinityName: it is how the scheduler reports which term placed a workload.
+        require(bool(self.name), "affinityName", "is required")
+
 
 @dataclass(frozen=True)
 class SpreadConstraint:
@@ -61,6 +65,9 @@ class SpreadConstraint:
                 "spreadByField and spreadByLabel are mutually exclusive")
         require(self.min_groups >= 0 and self.max_groups >= 0, "minGroups", "must be >= 0")
         require(self.max_groups == 0 or self.min_groups <= self.max_groups, "maxGroups", "must be >= minGroups")
+        # Refused here, not in one parser, so YAML and gRPC share the rule (compatibility.md).
+        require(self.min_groups <= 1, "minGroups", f"{self.min_groups} not supported: a gang runs in exactly one "
+                "cluster, so it can never span several groups")
 
 
 @dataclass(frozen=True)
@@ -72,12 +79,16 @@ class ReplicaScheduling:
 
     def __post_init__(self) -> None:
         require(self.type in ("Divided", "Duplicated"), "replicaSchedulingType", "must be Divided or Duplicated")
+        # Both refusals live here so YAML and gRPC share them (compatibility.md): the planner
+        # reads only static_weights, and either would need one gang in several clusters.
+        require(self.type != "Duplicated", "replicaSchedulingType", "Duplicated not supported: it would run a "
+                "full copy of the gang in every selected cluster; the federation runs each job once, in one cluster")
         require(self.division_preference in ("Aggregated", "Weighted"), "replicaDivisionPreference",
                 "must be Aggregated or Weighted")
         require(self.dynamic_weight in ("", "AvailableReplicas"), "weightPreference.dynamicWeight",
                 "must be AvailableReplicas")
-        require(not (self.static_weights and self.dynamic_weight), "weightPreference",
-                "staticWeightList and dynamicWeight are mutually exclusive")
+        require(not self.dynamic_weight, "weightPreference.dynamicWeight", f"{self.dynamic_weight} not supported: "
+                "it divides replicas by each cluster's free capacity; a gang runs in exactly one cluster")
         for i, (_, weight) in enumerate(self.static_weights):
             require(weight >= 1, f"weightPreference.staticWeightList[{i}].weight", "must be >= 1")
 
@@ -94,6 +105,16 @@ class PropagationPolicy:
     def __post_init__(self) -> None:
         require(not (self.cluster_affinity is not None and self.cluster_affinities), "placement.clusterAffinities",
                 "clusterAffinity and clusterAffinities are mutually exclusive")
+        self._check_unique_affinity_names()
+
+    def _check_unique_affinity_names(self) -> None:
+        """Karmada refuses two ``clusterAffinities`` terms of one name: the name is how a
+        placement reports which term it used, so a repeat would make that ambiguous."""
+        seen: set[str] = set()
+        for i, term in enumerate(self.cluster_affinities):
+            require(term.name not in seen, f"placement.clusterAffinities[{i}].affinityName",
+                    f"duplicate affinityName {term.name!r}")
+            seen.add(term.name)
 
     def affinity_groups(self) -> tuple[ClusterAffinity | None, ...]:
         """The affinity terms in fallback order; ``(None,)`` means any cluster.

@@ -18,7 +18,7 @@ pods. Every other form is refused with the field's path, never dropped.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -189,36 +189,46 @@ def _text(value: object, path: str) -> str:
     return value
 
 
+def _as_stored(value: object, path: str) -> str:
+    """How ``template_constraints(strict=False)`` reads a string field: as text, whatever it is."""
+    del path
+    return str(value)
+
+
+Text = Callable[[object, str], str]
+
+
 def _keys(item: Mapping[str, object], path: str, allowed: tuple[str, ...]) -> None:
     for key in item:
         if key not in allowed:
             raise InvalidInput(f"{path}.{key}", "not supported")
 
 
-def _requirement(raw: object, path: str, fields: bool = False) -> Requirement:
+def _requirement(raw: object, path: str, text: Text, fields: bool = False) -> Requirement:
     item = _map(raw, path)
     _keys(item, path, ("key", "operator", "values"))
     values = _list(item.get("values"), f"{path}.values", MAX_VALUES)
     if fields and item.get("key") != "metadata.name":
         raise InvalidInput(f"{path}.key", "only metadata.name is supported in matchFields")
     try:
-        return Requirement(_text(item.get("key", ""), f"{path}.key"),
-                           _text(item.get("operator", ""), f"{path}.operator"),
-                           tuple(_text(v, f"{path}.values[{i}]") for i, v in enumerate(values)))
+        return Requirement(text(item.get("key", ""), f"{path}.key"),
+                           text(item.get("operator", ""), f"{path}.operator"),
+                           tuple(text(v, f"{path}.values[{i}]") for i, v in enumerate(values)))
     except InvalidInput as exc:
         raise exc.under(path) from None
 
 
-def _term(raw: object, path: str) -> Term:
+def _term(raw: object, path: str, text: Text) -> Term:
     item = _map(raw, path)
     _keys(item, path, ("matchExpressions", "matchFields"))
     exprs = _list(item.get("matchExpressions"), f"{path}.matchExpressions", MAX_EXPRESSIONS)
     fields = _list(item.get("matchFields"), f"{path}.matchFields", MAX_EXPRESSIONS)
-    return Term(tuple(_requirement(r, f"{path}.matchExpressions[{i}]") for i, r in enumerate(exprs)),
-                tuple(_requirement(r, f"{path}.matchFields[{i}]", True) for i, r in enumerate(fields)))
+    return Term(tuple(_requirement(r, f"{path}.matchExpressions[{i}]", text) for i, r in enumerate(exprs)),
+                tuple(_requirement(r, f"{path}.matchFields[{i}]", text, True) for i, r in enumerate(fields)))
 
 
-def _node_affinity(raw: object, path: str) -> tuple[tuple[Term, ...] | None, tuple[tuple[int, Term], ...]]:
+def _node_affinity(raw: object, path: str,
+                   text: Text) -> tuple[tuple[Term, ...] | None, tuple[tuple[int, Term], ...]]:
     item = _map(raw, path)
     req_key = "requiredDuringSchedulingIgnoredDuringExecution"
     pref_key = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -228,7 +238,7 @@ def _node_affinity(raw: object, path: str) -> tuple[tuple[Term, ...] | None, tup
         sel = _map(item[req_key], f"{path}.{req_key}")
         _keys(sel, f"{path}.{req_key}", ("nodeSelectorTerms",))
         terms = _list(sel.get("nodeSelectorTerms"), f"{path}.{req_key}.nodeSelectorTerms", MAX_TERMS)
-        required = tuple(_term(t, f"{path}.{req_key}.nodeSelectorTerms[{i}]") for i, t in enumerate(terms))
+        required = tuple(_term(t, f"{path}.{req_key}.nodeSelectorTerms[{i}]", text) for i, t in enumerate(terms))
     preferred = []
     for i, raw_pref in enumerate(_list(item.get(pref_key), f"{path}.{pref_key}", MAX_TERMS)):
         where = f"{path}.{pref_key}[{i}]"
@@ -237,7 +247,7 @@ def _node_affinity(raw: object, path: str) -> tuple[tuple[Term, ...] | None, tup
         weight = pref.get("weight")
         if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= 100:
             raise InvalidInput(f"{where}.weight", "must be an integer between 1 and 100")
-        preferred.append((weight, _term(pref.get("preference"), f"{where}.preference")))
+        preferred.append((weight, _term(pref.get("preference"), f"{where}.preference", text)))
     return required, tuple(preferred)
 
 
@@ -265,25 +275,26 @@ def _one_per_node(raw: object, path: str, own: Mapping[str, str]) -> bool:
 
 
 @lru_cache(maxsize=8192)
-def template_constraints(template_json: str) -> NodeConstraints:
+def template_constraints(template_json: str, strict: bool = True) -> NodeConstraints:
     """The node constraints of a pod template (canonical JSON); paths are below ``template``.
 
-    Raises ``InvalidInput`` for a malformed or unsupported scheduling field.
+    Raises ``InvalidInput`` for a malformed or unsupported scheduling field. ``strict``
+    (submission, ``Task.__post_init__``) also refuses what a member cluster would refuse or
+    override: ``nodeName``, another scheduler, a label value that is not a string, a
+    toleration with an empty key and operator Equal. The planner reads a stored job's
+    constraints with ``strict=False``: a job an earlier release accepted is planned as it
+    was then (non-strings read as text), never failing a round.
     """
     if not template_json:
         return NONE
+    text: Text = _text if strict else _as_stored
     # Bounded: never a JSONDecodeError or RecursionError escaping as INTERNAL (issue 10).
     template = parse_template(template_json, "", TEMPLATE_MAX_DEPTH)
     meta = _map(template.get("metadata"), "metadata")
     spec = _map(template.get("spec"), "spec")
-    own = {str(k): _text(v, f"metadata.labels.{k}") for k, v in _map(meta.get("labels"), "metadata.labels").items()}
-    if "nodeName" in spec:
-        raise InvalidInput("spec.nodeName", "not supported: the federation binds the pods (inside the HyperNode "
-                           "it chose)")
-    scheduler = spec.get("schedulerName", "")
-    if scheduler not in SCHEDULER_NAMES:
-        raise InvalidInput("spec.schedulerName", f"{scheduler!r:.80} not supported: the federation schedules these "
-                           "pods (leave it out or use volcano)")
+    own = {str(k): text(v, f"metadata.labels.{k}") for k, v in _map(meta.get("labels"), "metadata.labels").items()}
+    if strict:
+        _check_binding(spec)
     if spec.get("topologySpreadConstraints"):
         raise InvalidInput("spec.topologySpreadConstraints",
                            "not supported (a gang stays inside one HyperNode; use networkTopology)")
@@ -293,27 +304,38 @@ def template_constraints(template_json: str) -> NodeConstraints:
     if affinity.get("podAffinity"):
         raise InvalidInput("spec.affinity.podAffinity", "not supported (pods of other jobs are not co-located "
                            "across a federation; use networkTopology to keep a gang together)")
-    required, preferred = _node_affinity(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
+    required, preferred = _node_affinity(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity", text)
     tolerations = []
     for i, raw in enumerate(_list(spec.get("tolerations"), "spec.tolerations", 64)):
         where = f"spec.tolerations[{i}]"
         t = _map(raw, where)
-        key, operator = _text(t.get("key", ""), f"{where}.key"), _text(t.get("operator", "Equal"), f"{where}.operator")
-        if not key and operator != "Exists":  # Kubernetes' ValidateTolerations: the API server refuses it
+        key, operator = text(t.get("key", ""), f"{where}.key"), text(t.get("operator", "Equal"), f"{where}.operator")
+        if strict and not key and operator != "Exists":  # Kubernetes' ValidateTolerations: the API server refuses it
             raise InvalidInput(f"{where}.operator", "must be Exists when key is empty (an empty key with Exists "
                                "tolerates every taint)")
         try:
-            tolerations.append(Toleration(key, operator, _text(t.get("value", ""), f"{where}.value"),
-                                          _text(t.get("effect", ""), f"{where}.effect")))
+            tolerations.append(Toleration(key, operator, text(t.get("value", ""), f"{where}.value"),
+                                          text(t.get("effect", ""), f"{where}.effect")))
         except InvalidInput as exc:
             raise exc.under(where) from None
     return NodeConstraints(
-        selector=tuple(sorted((str(k), _text(v, f"spec.nodeSelector.{k}")) for k, v in selector.items())),
+        selector=tuple(sorted((str(k), text(v, f"spec.nodeSelector.{k}")) for k, v in selector.items())),
         required=required,
         preferred=preferred,
         tolerations=tuple(tolerations),
         one_per_node=_one_per_node(affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity", own),
     )
+
+
+def _check_binding(spec: Mapping[str, object]) -> None:
+    """Binding is the federation's: a template may not pick a node or another scheduler."""
+    if "nodeName" in spec:
+        raise InvalidInput("spec.nodeName", "not supported: the federation binds the pods (inside the HyperNode "
+                           "it chose)")
+    scheduler = spec.get("schedulerName", "")
+    if scheduler not in SCHEDULER_NAMES:
+        raise InvalidInput("spec.schedulerName", f"{scheduler!r:.80} not supported: the federation schedules these "
+                           "pods (leave it out or use volcano)")
 
 
 def template_for(node_selector: Mapping[str, str] | None = None, affinity: Mapping[str, object] | None = None,

@@ -27,11 +27,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from federation.domain.annotations import check_annotations
 from federation.domain.errors import InvalidInput
 from federation.domain.manifests_fields import integer, job_namespace, mapping, string, string_map
+from federation.domain.pod_security import TEMPLATE_MAX_DEPTH, parse_template
+from federation.domain.scheduling import template_constraints
 
 WORKLOAD_API = "apps/v1"
 WORKLOAD_KINDS = ("Deployment", "StatefulSet")
@@ -56,17 +59,35 @@ class Workload:
         if self.kind not in WORKLOAD_KINDS:
             raise InvalidInput("kind", f"workload kind {self.kind!r} not supported "
                                        f"(one of {', '.join(WORKLOAD_KINDS)})")
-        try:
-            body = json.loads(self.body_json)
-        except ValueError:
-            raise InvalidInput("bodyJson", "must be a JSON object") from None
-        if not isinstance(body, dict) or body.get("kind") != self.kind or not isinstance(body.get("spec"), dict):
+        # Bounded like a pod template: a deeply nested body is refused, never a RecursionError.
+        body = parse_template(self.body_json, "bodyJson", TEMPLATE_MAX_DEPTH, what=f"a {self.kind}")
+        if body.get("kind") != self.kind or not isinstance(body.get("spec"), dict):
             raise InvalidInput("bodyJson", f"must be a {self.kind} object with a spec")
+        # The same rules as a manifest's (read_workload), whichever way the body came in.
+        read_spec(mapping(body.get("metadata"), "bodyJson.metadata"), body["spec"], "bodyJson")
 
     @property
     def body(self) -> dict[str, Any]:
         parsed: dict[str, Any] = json.loads(self.body_json)
         return parsed
+
+    @cached_property
+    def template_json(self) -> str:
+        """The pod template (``spec.template``) as canonical JSON, "" if absent: the job's one
+        task must carry this very template (``Job``), so that the planner, the Pod Security
+        check and the pods the member cluster creates all read the same pods."""
+        spec = self.body["spec"]
+        return canonical_json(spec["template"]) if "template" in spec else ""
+
+    @cached_property
+    def parallel(self) -> bool:
+        """A StatefulSet that creates its pods all at once (``podManagementPolicy: Parallel``)."""
+        return self.kind != "StatefulSet" or self.body["spec"].get("podManagementPolicy") == "Parallel"
+
+
+def canonical_json(value: object) -> str:
+    """The one JSON text of a template or body (sorted keys, no spaces), as tasks carry it."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
 @dataclass(frozen=True)
@@ -100,18 +121,29 @@ def _int_annotation(value: str | None, where: str, path: str, minimum: int) -> i
         number = int(value.strip())
     except ValueError:
         raise InvalidInput(f"{path}.{where}", f"must be an integer, got {value!r}") from None
+    integer(number, f"{path}.{where}")  # an int32 on the wire (min_available)
     if number < minimum:
         raise InvalidInput(f"{path}.{where}", f"must be >= {minimum}")
     return number
 
 
-def read_workload(doc: Mapping[str, object], path: str) -> WorkloadFields:
-    """One ``apps/v1`` Deployment or StatefulSet document (``path`` = ``documents[i]``)."""
-    kind = string(doc.get("kind"), f"{path}.kind")
-    meta = mapping(doc.get("metadata"), f"{path}.metadata")
-    if "name" not in meta:
-        raise InvalidInput(f"{path}.metadata.name", "is required")
-    spec = mapping(doc.get("spec"), f"{path}.spec")
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """What the federation reads from a workload's metadata and spec (checked by ``read_spec``)."""
+
+    replicas: int
+    min_member: int | None
+    topology_mode: str | None
+    topology_tier: int | None
+    queue: str | None
+    template: Mapping[str, object]
+
+
+def read_spec(meta: Mapping[str, object], spec: Mapping[str, object], path: str) -> WorkloadSpec:
+    """The checks of a workload, one rule for a manifest (``read_workload``, ``path`` =
+    ``documents[i]``) and a wire body (``Workload``, ``path`` = ``bodyJson``): annotations of
+    Volcano's family not honoured here, the gang and topology annotations, and the pod
+    template's scheduling fields (``nodeName``, ``schedulerName``: ``domain/scheduling.py``)."""
     template = mapping(spec.get("template"), f"{path}.spec.template")
     tmeta = mapping(template.get("metadata"), f"{path}.spec.template.metadata")
     mapping(template.get("spec"), f"{path}.spec.template.spec")
@@ -132,17 +164,31 @@ def read_workload(doc: Mapping[str, object], path: str) -> WorkloadFields:
     raw, where = _annotation(tmpl_ann, own_ann, TOPOLOGY_TIER)
     tier = _int_annotation(raw, where, path, 1)
     queue, _ = _annotation(tmpl_ann, own_ann, QUEUE_NAME)
-    if kind == "StatefulSet" and (min_member or 1) > 1 and spec.get("podManagementPolicy") != "Parallel":
-        raise InvalidInput(f"{path}.spec.podManagementPolicy",
-                           "a StatefulSet gang needs podManagementPolicy: Parallel (OrderedReady creates each pod "
-                           "only after the previous one runs, so the gang could never be bound all at once)")
+    try:
+        template_constraints(canonical_json(template) if "template" in spec else "")
+    except InvalidInput as exc:
+        raise exc.under(f"{path}.spec.template") from None
+    return WorkloadSpec(replicas, min_member, mode, tier, queue, template)
+
+
+def read_workload(doc: Mapping[str, object], path: str) -> WorkloadFields:
+    """One ``apps/v1`` Deployment or StatefulSet document (``path`` = ``documents[i]``).
+
+    A StatefulSet gang without ``podManagementPolicy: Parallel`` is refused by ``Job``
+    (the gang is the job's, whichever way it came in)."""
+    kind = string(doc.get("kind"), f"{path}.kind")
+    meta = mapping(doc.get("metadata"), f"{path}.metadata")
+    if "name" not in meta:
+        raise InvalidInput(f"{path}.metadata.name", "is required")
+    spec = mapping(doc.get("spec"), f"{path}.spec")
+    read = read_spec(meta, spec, path)
     body = {"apiVersion": WORKLOAD_API, "kind": kind,
             "metadata": {k: meta[k] for k in ("labels", "annotations") if k in meta}, "spec": dict(spec)}
     return WorkloadFields(
-        workload=Workload(kind, json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)),
+        workload=Workload(kind, canonical_json(body)),
         name=string(meta["name"], f"{path}.metadata.name"),
         namespace=job_namespace(meta, path),
         labels=string_map(meta.get("labels"), f"{path}.metadata.labels"),
-        replicas=replicas, min_member=min_member, topology_mode=mode, topology_tier=tier,
-        queue=queue or "default", template=template,
+        replicas=read.replicas, min_member=read.min_member, topology_mode=read.topology_mode,
+        topology_tier=read.topology_tier, queue=read.queue or "default", template=read.template,
     )

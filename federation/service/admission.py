@@ -31,7 +31,7 @@ INLINE_TEMPLATE_BYTES = 16 * 1024
 
 
 def template_bytes(spec: types_pb2.JobSpec) -> int:
-    return sum(len(t.template_json) for t in spec.tasks)
+    return sum(len(t.template_json) for t in spec.tasks) + len(spec.workload.body_json)
 
 
 def admit(job: Job, spec: types_pb2.JobSpec, queue: Queue, limits: Limits, path: str = "spec") -> Job:
@@ -40,7 +40,8 @@ def admit(job: Job, spec: types_pb2.JobSpec, queue: Queue, limits: Limits, path:
     A job that names no namespace (``QUEUE_DEFAULT_NAMESPACE``: a manifest without
     ``metadata.namespace``, from ``submit``, ``apply``, a JobFlow or a workload) takes the
     queue's default namespace here, the one place that knows the queue. ``spec`` is the
-    wire message the job came from (its templates are checked as the tenant wrote them).
+    wire message the job came from (its templates are checked as the tenant wrote them);
+    a workload's pod template is checked in its body, where its controller reads it.
     """
     namespace = queue.default_namespace if job.namespace == QUEUE_DEFAULT_NAMESPACE else job.namespace
     if namespace not in queue.allowed_namespaces:
@@ -54,4 +55,8 @@ def admit(job: Job, spec: types_pb2.JobSpec, queue: Queue, limits: Limits, path:
         tpath = f"{path}.tasks[{i}].template"
         template = parse_template(task.template_json, tpath, limits.max_template_depth)
         check_pod_security(template, queue.pod_security, tpath)
+    if job.workload is not None and job.workload.template_json:  # the pods its controller creates
+        wpath = f"{path}.workload.bodyJson.spec.template"
+        template = parse_template(job.workload.template_json, wpath, limits.max_template_depth)
+        check_pod_security(template, queue.pod_security, wpath)
     return job if job.namespace == namespace else dataclasses.replace(job, namespace=namespace)

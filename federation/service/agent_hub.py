@@ -17,7 +17,8 @@ stream plumbing and the lost-agent watchdog. Why each rule:
   ``Ack{what: "snapshot-rejected", id: "<field path>: <rule>"}``; the store keeps the last
   valid snapshot and records the error (``fedctl cluster list`` shows it). Aborting the
   stream instead would also stop heartbeats and status reports, and a typo in a HyperNode
-  object must not fail over every job running in the cluster.
+  object must not fail over every job running in the cluster. A refused status report is
+  answered the same way, ``Ack{what: "status-rejected", id: "<work_id>@<version>"}``.
 - **Silence, not a dropped stream, loses a cluster.** Streams drop on every blip; only a
   cluster not heard from for ``grace_seconds`` is marked lost: fenced (its agent must
   say hello again and be synced) and tainted ``cluster.karmada.io/unreachable:NoExecute``
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -56,11 +58,12 @@ from federation.service.agent_inbox import Inbox
 from federation.service.agent_messages import ack, fence, rejection
 from federation.service.agent_status import StatusHandler
 from federation.service.auth import Authenticator, PermissionDenied
+from federation.service.snapshot_parsing import SnapshotParsing, Superseded
 from federation.store import StaleEpoch, Store, StoreError, Unavailable
 from federation.store.leases import NotLeader
 from federation.v1 import agent_pb2, agent_pb2_grpc
 from federation.wire.convert import snapshot_from_proto, timestamp_from_proto, work_to_proto
-from federation.wire.limits import DEFAULT_LIMITS, Limits, check_snapshot
+from federation.wire.limits import DEFAULT_LIMITS, Limits, check_hello, check_snapshot
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -134,7 +137,8 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         self._last_seen: dict[str, float] = {}
         self._watchdog: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._status = StatusHandler(store, self._call, rounds.trigger, self.notify_works_changed)
+        self._status = StatusHandler(store, self._call, rounds.trigger, self.notify_works_changed, limits=limits)
+        self._parsing = SnapshotParsing()  # its own threads: see federation/service/snapshot_parsing.py
         rounds.on_works_changed(self.notify_works_changed)
 
     # ------------------------------------------------------------------ lifecycle
@@ -207,8 +211,7 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         if first.WhichOneof("body") != "hello":
             raise InvalidInput("hello", "the first message on the stream must be hello")
         hello = first.hello
-        if not hello.cluster:
-            raise InvalidInput("hello.cluster", "must not be empty")
+        check_hello(hello)  # before it is registered, stored or logged
         self._auth.authorize_cluster(context, hello.cluster)
         reg = await self._call(self._store.clusters.register, hello.cluster, hello.epoch, agent_id=hello.agent_id)
         if not reg.accepted:
@@ -347,27 +350,46 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         elif kind == "snapshot":
             await self._snapshot(session, msg.snapshot)
         elif kind == "status":
-            replies = await self._status.handle(session.cluster, session.epoch, msg.status)
-            for reply in replies:
-                session.send(reply)
-            for _ in range(count):  # one ack per report received, coalesced or not
-                session.send(ack("status", f"{msg.status.work_id}@{msg.status.version}", session.epoch))
+            await self._report(session, msg.status, count)
+
+    async def _report(self, session: Session, msg: agent_pb2.WorkStatus, count: int) -> None:
+        """Apply a status report and answer each report it stands for: an ack, or a
+        ``status-rejected`` naming the field and the rule (another cluster's Work, a
+        malformed work id, a bound broken), as a refused snapshot is answered. Only logging
+        the refusal left the agent re-sending the same report without knowing why."""
+        reported = f"{msg.work_id[:64]}@{msg.version}"
+        try:
+            replies = await self._status.handle(session.cluster, session.epoch, msg)
+        except InvalidInput as exc:
+            log.warning("status report of %s rejected: %s", session.cluster, exc)
+            for _ in range(count):
+                session.send(rejection("status-rejected", exc, session.epoch, reported))
+            return
+        for reply in replies:
+            session.send(reply)
+        for _ in range(count):  # one ack per report received, coalesced or not
+            session.send(ack("status", reported, session.epoch))
 
     async def _snapshot(self, session: Session, msg: Any) -> None:
-        taken = datetime.fromtimestamp(timestamp_from_proto(msg.taken_at), tz=UTC).isoformat()
         try:
             if msg.cluster != session.cluster:
                 raise InvalidInput("snapshot.cluster", f"is {msg.cluster!r}; this stream speaks for "
                                                        f"{session.cluster!r}")
             # Bounded first (counts and lengths), then parsed: both off the event loop, since a
-            # 15,000-node snapshot takes a noticeable fraction of a second to validate.
-            snapshot = await asyncio.to_thread(self._parse_snapshot, msg)
+            # 15,000-node snapshot takes a noticeable fraction of a second to validate; on the
+            # parsing executor, one per cluster at a time, never on the store calls' threads.
+            snapshot = await self._parsing.run(session.cluster, functools.partial(self._parse_snapshot, msg))
+        except Superseded:
+            log.info("snapshot of %s superseded by a newer one before it was converted", session.cluster)
+            return
         except InvalidInput as exc:
             await self._call(self._store.clusters.record_tree_error, session.cluster, session.epoch, str(exc))
             log.warning("snapshot of %s rejected: %s", session.cluster, exc)
             session.send(rejection("snapshot-rejected", exc, session.epoch))
             return
         await self._call(self._store.clusters.record_snapshot, session.epoch, snapshot)
+        # takenAt was range-checked with the rest (check_snapshot): fromtimestamp cannot raise here.
+        taken = datetime.fromtimestamp(timestamp_from_proto(msg.taken_at), tz=UTC).isoformat()
         session.send(ack("snapshot", taken, session.epoch))
         self._rounds.trigger("snapshot")
 

@@ -18,7 +18,10 @@ behind:
 - **status**: one entry per Work; a newer report replaces the waiting one and moves to
   the tail (never earlier than any message received before it), and the recovery events
   of both are kept (restart events must not be lost). ``count`` says how many reports the
-  entry stands for, so the hub still acknowledges each one.
+  entry stands for, so the hub still acknowledges each one. Merging stops at
+  ``STATUS_MAX_EVENTS`` events: the waiting entry then stays where it is and the new
+  report starts the Work's next entry at the tail, so every entry passes ``check_status``
+  when each report did, and a merge never copies more than that many events.
 
 ``limit`` is a safety valve against an agent reporting on ever more Works: past it the
 reader waits for room (back-pressure onto the stream) rather than grow without bound.
@@ -31,6 +34,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from federation.v1 import agent_pb2
+from federation.wire.limits import STATUS_MAX_EVENTS
 
 DEFAULT_LIMIT = 4096
 
@@ -52,6 +56,13 @@ def _key(msg: agent_pb2.AgentMessage, serial: int) -> str:
     return f"other:{serial}"
 
 
+def _mergeable(older: Entry, newer: agent_pb2.AgentMessage) -> bool:
+    """Whether the two reports' events fit in one (see the module's docstring)."""
+    if newer.WhichOneof("body") != "status":
+        return True
+    return len(older.message.status.events) + len(newer.status.events) <= STATUS_MAX_EVENTS
+
+
 def _merged(older: Entry, newer: agent_pb2.AgentMessage) -> Entry:
     """The newer report, carrying the older one's recovery events first."""
     if newer.WhichOneof("body") != "status" or not older.message.status.events:
@@ -67,7 +78,9 @@ class Inbox:
     """Ordered, coalescing, bounded queue between a stream's reader and its worker."""
 
     def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
-        self._entries: OrderedDict[str, Entry] = OrderedDict()
+        # (coalescing key, 0), or (key, serial) for a Work's entry after a full one
+        self._entries: OrderedDict[tuple[str, int], Entry] = OrderedDict()
+        self._split: dict[str, int] = {}  # key -> serial of its newest entry, when not 0
         self._limit = limit
         self._serial = 0
         self._ready = asyncio.Event()
@@ -82,11 +95,18 @@ class Inbox:
         """Queue ``msg`` (coalescing as above); False when full — await ``room()`` and retry."""
         self._serial += 1
         key = _key(msg, self._serial)
-        older = self._entries.pop(key, None)
+        slot = (key, self._split.get(key, 0))
+        older = self._entries.get(slot)
+        if older is not None and not _mergeable(older, msg):
+            older, slot = None, (key, self._serial)  # the full entry keeps its place
         if older is None and len(self._entries) >= self._limit:
             self._room.clear()
             return False
-        self._entries[key] = Entry(msg) if older is None else _merged(older, msg)
+        if older is not None:
+            del self._entries[slot]  # the merged entry moves to the tail
+        self._entries[slot] = Entry(msg) if older is None else _merged(older, msg)
+        if slot[1]:
+            self._split[key] = slot[1]
         self._ready.set()
         return True
 
@@ -105,7 +125,9 @@ class Inbox:
                 return None
             self._ready.clear()
             await self._ready.wait()
-        _, entry = self._entries.popitem(last=False)
+        (key, serial), entry = self._entries.popitem(last=False)
+        if serial and self._split.get(key) == serial:
+            del self._split[key]
         if len(self._entries) < self._limit:
             self._room.set()
         return entry

@@ -3,6 +3,10 @@
 Split from the hub so the stream plumbing and the meaning of a report live apart. The
 meaning itself is the pure ``propagation.status.effect``; this adapter performs it:
 
+- a report is bounded first (``wire.limits.check_status``: text lengths, pods, events);
+  a refused one (a bound, a malformed work id, another cluster's Work) raises
+  ``InvalidInput`` and the hub answers ``Ack{what: "status-rejected"}``;
+
 - a report about a Work that is no longer active (withdrawn: cancelled, preempted,
   re-planned, or its cluster was lost) is answered with a ``Cancel`` again — idempotent,
   and it converges an agent that missed the first one;
@@ -38,6 +42,7 @@ from federation.propagation.status import ReportedPod, actual_pods, effect
 from federation.store import Conflict, IllegalTransition, JobRecord, NotFound, Store
 from federation.v1 import agent_pb2
 from federation.wire.convert import work_phase_from_proto
+from federation.wire.limits import DEFAULT_LIMITS, Limits, check_status
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +57,18 @@ def event_message(event: agent_pb2.WorkEvent) -> str:
 
 class StatusHandler:
     def __init__(self, store: Store, call: Call, trigger: Callable[[str], None],
-                 notify: Callable[[str], None]) -> None:
+                 notify: Callable[[str], None], *, limits: Limits = DEFAULT_LIMITS) -> None:
         self._store = store
+        self._limits = limits
         self._call = call
         self._trigger = trigger
         self._notify = notify
 
     async def handle(self, cluster: str, epoch: int, msg: agent_pb2.WorkStatus) -> list[agent_pb2.CentralMessage]:
-        """Apply one report; returns messages to send back (a repeated Cancel)."""
+        """Apply one report; returns messages to send back (a repeated Cancel). Bounded
+        before any store work (``check_status``); every refusal is ``InvalidInput``, which
+        the hub sends back as ``status-rejected``."""
+        check_status(msg, self._limits)
         try:
             work_id = int(msg.work_id)
         except ValueError:

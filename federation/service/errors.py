@@ -67,6 +67,18 @@ def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
     return None
 
 
+# A status message travels in a header: gRPC's default header limit is 8 KiB, and a
+# longer message (a refusal echoing a 100,000-character name) reaches the client as
+# RESOURCE_EXHAUSTED instead of the refusal.
+MAX_MESSAGE_CHARS = 2048
+
+
+def _bounded(message: str) -> str:
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    return f"{message[:MAX_MESSAGE_CHARS]}… ({len(message)} characters, cut)"
+
+
 async def _abort(context: grpc.aio.ServicerContext[Any, Any], exc: Exception, method: str) -> None:
     mapped = status_for(exc)
     if mapped is None:
@@ -76,7 +88,7 @@ async def _abort(context: grpc.aio.ServicerContext[Any, Any], exc: Exception, me
         log.info("%s refused: %s", method, mapped[1])
     elif mapped[0] == grpc.StatusCode.UNAVAILABLE:
         log.warning("%s: store unavailable: %s", method, exc)
-    await context.abort(mapped[0], mapped[1])
+    await context.abort(mapped[0], _bounded(mapped[1]))
 
 
 def _wrap_unary(behavior: Callable[..., Awaitable[Any]], method: str,

@@ -35,6 +35,7 @@ import grpc.aio
 
 from federation.domain.errors import InvalidInput
 from federation.domain.jobs import Job
+from federation.domain.names import dns_label
 from federation.domain.queues import Queue
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
 from federation.placement.intent import topology_wait
@@ -52,7 +53,7 @@ from federation.service.event_feed import DEFAULT_COALESCE_SECONDS, EventFeed
 from federation.service.objects import PriorityClassCache
 from federation.service.views import explain, job_to_view
 from federation.service.watching import Watches
-from federation.store.errors import NotFound
+from federation.store.errors import AlreadyExists, NotFound
 from federation.store.jobs_submit import Item, Outcome
 from federation.store.records import DecisionRecord, EventPage, JobRecord, Page, Submitted, WorkRecord
 from federation.v1 import jobs_pb2, jobs_pb2_grpc
@@ -98,6 +99,7 @@ class QueueSource(Protocol):
 class _Jobs(Protocol):
     def submit_many(self, items: Sequence[Item]) -> list[Outcome]: ...
     def get(self, name: str) -> JobRecord: ...
+    def conflict(self, job: Job) -> AlreadyExists | None: ...
     def cancel(self, name: str, reason: str = "cancelled") -> JobRecord: ...
     def list(self, *, queue: str | None = None, states: Collection[str] | None = None, tenant: str | None = None,
              visible_to: str | None = None, page_size: int | None = None,
@@ -235,8 +237,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
 
     async def _visible_record(self, who: Identity, name: str) -> JobRecord:
         """The job if the caller may see it: NOT_FOUND if absent, PERMISSION_DENIED if foreign."""
-        if not name:
-            raise InvalidInput("name", "must not be empty")
+        dns_label(name, "name")  # a job name, bounded, before it is looked up or echoed in an error
         record: JobRecord = await self._call(self._store.jobs.get, name)
         if not who.admin:
             check_queue(who, record.queue, (await self.queues.get(record.queue)).owners)
@@ -271,7 +272,10 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             job = await asyncio.to_thread(admit, job, request.spec, queue, self._limits)
         else:
             job = admit(job, request.spec, queue, self._limits)
-        if request.dry_run:
+        if request.dry_run:  # every check a submission makes, the name's owner included
+            refused = await self._call(self._store.jobs.conflict, job)
+            if refused is not None:
+                raise refused
             return jobs_pb2.SubmitJobResponse(job=jobs_pb2.Job(id=job.name), created=False)
         outcome = await self.submissions.submit((job, who.tenant or ""))
         if isinstance(outcome, NotFound):  # the queue was deleted since the cache saw it
@@ -289,6 +293,9 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
 
     async def CancelJob(self, request: jobs_pb2.CancelJobRequest, context: Context) -> jobs_pb2.Job:
         who = self._auth.require_tenant(context)
+        if len(request.reason) > self._limits.max_string_chars:  # stored, and sent with every event of the job
+            raise InvalidInput("reason", f"is {len(request.reason)} characters, over the limit of "
+                                         f"{self._limits.max_string_chars}")
         await self._visible_record(who, request.name)
         reason = request.reason or f"cancelled by {who.tenant}"
         record: JobRecord = await self._call(self._store.jobs.cancel, request.name, reason)
@@ -319,6 +326,8 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         if request.page_size < 0:
             raise InvalidInput("page_size", "must not be negative")
         states = [job_state_name(request.state)] if request.state else None
+        if states == [""]:
+            raise InvalidInput("state", f"unknown job state {request.state}")
         if request.queue:
             await self._visible_queues(who, request.queue)
         page = await self._call(

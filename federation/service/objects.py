@@ -19,7 +19,7 @@ import grpc.aio
 
 from federation.domain.errors import InvalidInput
 from federation.domain.policies import CLUSTER_WIDE, NAMESPACED, PriorityClass
-from federation.service.auth import Authenticator
+from federation.service.auth import Authenticator, Identity, usable_queues
 from federation.service.views import timestamp
 from federation.store.objects import PolicyRecord, PriorityClassRecord
 from federation.v1 import objects_pb2, objects_pb2_grpc
@@ -106,17 +106,24 @@ class ObjectServicer(objects_pb2_grpc.ObjectServiceServicer):
             self._replan("policy")
         return objects_pb2.ApplyPolicyResponse(policy=policy_to_view(record), outcome=outcome)
 
+    async def _usable_queues(self, who: Identity) -> list[str] | None:
+        """None for admins, else the queues ``who`` may use: a policy is readable by every
+        tenant, but the jobs it governs are listed only where the caller could list them."""
+        return None if who.admin else usable_queues(who, await self._call(self._store.queues.all))
+
     async def GetPolicy(self, request: objects_pb2.PolicyKey, context: Context) -> objects_pb2.Policy:
-        self._auth.require_tenant(context)
+        who = self._auth.require_tenant(context)
         ref = policy_ref(request.kind, request.namespace, request.name)
         record = await self._call(self._store.policies.get, ref)
-        return policy_to_view(record, await self._call(self._store.policies.claimed_by, ref))
+        jobs = await asyncio.to_thread(self._store.policies.claimed_by, ref, queues=await self._usable_queues(who))
+        return policy_to_view(record, jobs)
 
     async def ListPolicies(self, request: objects_pb2.ListPoliciesRequest,
                            context: Context) -> objects_pb2.ListPoliciesResponse:
-        self._auth.require_tenant(context)
+        who = self._auth.require_tenant(context)
         records: list[PolicyRecord] = await self._call(self._store.policies.list)
-        claims: dict[str, str] = await self._call(self._store.policies.claims)
+        claims: dict[str, str] = await asyncio.to_thread(self._store.policies.claims,
+                                                         queues=await self._usable_queues(who))
         jobs: dict[str, list[str]] = {}
         for job, ref in sorted(claims.items()):
             jobs.setdefault(ref, []).append(job)

@@ -228,9 +228,6 @@ class AuditRepository:
 
 
 def _int(value: Any) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        from federation.domain.errors import InvalidInput
-
-        raise InvalidInput("page_token", "malformed page token") from None
+    """The round id of a rounds token; ``paging.decode_id`` range-checks it (1e30, Infinity
+    must be a malformed token, not an OverflowError from the driver)."""
+    return paging.decode_id(value)

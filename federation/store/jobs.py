@@ -21,9 +21,10 @@ from sqlalchemy.orm import Session
 from federation.domain.jobs import Job
 from federation.domain.states import JobState
 from federation.store import paging
+from federation.store.codec import digest_of, job_to_json
 from federation.store.engine import Database
-from federation.store.errors import Conflict, NotFound
-from federation.store.jobs_submit import Item, Outcome, submit_many
+from federation.store.errors import AlreadyExists, Conflict, NotFound
+from federation.store.jobs_submit import Item, Outcome, conflict, submit_many
 from federation.store.lifecycle import (
     add_event,
     event_record,
@@ -69,6 +70,15 @@ class JobRepository:
         """
         return submit_many(self._db, items)
 
+    def conflict(self, job: Job) -> AlreadyExists | None:
+        """The ``AlreadyExists`` that submitting ``job`` now would meet, without storing it:
+        a dry run checks what a submission checks."""
+        try:
+            existing = self.get(job.name)
+        except NotFound:
+            return None
+        return conflict(existing, job.name, job.queue, digest_of(job_to_json(job)))
+
     # ------------------------------------------------------------------ reads
 
     def get(self, name: str) -> JobRecord:
@@ -112,7 +122,7 @@ class JobRepository:
             stmt = stmt.where(JobRow.tenant == tenant)
         if page_token:
             created, name = paging.decode("jobs", page_token, 2)
-            after = paging.decode_time(created)
+            after, name = paging.decode_time(created), paging.decode_text(name)
             stmt = stmt.where(or_(JobRow.created_at > after, and_(JobRow.created_at == after, JobRow.name > name)))
         with self._db.read() as session:
             if visible_to is not None:

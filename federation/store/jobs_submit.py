@@ -144,11 +144,18 @@ def _resolve(rows: Sequence[_Row], reps: dict[str, int], created: set[str],
 
 
 def _compare(existing: JobRecord, row: _Row) -> Outcome:
-    if existing.queue != row.queue:
-        return AlreadyExists("job", row.name, f"it exists in queue {existing.queue!r}")
-    if existing.spec_digest != row.values["spec_digest"]:
-        return AlreadyExists("job", row.name, "it exists with a different spec")
-    return Submitted(existing, created=False)
+    refused = conflict(existing, row.name, row.queue, row.values["spec_digest"])
+    return refused if refused is not None else Submitted(existing, created=False)
+
+
+def conflict(existing: JobRecord, name: str, queue: str, spec_digest: str) -> AlreadyExists | None:
+    """The refusal a submission of ``name`` meets when ``existing`` holds the name: another
+    queue or another spec (an identical one is the same submission again)."""
+    if existing.queue != queue:
+        return AlreadyExists("job", name, f"it exists in queue {existing.queue!r}")
+    if existing.spec_digest != spec_digest:
+        return AlreadyExists("job", name, "it exists with a different spec")
+    return None
 
 
 def _read_existing(conn: Connection, names: Iterable[str]) -> dict[str, JobRecord]:

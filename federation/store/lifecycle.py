@@ -8,6 +8,7 @@ Doing that here means no writer can forget one of the four.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -16,12 +17,15 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from federation.domain.errors import InvalidInput
 from federation.domain.jobs import Job
 from federation.domain.states import ACTIVE_WORK_STATES, EVENT_FOR_STATE, JobState, WorkState, allowed
 from federation.store.codec import job_from_json
 from federation.store.errors import IllegalTransition, NotFound
 from federation.store.models import JobEventRow, JobRow, WorkRow
 from federation.store.records import JobEvent, JobRecord
+
+log = logging.getLogger(__name__)
 
 
 def check_transition(from_state: str, to_state: str, job: str = "") -> None:
@@ -44,7 +48,13 @@ _DECODED_LOCK = threading.Lock()
 def decode_spec(digest: str, spec: dict[str, Any]) -> Job:
     job = _DECODED.get(digest)
     if job is None:
-        job = job_from_json(spec)
+        try:
+            job = job_from_json(spec)
+        except InvalidInput as exc:
+            # Stored by an earlier release, before a rule it breaks was added: read as it
+            # was accepted, so no round, listing or job is lost to an upgrade.
+            log.warning("job spec %s breaks a rule of this release (%s); read as stored", digest[:12], exc)
+            job = job_from_json(spec, trusted=True)
         with _DECODED_LOCK:
             if len(_DECODED) >= _DECODED_MAX:
                 _DECODED.clear()

@@ -12,19 +12,23 @@ writes them), so a running job keeps its policy and ``explain`` can name it.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
+import logging
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import ColumnElement, delete, select
 from sqlalchemy.exc import IntegrityError
 
+from federation.domain.errors import InvalidInput
 from federation.domain.manifests_karmada import parse_policy_object
 from federation.domain.policies import PolicyObject, PriorityClass
 from federation.store.engine import Database
 from federation.store.errors import AlreadyExists, NotFound
 from federation.store.models import JobRow, PolicyClaimRow, PolicyRow, PriorityClassRow
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,12 @@ class PriorityClassRecord:
 
 def _policy_of(row: PolicyRow) -> PolicyRecord:
     return PolicyRecord(parse_policy_object(row.document, ""), row.document, row.version, row.updated_at)
+
+
+def _claims_in(queues: Collection[str]) -> ColumnElement[bool]:
+    """The claims on jobs of ``queues``. Why: a claim names a job, and a tenant may learn
+    only the jobs of queues it may use (the rule ListJobs applies)."""
+    return PolicyClaimRow.job.in_(select(JobRow.name).where(JobRow.queue.in_(list(queues))))
 
 
 def _class_of(row: PriorityClassRow) -> PriorityClassRecord:
@@ -88,7 +98,18 @@ class PolicyRepository:
             return [_policy_of(r) for r in session.scalars(select(PolicyRow).order_by(PolicyRow.ref))]
 
     def all(self) -> builtins.list[PolicyObject]:
-        return [r.policy for r in self.list()]
+        """Every policy a round matches jobs against. One stored by an earlier release that
+        breaks a rule of this one is left out, logged, rather than failing every round: its
+        document stays stored, and applying it again says what to change."""
+        out: builtins.list[PolicyObject] = []
+        with self._db.read() as session:
+            for row in session.scalars(select(PolicyRow).order_by(PolicyRow.ref)):
+                try:
+                    out.append(parse_policy_object(row.document, ""))
+                except InvalidInput as exc:
+                    log.error("policy %s is not applied: it breaks a rule of this release (%s); apply it again, "
+                              "changed", row.ref, exc)
+        return out
 
     def delete(self, ref: str) -> None:
         """Delete a policy; its claims go too (the jobs fall back to the next match)."""
@@ -101,18 +122,25 @@ class PolicyRepository:
 
     # ------------------------------------------------------------------ claims
 
-    def claims(self, jobs: builtins.list[str] | None = None) -> dict[str, str]:
-        """job -> ref of the policy governing it (all jobs, or only ``jobs``)."""
+    def claims(self, jobs: builtins.list[str] | None = None, *,
+               queues: Collection[str] | None = None) -> dict[str, str]:
+        """job -> ref of the policy governing it (all jobs, or only ``jobs``; with
+        ``queues``, only the jobs of those queues: a tenant's view)."""
         stmt = select(PolicyClaimRow.job, PolicyClaimRow.policy)
         if jobs is not None:
             stmt = stmt.where(PolicyClaimRow.job.in_(jobs))
+        if queues is not None:
+            stmt = stmt.where(_claims_in(queues))
         with self._db.read() as session:
             return {job: ref for job, ref in session.execute(stmt)}
 
-    def claimed_by(self, ref: str) -> builtins.list[str]:
+    def claimed_by(self, ref: str, *, queues: Collection[str] | None = None) -> builtins.list[str]:
+        """The jobs ``ref`` governs, by name (with ``queues``, only the jobs of those queues)."""
+        stmt = select(PolicyClaimRow.job).where(PolicyClaimRow.policy == ref)
+        if queues is not None:
+            stmt = stmt.where(_claims_in(queues))
         with self._db.read() as session:
-            return list(session.scalars(select(PolicyClaimRow.job).where(PolicyClaimRow.policy == ref)
-                                        .order_by(PolicyClaimRow.job)))
+            return list(session.scalars(stmt.order_by(PolicyClaimRow.job)))
 
     def set_claims(self, changes: Mapping[str, str | None]) -> None:
         """Record (ref) or drop (None) each job's claim; jobs deleted meanwhile are skipped."""

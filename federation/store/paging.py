@@ -12,13 +12,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from federation.domain.errors import InvalidInput
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
+MAX_ID = 2**63 - 1  # BIGINT ids (PostgreSQL); SQLite INTEGER is int64 too
 
 
 def page_size(requested: int | None) -> int:
@@ -53,4 +54,42 @@ def decode_time(value: Any) -> datetime:
         raise InvalidInput("page_token", "malformed page token") from exc
     if parsed.tzinfo is None:
         raise InvalidInput("page_token", "malformed page token")
-    return parsed
+    try:  # the store binds UTC; 0001-01-01+14:00 has no UTC year and overflows the driver
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        raise InvalidInput("page_token", "malformed page token") from None
+
+
+def decode_text(value: Any) -> str:
+    """A string key from a token. Why check: a forged token can hold a list, dict, null or
+    huge int where a name belongs (or a NUL or lone surrogate inside one); the database
+    driver fails on those (INTERNAL) where the client deserves ``InvalidInput``."""
+    if not isinstance(value, str) or "\x00" in value or not _encodable(value):
+        raise InvalidInput("page_token", "malformed page token")
+    return value
+
+
+def _encodable(value: str) -> bool:
+    """False for lone surrogates (JSON ``\\ud800``), which no database driver can bind."""
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def decode_id(value: Any) -> int:
+    """A row id key from a token, inside the int64 range every id column holds.
+
+    Why range-check: ``1e30``, ``1e308`` or ``Infinity`` parse as JSON numbers but overflow
+    the driver's integer binding (OverflowError, INTERNAL) instead of being malformed.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise InvalidInput("page_token", "malformed page token")
+    try:
+        number = int(value)
+    except ValueError:
+        raise InvalidInput("page_token", "malformed page token") from None
+    if not 0 <= number <= MAX_ID:
+        raise InvalidInput("page_token", "malformed page token")
+    return number

@@ -122,7 +122,7 @@ class QueueRepository:
         stmt = select(QueueRow).order_by(QueueRow.name).limit(size + 1)
         if page_token:
             (after,) = paging.decode("queues", page_token, 1)
-            stmt = stmt.where(QueueRow.name > str(after))
+            stmt = stmt.where(QueueRow.name > paging.decode_text(after))
         with self._db.read() as session:
             rows = list(session.scalars(stmt))
         items = tuple(queue_of(r) for r in rows[:size])

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from federation.domain.errors import InvalidInput
-from federation.domain.jobs import DEFAULT_MAX_RETRY, Job, LifecyclePolicy, NetworkTopology, Task
+from federation.domain.jobs import DEFAULT_MAX_RETRY, WORKLOAD_GANG_PATH, Job, LifecyclePolicy, NetworkTopology, Task
 from federation.domain.manifests import resolve_priority_class
 from federation.domain.policies import PriorityClass
 from federation.domain.propagation import (
@@ -127,15 +127,19 @@ def propagation_from_proto(msg: types_pb2.PropagationPolicy, path: str) -> Propa
     tolerations = tuple(
         toleration_from_proto(t, f"{path}.clusterTolerations[{i}]") for i, t in enumerate(msg.cluster_tolerations)
     )
+    # Built before the try: their errors are already rooted at ``path``, the except below would root them twice.
+    affinity = (_affinity_from_proto(msg.cluster_affinity, f"{path}.clusterAffinity")
+                if msg.HasField("cluster_affinity") else None)
+    terms = tuple(
+        build(f"{path}.clusterAffinities[{i}]", ClusterAffinityTerm,
+              t.name, _affinity_from_proto(t.affinity, f"{path}.clusterAffinities[{i}]"))
+        for i, t in enumerate(msg.cluster_affinities)
+    )
     try:
         return PropagationPolicy(
             name=msg.name,
-            cluster_affinity=_affinity_from_proto(msg.cluster_affinity, f"{path}.clusterAffinity")
-            if msg.HasField("cluster_affinity") else None,
-            cluster_affinities=tuple(
-                ClusterAffinityTerm(t.name, _affinity_from_proto(t.affinity, f"{path}.clusterAffinities[{i}]"))
-                for i, t in enumerate(msg.cluster_affinities)
-            ),
+            cluster_affinity=affinity,
+            cluster_affinities=terms,
             cluster_tolerations=tolerations,
             spread_constraints=spreads,
             replica_scheduling=scheduling,
@@ -160,7 +164,9 @@ def task_to_proto(task: Task) -> types_pb2.TaskSpec:
     return msg
 
 
-def task_from_proto(msg: types_pb2.TaskSpec, path: str) -> Task:
+def task_from_proto(msg: types_pb2.TaskSpec, path: str, template_json: str = "") -> Task:
+    """A wire task; ``template_json`` is its template when the message carries none (a
+    workload's task takes the workload's pod template)."""
     return build(
         path, Task,
         name=msg.name,
@@ -169,7 +175,7 @@ def task_from_proto(msg: types_pb2.TaskSpec, path: str) -> Task:
         min_available=msg.min_available if msg.HasField("min_available") else None,
         policies=tuple(policy_from_proto(p, f"{path}.policies[{i}]") for i, p in enumerate(msg.policies)),
         max_retry=msg.max_retry if msg.HasField("max_retry") else None,
-        template_json=msg.template_json,
+        template_json=msg.template_json or template_json,
         depends_on=tuple(msg.depends_on),
         depends_on_any=msg.depends_on_any,
     )
@@ -208,6 +214,8 @@ def _job_error(exc: InvalidInput, root: str) -> InvalidInput:
     """Domain ``Job`` paths are manifest-shaped (``metadata.name``, ``spec.queue``)."""
     if exc.path == "metadata.name":
         return InvalidInput(f"{root}.name", exc.rule)
+    if exc.path == WORKLOAD_GANG_PATH:  # it sits in the workload's body on the wire
+        return InvalidInput(f"{root}.workload.bodyJson.{exc.path}", exc.rule)
     if exc.path.startswith("spec."):
         return InvalidInput(root + exc.path[len("spec"):], exc.rule)
     if exc.path.startswith("metadata.annotations[federation.io/topology-wait]"):
@@ -234,14 +242,15 @@ def job_from_proto(msg: types_pb2.JobSpec, path: str = "spec",
         priority, priority_class = msg.priority, msg.priority_class
     else:
         priority, priority_class = build(f"{path}.priorityClass", resolve_priority_class, msg.priority_class, classes)
-    tasks = tuple(task_from_proto(t, f"{path}.tasks[{i}]") for i, t in enumerate(msg.tasks))
+    workload = (build(f"{path}.workload", Workload, kind=msg.workload.kind, body_json=msg.workload.body_json)
+                if msg.HasField("workload") else None)
+    template = workload.template_json if workload is not None else ""
+    tasks = tuple(task_from_proto(t, f"{path}.tasks[{i}]", template) for i, t in enumerate(msg.tasks))
     policies = tuple(policy_from_proto(p, f"{path}.policies[{i}]") for i, p in enumerate(msg.policies))
     propagation = (
         propagation_from_proto(msg.propagation, f"{path}.propagation") if msg.HasField("propagation") else None
     )
     tolerations = tuple(toleration_from_proto(t, f"{path}.tolerations[{i}]") for i, t in enumerate(msg.tolerations))
-    workload = (build(f"{path}.workload", Workload, kind=msg.workload.kind, body_json=msg.workload.body_json)
-                if msg.HasField("workload") else None)
     try:  # only Job's own checks raise here; nested values were validated (and rooted) above
         return Job(
             name=msg.name,

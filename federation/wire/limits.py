@@ -14,15 +14,24 @@ per task`` and the CLI prints that line and exits 2. Operators change the defaul
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sized
+import math
+from collections.abc import Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass
+
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from federation.domain.errors import InvalidInput
 from federation.domain.names import dns_label, dns_subdomain, label_value, qualified_name
+from federation.domain.nodes import TAINT_EFFECTS
 from federation.domain.patterns import PATTERN_MAX_CHARS
-from federation.v1 import types_pb2
+from federation.v1 import agent_pb2, types_pb2
 
 MIB = 1024 * 1024
+# Fixed, not ``Limits`` fields: agents must agree with them (docs/design/limits.md).
+AGENT_ID_MAX_CHARS = 512  # a pod name (<= 253) plus a process id and a start time, with room
+STATUS_MAX_EVENTS = 256  # recovery events per WorkStatus; the agent sends more in several reports
+# A protobuf Timestamp's own range ends at 9999-12-31T23:59:59Z; Python's datetime ends there too.
+TIMESTAMP_MAX_SECONDS = 253_402_300_799
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,7 @@ class Limits:
     max_plugin_args: int = 64
     max_string_chars: int = 4096  # plugin args, messages: any free-text field
     max_cluster_names: int = 1024  # per propagation list
+    max_job_dependencies: int = 64  # a job's `after` (JobFlow dependsOn): jobs it waits for
     max_snapshot_nodes: int = 20_000
     max_snapshot_hypernodes: int = 20_000
     max_hypernode_members: int = 20_000
@@ -74,6 +84,15 @@ def _text(path: str, value: str, limit: int) -> None:
         raise InvalidInput(path, f"is {len(value)} characters, over the limit of {limit}")
 
 
+def _timestamp(path: str, stamp: Timestamp) -> None:
+    """Unix time between 1970 and the year 9999: anything else is no clock reading, and
+    ``datetime.fromtimestamp`` raises on it (a snapshot taken in year 31,690,708 was dropped
+    with a traceback instead of being refused)."""
+    if not 0 <= stamp.seconds <= TIMESTAMP_MAX_SECONDS or not 0 <= stamp.nanos < 1_000_000_000:
+        raise InvalidInput(path, f"{stamp.seconds}s {stamp.nanos}ns is not a time between 1970-01-01 and "
+                                 "9999-12-31 (Unix seconds, nanos below one second)")
+
+
 def check_labels(labels: Mapping[str, str], path: str, limit: int) -> None:
     """Kubernetes label keys (qualified names) and values, at most ``limit`` of them."""
     _count(path, labels, limit, "labels")
@@ -81,6 +100,20 @@ def check_labels(labels: Mapping[str, str], path: str, limit: int) -> None:
         key_path = f"{path}[{key[:80]!r}]"
         qualified_name(key, key_path, "label key")
         label_value(value, key_path)
+
+
+def _taints(taints: Sequence[types_pb2.Taint], path: str, limit: int, what: str) -> None:
+    """Kubernetes' taint rules: key a qualified name, value a label value, effect one of three.
+    Taints are few (a node has 0-5), so grammars are checked, not only lengths: a taint is
+    stored with the cluster and listed to every tenant (a 5 MB key made ListClusters 5 MB)."""
+    _count(path, taints, limit, what)
+    for i, t in enumerate(taints):
+        qualified_name(t.key, f"{path}[{i}].key", "taint key")
+        label_value(t.value, f"{path}[{i}].value")
+        if t.effect not in ("", *TAINT_EFFECTS):
+            raise InvalidInput(f"{path}[{i}].effect", f"{t.effect[:80]!r} is not one of {', '.join(TAINT_EFFECTS)}")
+        if t.HasField("time_added") and not (math.isfinite(t.time_added) and t.time_added >= 0):
+            raise InvalidInput(f"{path}[{i}].timeAdded", f"{t.time_added} is not a time (Unix seconds)")
 
 
 def _tolerations(items: Iterable[types_pb2.Toleration], path: str, limits: Limits) -> None:
@@ -142,11 +175,18 @@ def check_job_spec(msg: types_pb2.JobSpec, limits: Limits = DEFAULT_LIMITS, path
             raise _over(f"{tpath}.replicas", task.replicas, limits.max_replicas_per_task, "replicas per task")
         total += max(task.replicas, 0)
         _count(f"{tpath}.resources", task.resources, 64, "resources")
+        _count(f"{tpath}.dependsOn.name", task.depends_on, limits.max_tasks_per_job, "tasks")
+        for j, name in enumerate(task.depends_on):
+            _text(f"{tpath}.dependsOn.name[{j}]", name, 63)
         _policies(task.policies, f"{tpath}.policies", limits)
         size = len(task.template_json)
         if size > limits.max_template_bytes:
             raise InvalidInput(f"{tpath}.template", f"is {size} bytes of JSON, over the limit of "
                                                     f"{limits.max_template_bytes} bytes")
+    size = len(msg.workload.body_json)
+    if size > limits.max_template_bytes:  # a workload's body carries its pod template
+        raise InvalidInput(f"{path}.workload.bodyJson", f"is {size} bytes of JSON, over the limit of "
+                                                        f"{limits.max_template_bytes} bytes")
     if total > limits.max_replicas_per_job:
         raise _over(f"{path}.tasks", total, limits.max_replicas_per_job, "replicas per job (sum over tasks)")
     if msg.HasField("network_topology"):
@@ -164,6 +204,9 @@ def check_job_spec(msg: types_pb2.JobSpec, limits: Limits = DEFAULT_LIMITS, path
         for j, arg in enumerate(args.args):
             _text(f"{path}.plugins.{name}[{j}]", arg, limits.max_string_chars)
     check_labels(msg.labels, f"{path}.labels", limits.max_labels)
+    _count(f"{path}.after", msg.after, limits.max_job_dependencies, "jobs to wait for")
+    for i, name in enumerate(msg.after):
+        dns_label(name, f"{path}.after[{i}]")
     _tolerations(msg.tolerations, f"{path}.tolerations", limits)
     if msg.HasField("propagation"):
         _propagation(msg.propagation, f"{path}.propagation", limits)
@@ -172,20 +215,21 @@ def check_job_spec(msg: types_pb2.JobSpec, limits: Limits = DEFAULT_LIMITS, path
 def check_snapshot(msg: types_pb2.ClusterSnapshot, limits: Limits = DEFAULT_LIMITS,
                    path: str = "snapshot") -> None:
     """Bound an agent's snapshot: node and HyperNode counts, per-node labels and taints,
-    member lists and regex lengths. Lengths only, not grammars, for node labels: they come
-    from a kube-apiserver that validated them, and 15,000 nodes x 50 labels of regex
-    matching would cost more than the rest of the snapshot."""
+    member lists and regex lengths, and its ``takenAt``. Lengths only, not grammars, for node
+    labels: they come from a kube-apiserver that validated them, and 15,000 nodes x 50 labels
+    of regex matching would cost more than the rest of the snapshot. Taints are few and
+    are checked in full (``_taints``)."""
+    _timestamp(f"{path}.takenAt", msg.taken_at)
     _count(f"{path}.nodes", msg.nodes, limits.max_snapshot_nodes, "nodes per snapshot")
     _count(f"{path}.hyperNodes", msg.hyper_nodes, limits.max_snapshot_hypernodes, "HyperNodes per snapshot")
     check_labels(msg.labels, f"{path}.labels", limits.max_labels)
-    _count(f"{path}.taints", msg.taints, limits.max_node_taints, "taints")
+    _taints(msg.taints, f"{path}.taints", limits.max_node_taints, "taints")
     for i, node in enumerate(msg.nodes):
         if len(node.name) > 253:
             raise InvalidInput(f"{path}.nodes[{i}].name", "is longer than 253 characters")
         if len(node.labels) > limits.max_node_labels:
             raise _over(f"{path}.nodes[{i}].labels", len(node.labels), limits.max_node_labels, "labels per node")
-        if len(node.taints) > limits.max_node_taints:
-            raise _over(f"{path}.nodes[{i}].taints", len(node.taints), limits.max_node_taints, "taints per node")
+        _taints(node.taints, f"{path}.nodes[{i}].taints", limits.max_node_taints, "taints per node")
         for key, value in node.labels.items():
             if len(key) > 317 or len(value) > 63:
                 raise InvalidInput(f"{path}.nodes[{i}].labels[{key[:80]!r}]",
@@ -201,3 +245,53 @@ def check_snapshot(msg: types_pb2.ClusterSnapshot, limits: Limits = DEFAULT_LIMI
             if member.WhichOneof("selector") == "regex" and len(member.regex) > PATTERN_MAX_CHARS:
                 raise InvalidInput(f"{hpath}.spec.members[{j}].selector.regexMatch.pattern",
                                    f"is {len(member.regex)} characters, over the limit of {PATTERN_MAX_CHARS}")
+
+
+def check_hello(msg: agent_pb2.Hello, path: str = "hello") -> None:
+    """Bound the hello before the cluster is registered: both fields are stored with the
+    registration and written into every log line of the stream (a 5 MB ``agent_id`` grew
+    the log by 20 MB and made ListClusters too big for a tenant's default client).
+
+    The cluster name follows Karmada's rule for Cluster objects (a DNS-1123 label; Karmada
+    further caps it at 48 for a namespace prefix we do not add). The agent id is free text
+    (a pod name, a process id, a start time): bounded, and printable only, so it cannot
+    forge a line of a text log."""
+    if not msg.cluster:
+        raise InvalidInput(f"{path}.cluster", "must not be empty")
+    dns_label(msg.cluster, f"{path}.cluster")
+    _text(f"{path}.agentId", msg.agent_id, AGENT_ID_MAX_CHARS)
+    if not msg.agent_id.isprintable():
+        raise InvalidInput(f"{path}.agentId", "must be printable characters (no newlines or control characters)")
+
+
+def _status_pods(pods: Sequence[agent_pb2.PodStatus], path: str, limits: Limits) -> None:
+    # A pod and its replacement are both listed while the old one terminates: twice the replicas.
+    _count(path, pods, 2 * limits.max_replicas_per_job, "pods (twice the replicas a job may have)")
+    for i, pod in enumerate(pods):
+        _text(f"{path}[{i}].task", pod.task, 63)
+        _text(f"{path}[{i}].node", pod.node, 253)
+        _text(f"{path}[{i}].phase", pod.phase, 64)
+        _text(f"{path}[{i}].message", pod.message, limits.max_string_chars)
+
+
+def _status_events(events: Sequence[agent_pb2.WorkEvent], path: str, limits: Limits) -> None:
+    # Each event is a store transaction and a job event: 5,000 took 11.7 s and set restarts=5000.
+    _count(path, events, STATUS_MAX_EVENTS, "events per report (the agent sends more in several reports)")
+    for i, event in enumerate(events):
+        _text(f"{path}[{i}].action", event.action, 64)
+        _text(f"{path}[{i}].reason", event.reason, limits.max_string_chars)
+        _text(f"{path}[{i}].task", event.task, 63)
+
+
+def check_status(msg: agent_pb2.WorkStatus, limits: Limits = DEFAULT_LIMITS, path: str = "status") -> None:
+    """Bound an agent's ``WorkStatus`` before any store work: its message and event reasons
+    are stored in the tenant's job (two 8 MB texts made GetJob 16 MB), and its events each
+    cost a transaction. A legitimate report carries one PodStatus per pod of the Work and
+    at most one event per pod per reconcile pass; the agent clips its texts to
+    ``max_string_chars`` and splits more events than ``STATUS_MAX_EVENTS`` over several
+    reports (agents/runtime.py), so only a broken or hostile agent is refused."""
+    _text(f"{path}.workId", msg.work_id, 64)
+    _text(f"{path}.job", msg.job, 253)
+    _text(f"{path}.message", msg.message, limits.max_string_chars)
+    _status_pods(msg.pods, f"{path}.pods", limits)
+    _status_events(msg.events, f"{path}.events", limits)

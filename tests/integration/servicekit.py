@@ -75,6 +75,8 @@ def spec(name: str, queue: str = "research", *, replicas: int = 2, gpus: str = "
     for key, value in fields.items():
         if isinstance(value, types_pb2.NetworkTopology):
             msg.network_topology.CopyFrom(value)
+        elif isinstance(value, list):  # a repeated field
+            getattr(msg, key).extend(value)
         else:
             setattr(msg, key, value)
     return msg

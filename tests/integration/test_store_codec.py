@@ -64,7 +64,7 @@ EVERYTHING = Job(
             ClusterAffinityTerm("backup", ClusterAffinity(exclude=("edge",))),
         ),
         cluster_tolerations=(Toleration("maintenance", "Exists", effect="NoSchedule"),),
-        spread_constraints=(SpreadConstraint("region", min_groups=1, max_groups=2),),
+        spread_constraints=(SpreadConstraint("cluster", min_groups=1, max_groups=2),),
         replica_scheduling=ReplicaScheduling("Divided", "Weighted", static_weights=(("east", 2), ("west", 1))),
     ),
     namespace="ml",

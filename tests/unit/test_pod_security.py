@@ -98,7 +98,7 @@ def test_templates_are_parsed_within_bounds(text: str, rule: str) -> None:
 
 
 def _job(namespace: str = "", template: dict[str, Any] | None = None) -> types_pb2.JobSpec:
-    task = types_pb2.TaskSpec(name="w", replicas=1, resources={"cpu": "1"},
+    task = types_pb2.TaskSpec(name="w", replicas=1, resources={"nvidia.com/gpu": "8"},  # what TRAINER requests
                               template_json=json.dumps(template) if template else "")
     return types_pb2.JobSpec(name="j", queue="team", namespace=namespace, tasks=[task])
 

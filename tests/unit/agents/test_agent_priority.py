@@ -144,3 +144,38 @@ def test_for_cluster_leaves_a_workload_and_an_unchanged_job_alone() -> None:
     assert for_cluster(w, ClusterPriority("high", 10_000)) is w
     assert for_cluster(w, ClusterPriority("high", 7)).job.priority == 7
     assert for_cluster(w, NONE).job.priority_class == ""
+
+
+def _per_task(name: str = "train") -> Job:
+    """Volcano's per-task classes: the job is ordered by ``high``, the ps task's pods by its own."""
+    base = _high(name)
+    ps = replace(base.tasks[0], name="ps", replicas=1,
+                 template_json='{"spec":{"priorityClassName":"task-priority","priority":5}}')
+    return replace(base, tasks=(ps, base.tasks[0]))
+
+
+async def test_a_tasks_own_class_the_cluster_has_is_kept_on_its_pods() -> None:
+    clock = ManualClock()
+    cluster = fake(clock=clock, runtime=100.0)
+    cluster.priority_classes["task-priority"] = 50
+    report = await JobController(work(_per_task())).sync(cluster, clock(), None)
+    assert report.actions == () and cluster.priority_classes == {"task-priority": 50, "high": 10_000}
+    ps, worker = cluster.manifest("train-ps-0"), cluster.manifest("train-worker-0")
+    assert ps is not None and worker is not None
+    spec = pod_body(ps)["spec"]
+    assert spec["priorityClassName"] == "task-priority" and "priority" not in spec  # admission sets 50
+    assert (pod_body(worker)["spec"]["priorityClassName"], pod_body(worker)["spec"]["priority"]) == ("high", 10_000)
+
+
+async def test_a_tasks_own_class_the_cluster_lacks_gives_way_to_the_jobs_and_is_reported() -> None:
+    clock = ManualClock()
+    cluster = fake(clock=clock, runtime=100.0)
+    ctl = JobController(work(_per_task()))
+    [note] = (await ctl.sync(cluster, clock(), None)).actions
+    assert note.kind == "Warning" and "PriorityClass task-priority named by a task's pod template does not exist " \
+        "in cluster c1" in note.cause
+    assert "task-priority" not in cluster.priority_classes  # the federation knows no value for it: not created
+    ps = cluster.manifest("train-ps-0")
+    assert ps is not None
+    assert (pod_body(ps)["spec"]["priorityClassName"], pod_body(ps)["spec"]["priority"]) == ("high", 10_000)
+    assert (await ctl.sync(cluster, clock(), None)).actions == ()  # said once

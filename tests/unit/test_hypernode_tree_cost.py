@@ -1,0 +1,266 @@
+"""HyperNode trees cost time linear in their size, and snapshot conversion is bounded.
+
+Costs are counted (nodes scanned, parent lookups, decodes), never timed: a 19,999-node
+snapshot with one exactMatch leaf per node took 35 s to resolve (every member scanned
+every node) and a 19,999-long tier-1 chain took 40 s before it was rejected (every
+HyperNode walked its whole parent chain). Correctness is checked against the naive
+resolution those replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import threading
+from collections.abc import Iterator, Mapping
+
+import pytest
+
+from federation.domain.clusters import ClusterSnapshot
+from federation.domain.errors import InvalidInput
+from federation.domain.nodes import Node
+from federation.domain.resources import Resources
+from federation.domain.topology import (
+    HyperNodeMember,
+    HyperNodeSpec,
+    MemberSelector,
+    _check_acyclic,
+    build_tree,
+)
+from federation.service.snapshot_parsing import SnapshotParsing, Superseded
+from federation.store.clusters import SnapshotCache
+from federation.store.codec import snapshot_to_json
+
+R = Resources.of(gpu=8, cpu=64_000)
+
+
+class CountingNodes(tuple[Node, ...]):
+    """A node tuple that counts the nodes every iteration over it yields."""
+
+    scanned = 0
+
+    def __iter__(self) -> Iterator[Node]:
+        for node in super().__iter__():
+            CountingNodes.scanned += 1
+            yield node
+
+
+class CountingParents(dict[str, str]):
+    lookups = 0
+
+    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        CountingParents.lookups += 1
+        return super().get(key, default)
+
+
+def nodes(n: int) -> CountingNodes:
+    return CountingNodes(Node(f"n{i}", R, R, labels={"rack": f"r{i // 8}", "zone": f"z{i % 2}"}) for i in range(n))
+
+
+def node_member(**selector: object) -> HyperNodeMember:
+    return HyperNodeMember("Node", MemberSelector(**selector))  # type: ignore[arg-type]
+
+
+def hyper_member(name: str) -> HyperNodeMember:
+    return HyperNodeMember("HyperNode", MemberSelector(exact_name=name))
+
+
+def scanned(specs: list[HyperNodeSpec], cluster: CountingNodes) -> int:
+    CountingNodes.scanned = 0
+    build_tree(specs, cluster)
+    return CountingNodes.scanned
+
+
+@pytest.mark.parametrize("n", [500, 4000])
+def test_exact_leaves_scan_the_nodes_a_constant_number_of_times(n: int) -> None:
+    cluster = nodes(n)
+    leaves = [HyperNodeSpec(f"leaf-{i}", 1, (node_member(exact_name=f"n{i}"),)) for i in range(n)]
+    spine = HyperNodeSpec("spine", 2, tuple(hyper_member(f"leaf-{i}") for i in range(n)))
+    assert scanned([spine, *leaves], cluster) <= 3 * n  # was n * n
+
+
+def test_a_regex_or_label_selector_repeated_by_many_members_scans_the_nodes_once() -> None:
+    n = 2000
+    cluster = nodes(n)
+    regex = [HyperNodeSpec(f"x{i}", 1, (node_member(regex="^n1"),)) for i in range(n)]
+    assert scanned(regex, cluster) <= 3 * n
+    labels = [HyperNodeSpec(f"r{i}", 1, (node_member(labels={"rack": f"r{i % 50}", "zone": "z0"}),))
+              for i in range(n)]
+    assert scanned(labels, cluster) <= 3 * n  # the label index is built once; lookups never scan
+
+
+def test_members_of_one_selector_share_one_node_set() -> None:
+    cluster = nodes(100)
+    tree = build_tree([HyperNodeSpec(f"x{i}", 1, (node_member(regex="^n"),)) for i in range(10)], cluster)
+    assert len({id(tree.domains[f"x{i}"].nodes) for i in range(10)}) == 1
+
+
+@pytest.mark.parametrize("n", [1000, 8000])
+def test_cycle_check_looks_up_each_parent_a_constant_number_of_times(n: int) -> None:
+    specs = {f"h{i}": HyperNodeSpec(f"h{i}", n - i, (node_member(exact_name="n0"),)) for i in range(n)}
+    parents = CountingParents({f"h{i + 1}": f"h{i}" for i in range(n - 1)})
+    CountingParents.lookups = 0
+    _check_acyclic(specs, parents, {name: i for i, name in enumerate(specs)})
+    assert CountingParents.lookups <= 2 * n  # was n * n / 2
+
+
+def test_a_long_tier_one_chain_is_rejected_for_its_tiers() -> None:
+    n = 19_999
+    chain = [HyperNodeSpec(f"h{i}", 1, (hyper_member(f"h{i + 1}"),)) for i in range(n - 1)]
+    chain.append(HyperNodeSpec(f"h{n - 1}", 1, (node_member(exact_name="n0"),)))
+    with pytest.raises(InvalidInput, match=r"hyperNodes\[1\]\.spec\.tier"):
+        build_tree(chain, nodes(1))
+
+
+def test_a_deep_valid_tree_resolves_without_recursion() -> None:
+    depth = 5000  # deeper than the interpreter's recursion limit; tiers are bounded only on the wire
+    chain = [HyperNodeSpec(f"h{i}", depth - i, (hyper_member(f"h{i + 1}"),)) for i in range(depth - 1)]
+    chain.append(HyperNodeSpec(f"h{depth - 1}", 1, (node_member(exact_name="n0"),)))
+    assert build_tree(chain, nodes(2)).domains["h0"].nodes == {"n0"}
+
+
+def test_cycles_are_reported_as_before() -> None:
+    specs = [HyperNodeSpec("x", 1, (node_member(exact_name="n0"),)),
+             HyperNodeSpec("a", 3, (hyper_member("b"), hyper_member("x"))),
+             HyperNodeSpec("b", 2, (hyper_member("a"),))]
+    # The walk from the first HyperNode reaching the cycle names it and the repeated one.
+    with pytest.raises(InvalidInput, match=r"hyperNodes\[0\]: cycle through HyperNode 'a'"):
+        build_tree(specs, nodes(1))
+
+
+def naive(spec: HyperNodeSpec, by_name: Mapping[str, HyperNodeSpec], cluster: tuple[Node, ...]) -> set[str]:
+    """The resolution build_tree used to do: every member scans every node."""
+    out: set[str] = set()
+    for m in spec.members:
+        sel = m.selector
+        if m.type == "HyperNode":
+            out |= naive(by_name[sel.exact_name or ""], by_name, cluster)
+        elif sel.exact_name is not None:
+            out |= {n.name for n in cluster if n.name == sel.exact_name}
+        elif sel.regex is not None:
+            import re
+            out |= {n.name for n in cluster if re.search(sel.regex, n.name)}
+        elif sel.labels:
+            out |= {n.name for n in cluster if all(n.labels.get(k) == v for k, v in sel.labels.items())}
+    return out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_resolution_matches_the_naive_scan(seed: int) -> None:
+    rng = random.Random(seed)
+    cluster = tuple(nodes(rng.randint(1, 60)))
+    leaves: list[HyperNodeSpec] = []
+    for i in range(rng.randint(1, 12)):
+        members = []
+        for _ in range(rng.randint(1, 3)):
+            kind = rng.choice(["exact", "regex", "labels", "none"])
+            if kind == "exact":
+                members.append(node_member(exact_name=f"n{rng.randint(0, 70)}"))
+            elif kind == "regex":
+                members.append(node_member(regex=rng.choice(["^n1", "2$", "n[0-3]+$", "x"])))
+            elif kind == "labels":
+                members.append(node_member(labels=rng.choice([{"rack": f"r{rng.randint(0, 8)}"}, {"zone": "z1"},
+                                                              {"rack": "r1", "zone": "z0"}, {}])))
+            else:
+                members.append(node_member(labels={"missing": "x"}))
+        leaves.append(HyperNodeSpec(f"leaf-{i}", 1, tuple(members)))
+    spine = HyperNodeSpec("spine", 2, tuple(hyper_member(s.name) for s in leaves[: len(leaves) // 2 + 1]))
+    specs = [spine, *leaves]
+    tree = build_tree(specs, cluster)
+    by_name = {s.name: s for s in specs}
+    for s in specs:
+        assert tree.domains[s.name].nodes == naive(s, by_name, cluster), s.name
+
+
+# ---------------------------------------------------------------- decoded snapshot cache
+
+def raw(snapshot: ClusterSnapshot) -> str:
+    return json.dumps(snapshot_to_json(snapshot))
+
+
+def small(name: str, taken_at: float) -> ClusterSnapshot:
+    return ClusterSnapshot(name, tuple(nodes(4)), (HyperNodeSpec("leaf", 1, (node_member(regex="^n"),)),),
+                           taken_at=taken_at)
+
+
+def test_an_unchanged_stored_snapshot_is_decoded_once() -> None:
+    cache = SnapshotCache()
+    text = raw(small("east", 1.0))
+    first = cache.get("east", text)
+    assert cache.get("east", text) is first
+    assert cache.decoded == 1
+    changed = cache.get("east", raw(small("east", 2.0)))
+    assert changed is not first and changed is not None and changed.taken_at == 2.0
+    assert cache.decoded == 2
+    assert cache.get("east", "null") is None
+
+
+def test_the_cache_keeps_a_bounded_number_of_clusters() -> None:
+    cache = SnapshotCache(limit=2)
+    texts = {name: raw(small(name, 1.0)) for name in ("a", "b", "c")}
+    for name in ("a", "b", "c"):
+        cache.get(name, texts[name])
+    cache.get("c", texts["c"])
+    cache.get("b", texts["b"])
+    assert cache.decoded == 3
+    cache.get("a", texts["a"])  # dropped as least recently read
+    assert cache.decoded == 4
+
+
+# ---------------------------------------------------------------- conversion executor
+
+async def test_one_conversion_per_cluster_and_a_newer_one_supersedes_the_waiting_one() -> None:
+    parsing = SnapshotParsing(workers=2)
+    release = threading.Event()
+    ran: list[str] = []
+
+    def convert(tag: str) -> str:
+        ran.append(tag)
+        if tag == "first":
+            release.wait(5)
+        return tag
+
+    first = asyncio.create_task(parsing.run("east", lambda: convert("first")))
+    await asyncio.sleep(0.05)
+    second = asyncio.create_task(parsing.run("east", lambda: convert("second")))
+    await asyncio.sleep(0)
+    third = asyncio.create_task(parsing.run("east", lambda: convert("third")))
+    other = await asyncio.wait_for(parsing.run("west", lambda: convert("west")), 5)  # not held up by east
+    assert other == "west" and parsing.in_flight() == 1
+    with pytest.raises(Superseded):
+        await second
+    release.set()
+    assert await first == "first"
+    assert await third == "third"
+    assert ran == ["first", "west", "third"]
+    assert parsing.in_flight() == 0
+
+
+async def test_a_cancelled_caller_keeps_the_slot_until_its_thread_ends_and_a_waiter_never_runs() -> None:
+    parsing = SnapshotParsing(workers=2)
+    release = threading.Event()
+    ran: list[str] = []
+
+    def convert(tag: str) -> str:
+        ran.append(tag)
+        if tag == "running":
+            release.wait(5)
+        return tag
+
+    running = asyncio.create_task(parsing.run("east", lambda: convert("running")))
+    await asyncio.sleep(0.05)
+    waiting = asyncio.create_task(parsing.run("east", lambda: convert("waiting")))
+    await asyncio.sleep(0)
+    running.cancel()  # the stream closed: its thread cannot be stopped, so it still counts
+    waiting.cancel()  # a queued one is simply dropped
+    await asyncio.sleep(0.05)
+    assert parsing.in_flight() == 1
+    release.set()
+    for _ in range(100):
+        if parsing.in_flight() == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert parsing.in_flight() == 0
+    assert ran == ["running"]
+    assert await parsing.run("east", lambda: convert("next")) == "next"
