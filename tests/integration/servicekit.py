@@ -8,13 +8,15 @@ the test fails.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any
 
+import grpc
+import pytest
 from sqlalchemy import func, select
 
-from federation.client import FederationClient
+from federation.client import FederationClient, ServiceError
 from federation.service.auth import Authenticator, digest
 from federation.service.server import RunningServer, build_server
 from federation.store import Store
@@ -48,6 +50,14 @@ async def running(store: Store, auth: Authenticator | None = None, **kwargs: Any
 async def client(server: RunningServer, token: str | None = None) -> AsyncIterator[FederationClient]:
     async with FederationClient(f"127.0.0.1:{server.port}", token=token, timeout=20.0) as c:
         yield c
+
+
+async def refused(call: Awaitable[Any], code: grpc.StatusCode) -> ServiceError:
+    """The error ``call`` fails with, which must carry ``code``."""
+    with pytest.raises(ServiceError) as err:
+        await call
+    assert err.value.code == code, err.value
+    return err.value
 
 
 def counts(store: Store) -> tuple[int, int, int]:

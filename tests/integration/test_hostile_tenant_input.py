@@ -11,21 +11,13 @@ from typing import Any
 
 import grpc
 import pytest
-from servicekit import ADMIN, NLP, VISION, client, counts, queue, running, secured, spec
+from servicekit import ADMIN, NLP, VISION, client, counts, queue, refused, running, secured, spec
 
-from federation.client import ServiceError
 from federation.control.snapshot import load
 from federation.store import Store
 from federation.v1 import types_pb2
 
 CODE = grpc.StatusCode
-
-
-async def _refused(call: Any, code: grpc.StatusCode) -> ServiceError:
-    with pytest.raises(ServiceError) as err:
-        await call
-    assert err.value.code == code, err.value
-    return err.value
 
 
 async def _queues(srv: Any) -> None:
@@ -57,22 +49,22 @@ async def test_after_is_bounded_and_names_are_checked(store: Store) -> None:
         await _queues(srv)
         async with client(srv, NLP) as nlp:
             before = counts(store)
-            err = await _refused(nlp.submit_job(spec("many", "nlp-q", after=[f"j{i}" for i in range(65)])),
+            err = await refused(nlp.submit_job(spec("many", "nlp-q", after=[f"j{i}" for i in range(65)])),
                                  CODE.INVALID_ARGUMENT)
             assert err.message.startswith("spec.after: 65 is over the limit of 64")
-            err = await _refused(nlp.submit_job(spec("bad", "nlp-q", after=["Not_A_Name"])), CODE.INVALID_ARGUMENT)
+            err = await refused(nlp.submit_job(spec("bad", "nlp-q", after=["Not_A_Name"])), CODE.INVALID_ARGUMENT)
             assert err.message.startswith("spec.after[0]:")
             assert counts(store) == before
 
 
 @pytest.mark.parametrize("timeout", [math.inf, math.nan, 1e300])
-async def test_a_policy_timeout_that_is_not_a_finite_bounded_duration_is_refused(store: Store,
+async def test_a_policy_timeout_that_is_not_a_finite_bounded_duration_isrefused(store: Store,
                                                                                  timeout: float) -> None:
     policy = types_pb2.LifecyclePolicy(action="RestartJob", events=["PodFailed"], timeout_seconds=timeout)
     async with running(store, secured()) as srv:
         await _queues(srv)
         async with client(srv, NLP) as nlp:
-            err = await _refused(nlp.submit_job(spec("t", "nlp-q", policies=[policy])), CODE.INVALID_ARGUMENT)
+            err = await refused(nlp.submit_job(spec("t", "nlp-q", policies=[policy])), CODE.INVALID_ARGUMENT)
             assert err.message.startswith("spec.policies[0].timeout: must be between 0 and")
 
 
@@ -82,7 +74,7 @@ async def test_a_dry_run_meets_the_name_check_a_submission_meets(store: Store) -
         async with client(srv, NLP) as nlp:
             await nlp.submit_job(spec("taken", "nlp-q"))
             assert not (await nlp.submit_job(spec("taken", "nlp-q"), dry_run=True)).created  # identical: fine
-            err = await _refused(nlp.submit_job(spec("taken", "nlp-q", replicas=3), dry_run=True),
+            err = await refused(nlp.submit_job(spec("taken", "nlp-q", replicas=3), dry_run=True),
                                  CODE.ALREADY_EXISTS)
             assert "different spec" in err.message
 
@@ -92,12 +84,12 @@ async def test_cancel_reason_state_filter_and_name_are_bounded(store: Store) -> 
         await _queues(srv)
         async with client(srv, NLP) as nlp:
             await nlp.submit_job(spec("j", "nlp-q"))
-            err = await _refused(nlp.cancel_job("j", "x" * 4097), CODE.INVALID_ARGUMENT)
+            err = await refused(nlp.cancel_job("j", "x" * 4097), CODE.INVALID_ARGUMENT)
             assert err.message == "reason: is 4097 characters, over the limit of 4096"
             assert (await nlp.get_job("j")).state != 0  # still there, not cancelled
-            err = await _refused(nlp.list_jobs_page(state=99), CODE.INVALID_ARGUMENT)
+            err = await refused(nlp.list_jobs_page(state=99), CODE.INVALID_ARGUMENT)
             assert err.message == "state: unknown job state 99"
-            err = await _refused(nlp.get_job("n" * 100_000), CODE.INVALID_ARGUMENT)
+            err = await refused(nlp.get_job("n" * 100_000), CODE.INVALID_ARGUMENT)
             assert err.message.startswith("name:") and len(err.message) < 4096
-            err = await _refused(nlp.get_queue("q" * 100_000), CODE.NOT_FOUND)
+            err = await refused(nlp.get_queue("q" * 100_000), CODE.NOT_FOUND)
             assert len(err.message) < 4096 and err.message.endswith("characters, cut)")

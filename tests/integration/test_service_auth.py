@@ -8,9 +8,24 @@ from typing import Any
 
 import grpc
 import pytest
-from servicekit import ADMIN, EAST, NLP, TOKENS, VISION, WEST, client, counts, make_pki, queue, running, secured, spec
+from servicekit import (
+    ADMIN,
+    EAST,
+    NLP,
+    TOKENS,
+    VISION,
+    WEST,
+    client,
+    counts,
+    make_pki,
+    queue,
+    refused,
+    running,
+    secured,
+    spec,
+)
 
-from federation.client import FederationClient, ServiceError, Tls
+from federation.client import FederationClient, Tls
 from federation.service.auth import Authenticator, Identity, PermissionDenied, Unauthenticated, digest
 from federation.service.server import ServerTls
 from federation.store import Store
@@ -18,12 +33,6 @@ from federation.v1 import jobs_pb2
 
 CODE = grpc.StatusCode
 
-
-async def _refused(call: Any, code: grpc.StatusCode) -> ServiceError:
-    with pytest.raises(ServiceError) as err:
-        await call
-    assert err.value.code == code, err.value
-    return err.value
 
 
 async def _queues(srv: Any) -> None:
@@ -39,12 +48,12 @@ async def test_missing_or_unknown_token_is_unauthenticated_and_never_echoed(
     async with running(store, secured()) as srv:
         await _queues(srv)
         async with client(srv) as anonymous:
-            err = await _refused(anonymous.list_jobs(), CODE.UNAUTHENTICATED)
+            err = await refused(anonymous.list_jobs(), CODE.UNAUTHENTICATED)
             assert "missing bearer token" in err.message
         async with client(srv, "s3cret-guess") as stranger:
-            err = await _refused(stranger.submit_job(spec("x", "shared")), CODE.UNAUTHENTICATED)
+            err = await refused(stranger.submit_job(spec("x", "shared")), CODE.UNAUTHENTICATED)
             assert "s3cret-guess" not in err.message
-            await _refused(stranger.list_queues(), CODE.UNAUTHENTICATED)
+            await refused(stranger.list_queues(), CODE.UNAUTHENTICATED)
     assert "s3cret-guess" not in caplog.text and NLP not in caplog.text and ADMIN not in caplog.text
 
 
@@ -56,7 +65,7 @@ async def test_a_tenant_submits_only_to_queues_it_owns_or_open_ones(store: Store
             assert made.job.tenant == "nlp"
             await nlp.submit_job(spec("nlp-open", "shared"))
             before = counts(store)
-            err = await _refused(nlp.submit_job(spec("sneaky", "vision-q")), CODE.PERMISSION_DENIED)
+            err = await refused(nlp.submit_job(spec("sneaky", "vision-q")), CODE.PERMISSION_DENIED)
             assert "vision-q" in err.message
             assert counts(store) == before
 
@@ -70,10 +79,10 @@ async def test_a_tenant_sees_and_cancels_only_its_queues_jobs(store: Store) -> N
             await vision.submit_job(spec("vis-open", "shared"))
             assert sorted(j.id for j in await nlp.list_jobs()) == ["nlp-1", "vis-open"]  # silently filtered
             assert sorted(j.id for j in await admin.list_jobs()) == ["nlp-1", "vis-1", "vis-open"]
-            await _refused(nlp.list_jobs(queue="vision-q"), CODE.PERMISSION_DENIED)
+            await refused(nlp.list_jobs(queue="vision-q"), CODE.PERMISSION_DENIED)
             for call in (nlp.get_job("vis-1"), nlp.cancel_job("vis-1"), nlp.explain_job("vis-1"),
                          nlp.job_audit("vis-1")):
-                await _refused(call, CODE.PERMISSION_DENIED)
+                await refused(call, CODE.PERMISSION_DENIED)
             assert (await vision.get_job("vis-1")).state == jobs_pb2.JOB_STATE_PENDING  # not cancelled
             assert (await nlp.cancel_job("vis-open")).state == jobs_pb2.JOB_STATE_CANCELLED  # open queue
             events: list[str] = []
@@ -89,9 +98,9 @@ async def test_only_admins_manage_queues(store: Store) -> None:
         await _queues(srv)
         async with client(srv, NLP) as nlp, client(srv, ADMIN) as admin:
             before = counts(store)
-            await _refused(nlp.create_queue(queue("mine", "nlp")), CODE.PERMISSION_DENIED)
-            await _refused(nlp.update_queue(queue("nlp-q", "nlp", weight=9)), CODE.PERMISSION_DENIED)
-            await _refused(nlp.delete_queue("shared"), CODE.PERMISSION_DENIED)
+            await refused(nlp.create_queue(queue("mine", "nlp")), CODE.PERMISSION_DENIED)
+            await refused(nlp.update_queue(queue("nlp-q", "nlp", weight=9)), CODE.PERMISSION_DENIED)
+            await refused(nlp.delete_queue("shared"), CODE.PERMISSION_DENIED)
             assert counts(store) == before
             assert sorted(q.name for q in await nlp.list_queues()) == ["nlp-q", "shared", "vision-q"]
             assert (await admin.update_queue(queue("nlp-q", "nlp", weight=9))).weight == 9
@@ -102,8 +111,8 @@ async def test_an_agent_token_cannot_use_the_submitter_api(store: Store) -> None
     async with running(store, secured()) as srv:
         await _queues(srv)
         async with client(srv, EAST) as agent:
-            await _refused(agent.submit_job(spec("x", "shared")), CODE.PERMISSION_DENIED)
-            await _refused(agent.list_jobs(), CODE.PERMISSION_DENIED)
+            await refused(agent.submit_job(spec("x", "shared")), CODE.PERMISSION_DENIED)
+            await refused(agent.list_jobs(), CODE.PERMISSION_DENIED)
 
 
 class _Metadata:
@@ -154,9 +163,9 @@ async def test_tls_and_required_client_certificates(store: Store, tmp_path: Path
         async with FederationClient(target, tls=mutual, timeout=5) as ok:
             await ok.create_queue(queue("secure"))
         async with FederationClient(target, tls=Tls(ca=pki["ca"]), timeout=5) as no_cert:
-            await _refused(no_cert.list_queues(), CODE.UNAVAILABLE)
+            await refused(no_cert.list_queues(), CODE.UNAVAILABLE)
         async with FederationClient(target, timeout=5) as plaintext:
-            await _refused(plaintext.list_queues(), CODE.UNAVAILABLE)
+            await refused(plaintext.list_queues(), CODE.UNAVAILABLE)
     async with running(store, tls=ServerTls(pki["server_cert"], pki["server_key"])) as srv, \
             FederationClient(f"localhost:{srv.port}", tls=Tls(ca=pki["ca"]), timeout=5) as server_only:
         assert [q.name for q in await server_only.list_queues()] == ["secure"]
