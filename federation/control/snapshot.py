@@ -41,7 +41,6 @@ from dataclasses import dataclass, field, replace
 
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobflows import READY, flow_gate
-from federation.domain.nodes import Node
 from federation.domain.plans import FederationSnapshot, PendingJob, Placement, RunningJob
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
@@ -244,9 +243,10 @@ def build(
             snap = _with_reservations(snap, reserve.get(snap.name, ()))
         healthy = record.healthy and not record.lost
         if snap.healthy != healthy:
-            snap = replace(snap, healthy=healthy)
+            snap = snap.keeping_tree(healthy=healthy)
         if record.admin_taints:
-            snap = replace(snap, taints=snap.taints + tuple(t for t in record.admin_taints if t not in snap.taints))
+            snap = snap.keeping_tree(taints=snap.taints + tuple(t for t in record.admin_taints
+                                                                if t not in snap.taints))
         if not healthy:
             unavailable[snap.name] = "lost" if record.lost else "unhealthy"
         clusters.append(snap)
@@ -274,11 +274,8 @@ def _with_reservations(snap: ClusterSnapshot, held: Sequence[tuple[str, Resource
     used: dict[str, Resources] = {}
     for name, requests in held:
         used[name] = used.get(name, Resources()) + requests
-    nodes: list[Node] = []
-    for node in snap.nodes:
-        taken = used.get(node.name)
-        nodes.append(node if taken is None else replace(node, free=(node.free - taken).clamp_min_zero()))
-    return replace(snap, nodes=tuple(nodes))
+    return snap.keeping_tree(free={n.name: (n.free - used[n.name]).clamp_min_zero()
+                                   for n in snap.nodes if n.name in used})
 
 
 def _digest(snapshot: FederationSnapshot, versions: Mapping[str, int],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from federation.domain.errors import InvalidInput, require
 from federation.domain.nodes import Node, Taint
@@ -40,6 +40,23 @@ class ClusterSnapshot:
 
     def __hash__(self) -> int:
         return hash((self.name, self.taken_at, len(self.nodes)))
+
+    def keeping_tree(self, *, healthy: bool | None = None, taints: tuple[Taint, ...] | None = None,
+                     free: Mapping[str, Resources] | None = None) -> ClusterSnapshot:
+        """A copy with another health, other taints or other free room on some nodes, and the
+        same resolved tree: none of these changes which nodes a HyperNode holds, and building
+        the tree of a 20,000-node cluster again each round cost every cluster's rounds."""
+        copy = object.__new__(ClusterSnapshot)
+        for name, value in vars(self).items():
+            object.__setattr__(copy, name, value)
+        if healthy is not None:
+            object.__setattr__(copy, "healthy", healthy)
+        if taints is not None:
+            object.__setattr__(copy, "taints", taints)
+        if free:
+            object.__setattr__(copy, "nodes", tuple(
+                n if n.name not in free else replace(n, free=free[n.name]) for n in self.nodes))
+        return copy
 
     @property
     def allocatable(self) -> Resources:

@@ -264,3 +264,22 @@ async def test_a_cancelled_caller_keeps_the_slot_until_its_thread_ends_and_a_wai
     assert parsing.in_flight() == 0
     assert ran == ["running"]
     assert await parsing.run("east", lambda: convert("next")) == "next"
+
+
+def test_health_taints_and_free_room_change_without_building_the_tree_again() -> None:
+    from federation.domain.clusters import ClusterSnapshot
+    from federation.domain.nodes import Node, Taint
+    from federation.domain.resources import Resources
+    from federation.domain.topology import HyperNodeMember, HyperNodeSpec, MemberSelector
+
+    nodes = tuple(Node(f"n{i}", Resources({"cpu": 8000}), Resources({"cpu": 8000})) for i in range(4))
+    members = tuple(HyperNodeMember("Node", MemberSelector(exact_name=f"n{i}")) for i in range(4))
+    leaf = HyperNodeSpec("leaf", 1, members)
+    snap = ClusterSnapshot("c", nodes, (leaf,))
+    changed = snap.keeping_tree(healthy=False, taints=(Taint("k"),), free={"n1": Resources({"cpu": 1000})})
+    assert changed.tree is snap.tree
+    assert (changed.healthy, changed.taints) == (False, (Taint("k"),))
+    assert [n.free for n in changed.nodes] == [Resources({"cpu": 8000}), Resources({"cpu": 1000}),
+                                              Resources({"cpu": 8000}), Resources({"cpu": 8000})]
+    assert changed == ClusterSnapshot("c", changed.nodes, (leaf,), taints=(Taint("k"),), healthy=False)
+    assert snap.healthy and snap.nodes[1].free == Resources({"cpu": 8000})  # the original is unchanged
