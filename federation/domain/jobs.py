@@ -64,7 +64,7 @@ class LifecyclePolicy:
             require(self.exit_code != 0, "exitCode", "must not be 0")
         if self.timeout_seconds is not None:  # bounded and finite: a stored Infinity is not JSON
             require(math.isfinite(self.timeout_seconds) and 0 <= self.timeout_seconds <= MAX_POLICY_TIMEOUT_SECONDS,
-                    "timeout", f"must be between 0 and {MAX_POLICY_TIMEOUT_SECONDS:g} seconds (30 days)")
+                    "timeout", f"must be between 0 and {MAX_POLICY_TIMEOUT_SECONDS:,.0f} seconds (30 days)")
 
 
 def check_policy_set(policies: tuple[LifecyclePolicy, ...], path: str) -> None:

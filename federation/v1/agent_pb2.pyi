@@ -361,7 +361,7 @@ class Ack(_message.Message):
     EPOCH_FIELD_NUMBER: _builtins.int
     REJECTION_FIELD_NUMBER: _builtins.int
     what: _builtins.str
-    """sync | hello | snapshot | status."""
+    """sync | hello | snapshot | status | snapshot-rejected | status-rejected."""
     id: _builtins.str
     """What is acknowledged: for sync the number of Works sent; for a status
     "work_id@version"; for a snapshot its taken_at (RFC 3339); empty for hello.
@@ -370,9 +370,10 @@ class Ack(_message.Message):
     """The cluster's current epoch."""
     @_builtins.property
     def rejection(self) -> Global___Rejection:
-        """Set when what the agent sent was refused (what = "snapshot-rejected"): the same
-        code, field path and rule a unary call would have returned, carried on the open
-        stream so heartbeats and status keep flowing.
+        """Set when what the agent sent was refused (what = "snapshot-rejected", or
+        "status-rejected" with id "work_id@version"): the same code, field path and rule a
+        unary call would have returned, carried on the open stream so heartbeats and
+        status keep flowing.
         """
 
     def __init__(
@@ -394,7 +395,8 @@ Global___Ack: _TypeAlias = Ack  # noqa: Y015
 @_typing.final
 class Rejection(_message.Message):
     """Why an agent message was refused. `code` is the numeric gRPC status code
-    (3 = INVALID_ARGUMENT for a snapshot whose HyperNode tree or quantities are invalid).
+    (3 = INVALID_ARGUMENT for a snapshot whose HyperNode tree or quantities are invalid,
+    or a status report over a bound).
     """
 
     DESCRIPTOR: _descriptor.Descriptor
