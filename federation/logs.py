@@ -38,9 +38,10 @@ FIELDS = ("job", "queue", "cluster", "round", "work", "agent", "epoch", "trigger
 
 _bound: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
     "federation_log_fields", default=MappingProxyType({}))
-# The password runs to the LAST "@" before the host (greedy, backtracking): a raw "@" inside
-# a password must not leave its tail in the log.
-_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:)(?P<secret>[^\s/]+)(?P<at>@)")
+# The password runs to the LAST "@" of the URL (greedy, backtracking): a raw "@" or "/" inside
+# a password (any base64 one) must not leave it, or its tail, in the log. A later "@" in the
+# path or query masks the host too: more than needed, never less.
+_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]*:)(?P<secret>\S+)(?P<at>@)")
 _BEARER = re.compile(r"(?i)(bearer\s+)[^\s'\",;]+")
 _secrets: set[str] = set()
 _secrets_lock = threading.Lock()

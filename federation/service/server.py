@@ -29,11 +29,13 @@ from pathlib import Path
 
 import grpc
 import grpc.aio
+from sqlalchemy import make_url
+from sqlalchemy.exc import ArgumentError
 
 from federation.control.loop import DEFAULT_MAX_PENDING, RoundScheduler
 from federation.control.retention import AuditRetention
 from federation.domain.plans import PlanLimits
-from federation.logs import FORMATS, configure, redact
+from federation.logs import FORMATS, add_secret, configure, redact
 from federation.metrics.exporter import MetricsServer, parse_listen, serve_metrics, with_process_metrics
 from federation.metrics.gauges import FederationCollector
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
@@ -345,7 +347,11 @@ def open_store(url: str, *, migrate: bool) -> Store:
 
 
 def _redact(url: str) -> str:
-    """A database URL without its password, fit for a log line or an error message."""
+    """A database URL without its password, fit for a log line or an error message. The
+    password SQLAlchemy parses is also masked wherever else it would be logged (a raw
+    space in it ends what a pattern can see)."""
+    with contextlib.suppress(ArgumentError, ValueError):
+        add_secret(make_url(url).password)
     return redact(url)
 
 

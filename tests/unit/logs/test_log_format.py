@@ -115,7 +115,10 @@ def test_no_database_password_or_token_is_ever_printed(
     ("redis://:pw@cache:6379/0", "redis://:***@cache:6379/0"),
     ("postgresql://u:p@ss@h:5432/db x://v:w@k", "postgresql://u:***@h:5432/db x://v:***@k"),
     ("authorization: bearer abc.def-ghi", "authorization: bearer ***"),
-], ids=["sqlite-file", "no-password", "escaped-password", "empty-user", "at-in-password", "lower-case-bearer"])
+    ("db postgresql+psycopg://postgres:Zm9v/YmFy+cQ==@127.0.0.1:47160/fed",
+     "db postgresql+psycopg://postgres:***@127.0.0.1:47160/fed"),
+], ids=["sqlite-file", "no-password", "escaped-password", "empty-user", "at-in-password", "lower-case-bearer",
+        "base64-password-with-a-slash"])
 def test_redaction_masks_only_secrets(text: str, expected: str) -> None:
     assert redact(text) == expected
 
