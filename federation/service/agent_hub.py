@@ -59,7 +59,7 @@ from federation.service.agent_messages import ack, fence, rejection
 from federation.service.agent_status import StatusHandler
 from federation.service.auth import Authenticator, PermissionDenied
 from federation.service.snapshot_parsing import SnapshotParsing, Superseded
-from federation.store import StaleEpoch, Store, StoreError, Unavailable
+from federation.store import NotFound, StaleEpoch, Store, StoreError, Unavailable
 from federation.store.leases import NotLeader
 from federation.v1 import agent_pb2, agent_pb2_grpc
 from federation.wire.convert import snapshot_from_proto, timestamp_from_proto, work_to_proto
@@ -286,14 +286,20 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
             if job in active and (active[job].id, active[job].version) == (work_id, version):
                 continue
             if job not in active or active[job].version > version:
-                old = await self._call(self._store.works.get, work_id)
+                try:
+                    reason = (await self._call(self._store.works.get, work_id)).message or "withdrawn"
+                except NotFound:  # deleted with its job (its queue was deleted): withdrawn all the same
+                    reason = "withdrawn (the job was deleted)"
                 session.send(agent_pb2.CentralMessage(cancel=agent_pb2.Cancel(
-                    work_id=str(work_id), job=job, version=version, reason=old.message or "withdrawn")))
+                    work_id=str(work_id), job=job, version=version, reason=reason)))
                 del session.sent[job]
         for job, work in sorted(active.items()):
             if session.sent.get(job) == (work.id, work.version, payload_generation(work.payload)):
                 continue  # a grown Work (same version, next generation) is sent again
-            record = await self._call(self._store.jobs.get, job)
+            try:
+                record = await self._call(self._store.jobs.get, job)
+            except NotFound:  # deleted since the Works were listed: its Work went with it
+                continue
             session.send(agent_pb2.CentralMessage(work=work_to_proto(
                 work_from_payload(work.id, record.job, work.version, work.payload))))
             if job not in session.sent:  # a new Work, not a new version of one already sent
