@@ -89,6 +89,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="text, or json: one JSON object per line with job, queue, cluster and round fields")
     serve.add_argument("--metrics-listen", metavar="HOST:PORT",
                        help="serve Prometheus metrics on http://HOST:PORT/metrics (off by default)")
+    serve.add_argument("--health-listen", metavar="HOST:PORT",
+                       help="also serve the gRPC health service, and nothing else, in plaintext here: for probes "
+                            "that cannot speak TLS (the kubelet's grpc probe) when --listen uses TLS (off by default)")
 
     db = sub.add_parser("db", help="database schema migrations")
     db_sub = db.add_subparsers(dest="db_command", required=True)
@@ -186,7 +189,7 @@ def _serve_config(args: argparse.Namespace) -> ServeConfig:
                                        max_delay_seconds=args.submit_batch_delay_ms / 1000),
         watch_coalesce_seconds=args.watch_coalesce_ms / 1000,
         limits=limits_from_args(args),
-        metrics_listen=args.metrics_listen, log_format=args.log_format,
+        metrics_listen=args.metrics_listen, health_listen=args.health_listen, log_format=args.log_format,
         audit_retention_seconds=args.audit_retention,
         leader_election=args.leader_election, lease_seconds=args.lease_seconds,
     )

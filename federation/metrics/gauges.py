@@ -16,6 +16,15 @@ Sources, and how fresh each is:
   as reason ``not_planned``;
 - ``federation_agent_streams`` counts this process's open agent streams.
 
+Only the leading replica exports the store- and round-derived families (jobs, pending by
+reason, shares, clusters). Every replica shares the database, so a standby would export the
+same job and cluster series again, and, never having run a round, call every pending job
+``not_planned``: Prometheus scrapes every replica, so ``sum by`` queries would double-count
+and a cluster-down alert would fire once per replica. A standby exports only what is its
+own: ``federation_store_up`` (its connection, which it needs to take over) and
+``federation_agent_streams``. The counters, histograms and process collectors are not this
+collector's and stay on every replica too.
+
 A store failure during a scrape is not a scrape failure: the store-backed families are
 left out and ``federation_store_up`` is 0, which is itself worth an alert.
 """
@@ -92,8 +101,11 @@ class FederationCollector(Collector):
     """The scrape-time gauges of the central service (module doc)."""
 
     def __init__(self, stats: Stats, *, observed: Callable[[], Observed | None] = lambda: None,
-                 streams: Callable[[], int] | None = None) -> None:
+                 streams: Callable[[], int] | None = None, leading: Callable[[], bool] = lambda: True) -> None:
+        """``leading`` is the replica's leadership check (``Leadership.leading``): asked once
+        per scrape, so one scrape is all leader or all standby (module doc)."""
         self._stats = stats
+        self._leading = leading
         self._observed = observed
         self._streams = streams
         self._lock = threading.Lock()  # scrapes may run concurrently (threaded HTTP server)
@@ -109,10 +121,11 @@ class FederationCollector(Collector):
             return self._shares[1]
 
     def collect(self) -> Iterable[Metric]:
+        leading = self._leading()
         store_up = GaugeMetricFamily("federation_store_up", "1 when the last scrape could read the database.")
         try:
-            counts = self._stats.job_counts()
-            clusters = self._stats.clusters()
+            counts = self._stats.job_counts()  # on a standby only the probe behind federation_store_up
+            clusters = self._stats.clusters() if leading else []
         except Exception as exc:  # the scrape still answers; the alert is federation_store_up == 0
             log.warning("metrics: cannot read the store: %s", exc)
             store_up.add_metric([], 0)
@@ -121,10 +134,11 @@ class FederationCollector(Collector):
         else:
             store_up.add_metric([], 1)
             yield store_up
-            yield from self._jobs(counts)
-            yield from self._clusters(clusters)
-        observed = self._observed()
-        if counts or observed is not None:
+            if leading:
+                yield from self._jobs(counts)
+                yield from self._clusters(clusters)
+        observed = self._observed() if leading else None
+        if leading and (counts or observed is not None):
             pending = {q: n for (q, s), n in counts.items() if s == JobState.PENDING}
             reasons = GaugeMetricFamily(
                 "federation_pending_jobs",

@@ -9,7 +9,10 @@ meaning itself is the pure ``propagation.status.effect``; this adapter performs 
 
 - a report about a Work that is no longer active (withdrawn: cancelled, preempted,
   re-planned, or its cluster was lost) is answered with a ``Cancel`` again — idempotent,
-  and it converges an agent that missed the first one;
+  and it converges an agent that missed the first one. Every job change a report makes
+  re-checks, in its own transaction, that the Work is still the job's active one
+  (``work_id=``): a Work withdrawn while its report was being handled (the job evicted
+  and re-placed) changes nothing in the job, which may run under its next Work by then;
 - restart actions the agent took become ``Restarted`` job events (and the restart count);
 - the job steps along its state machine first (an illegal step is logged and ignored,
   never forced), then the Work's state is written with the agent's epoch (a deposed
@@ -39,7 +42,7 @@ from federation.domain.states import WARNING_EVENT, WorkPhase, WorkState
 from federation.domain.works import payload_generation, placement_from_payload
 from federation.logs import fields
 from federation.propagation.status import ReportedPod, actual_pods, effect
-from federation.store import Conflict, IllegalTransition, JobRecord, NotFound, Store
+from federation.store import Conflict, IllegalTransition, JobRecord, NotFound, Store, WorkInactive, WorkRecord
 from federation.v1 import agent_pb2
 from federation.wire.convert import work_phase_from_proto
 from federation.wire.limits import DEFAULT_LIMITS, Limits, check_status
@@ -53,6 +56,15 @@ Call = Callable[..., Awaitable[Any]]
 def event_message(event: agent_pb2.WorkEvent) -> str:
     pod = f" (pod {event.task}-{event.index})" if event.task else ""
     return f"{event.action} after {event.reason}{pod}" if event.reason else f"{event.action}{pod}"
+
+
+def _cancel_again(work: WorkRecord, phase: WorkPhase | None) -> list[agent_pb2.CentralMessage]:
+    """The ``Cancel`` a report about a withdrawn Work is answered with (none once the agent
+    says it cancelled, nor for a Work that finished): converges an agent that missed it."""
+    if work.state != WorkState.WITHDRAWN or phase is WorkPhase.CANCELLED:
+        return []
+    return [agent_pb2.CentralMessage(cancel=agent_pb2.Cancel(
+        work_id=str(work.id), job=work.job, version=work.version, reason=work.message or "withdrawn"))]
 
 
 class StatusHandler:
@@ -83,24 +95,33 @@ class StatusHandler:
             raise InvalidInput("status.work_id", f"work {work_id} belongs to cluster {work.cluster}, not {cluster}")
         phase = work_phase_from_proto(msg.phase)
         if not work.active:
-            if work.state == WorkState.WITHDRAWN and phase is not WorkPhase.CANCELLED:
-                return [agent_pb2.CentralMessage(cancel=agent_pb2.Cancel(
-                    work_id=str(work.id), job=work.job, version=work.version, reason=work.message or "withdrawn"))]
-            return []
-        record: JobRecord = await self._call(self._store.jobs.get, work.job)
-        record = await self._record_events(record, msg)
-        change = effect(phase, record.state)
-        if change.replan:
-            await self._call(self._store.clusters.heartbeat, cluster, epoch)  # refuses a deposed agent
-            await self._steps(record, change.job_steps, msg.message or "the cluster cannot honour the placement")
-            await self._work_state(work_id, WorkState.WITHDRAWN, f"replan: {msg.message}", epoch)
-            self._notify(cluster)
-            self._trigger("replan")
-            return []
-        await self._record_pods(work_id, phase, msg, work.payload, epoch)
-        if change.job_steps:
-            await self._call(self._store.clusters.heartbeat, cluster, epoch)  # refuses a deposed agent
-        await self._steps(record, change.job_steps, msg.message)
+            return _cancel_again(work, phase)
+        try:
+            record: JobRecord = await self._call(self._store.jobs.get, work.job)
+            record = await self._record_events(record, msg, work_id)
+            change = effect(phase, record.state)
+            if change.replan:
+                await self._call(self._store.clusters.heartbeat, cluster, epoch)  # refuses a deposed agent
+                await self._steps(record, change.job_steps, msg.message or "the cluster cannot honour the placement",
+                                  work_id)
+                await self._work_state(work_id, WorkState.WITHDRAWN, f"replan: {msg.message}", epoch)
+                self._notify(cluster)
+                self._trigger("replan")
+                return []
+            await self._record_pods(work_id, phase, msg, work.payload, epoch)
+            if change.job_steps:
+                await self._call(self._store.clusters.heartbeat, cluster, epoch)  # refuses a deposed agent
+            await self._steps(record, change.job_steps, msg.message, work_id)
+        except WorkInactive as exc:
+            # Withdrawn since the check above (re-placed, evicted, cancelled): the job may
+            # already run under a newer Work, so this report changes nothing in it.
+            log.info("work %d: report about a work no longer active ignored: %s", work_id, exc,
+                     extra=fields(cluster=cluster, work=work_id, job=work.job))
+            try:
+                work = await self._call(self._store.works.get, work_id)
+            except NotFound:  # deleted with its queue meanwhile: nothing left to cancel
+                return []
+            return _cancel_again(work, phase)
         if change.work_state is not None and change.work_state != work.state:
             await self._work_state(work_id, change.work_state, msg.message, epoch)
         return []
@@ -130,23 +151,31 @@ class StatusHandler:
         except Conflict as exc:
             log.info("work %d: %s", work_id, exc, extra=fields(work=work_id))
 
-    async def _steps(self, record: JobRecord, steps: tuple[str, ...], message: str) -> None:
+    async def _steps(self, record: JobRecord, steps: tuple[str, ...], message: str, work_id: int) -> None:
+        """Each step is conditional on the job's version and on ``work_id`` still being its
+        active Work, checked in the step's transaction (``WorkInactive`` propagates)."""
         for step in steps:
             try:
                 record = await self._call(self._store.jobs.transition, record.name, step, reason=message or None,
-                                          expected_version=record.version)
+                                          expected_version=record.version, work_id=work_id)
+            except WorkInactive:
+                raise
             except (IllegalTransition, Conflict) as exc:
                 log.info("job %s: status step to %s ignored: %s", record.name, step, exc,
                          extra=fields(job=record.name, queue=record.queue))
                 return
 
-    async def _record_events(self, record: JobRecord, msg: agent_pb2.WorkStatus) -> JobRecord:
+    async def _record_events(self, record: JobRecord, msg: agent_pb2.WorkStatus, work_id: int) -> JobRecord:
+        """Warnings and restarts become job events, each only while ``work_id`` is still the
+        job's active Work (``WorkInactive`` propagates)."""
         restarts = record.restarts
         for event in msg.events:
             if event.action == WARNING_EVENT:  # the cluster could not honour part of the job; it runs on
                 try:
                     record = await self._call(self._store.jobs.annotate, record.name, message=event.reason,
-                                              event=WARNING_EVENT)
+                                              event=WARNING_EVENT, work_id=work_id)
+                except WorkInactive:
+                    raise
                 except (IllegalTransition, Conflict) as exc:
                     log.info("job %s: warning not recorded: %s", record.name, exc,
                              extra=fields(job=record.name, queue=record.queue))
@@ -156,7 +185,9 @@ class StatusHandler:
             restarts += 1
             try:
                 record = await self._call(self._store.jobs.annotate, record.name, restarts=restarts,
-                                          message=event_message(event), event="Restarted")
+                                          message=event_message(event), event="Restarted", work_id=work_id)
+            except WorkInactive:
+                raise
             except (IllegalTransition, Conflict) as exc:
                 log.info("job %s: restart event not recorded: %s", record.name, exc,
                          extra=fields(job=record.name, queue=record.queue))

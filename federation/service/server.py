@@ -29,8 +29,7 @@ from pathlib import Path
 
 import grpc
 import grpc.aio
-from sqlalchemy import make_url
-from sqlalchemy.exc import ArgumentError
+from grpc_health.v1 import health_pb2_grpc
 
 from federation.control.loop import DEFAULT_MAX_PENDING, RoundScheduler
 from federation.control.retention import AuditRetention
@@ -62,6 +61,7 @@ from federation.service.objects import ObjectServicer
 from federation.service.queues import QueueServicer
 from federation.service.wire_bytes import PassBytes
 from federation.store import Store
+from federation.store.engine import url_password
 from federation.store.leases import LeaseFence, LeaseRepository
 from federation.v1 import (
     agent_pb2_grpc,
@@ -122,6 +122,7 @@ class ServeConfig:
     watch_coalesce_seconds: float = DEFAULT_COALESCE_SECONDS  # the event feed's coalescing window
     limits: Limits = DEFAULT_LIMITS
     metrics_listen: str | None = None  # HOST:PORT of Prometheus /metrics; None: no metrics kept
+    health_listen: str | None = None  # HOST:PORT of a plaintext, health-only port for probes; None: none
     log_format: str = "text"  # text | json (federation.logs)
     audit_retention_seconds: float | None = None  # None: keep the whole audit
     leader_election: bool = False  # PostgreSQL only: replicas compete for a lease (docs/design/standby.md)
@@ -145,6 +146,9 @@ class RunningServer:
     metrics: MetricsServer | None = None
     retention: AuditRetention | None = None
     elector: Elector | None = None
+    health_server: grpc.aio.Server | None = None
+    """The plaintext health-only server (``health_listen``), or None."""
+    health_port: int | None = None
     lost: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when this replica lost the leadership it held (``serve`` then exits 1)."""
     _campaign: asyncio.Task[None] | None = field(default=None, repr=False)
@@ -168,6 +172,8 @@ class RunningServer:
                 await self.hub.stop()
         finally:
             await stopping
+            if self.health_server is not None:  # after the main port: probes see NOT_SERVING during the grace
+                await self.health_server.stop(0)
             await self.jobs.close()  # submission batches still running commit before the store closes
             if self.rounds is not None:
                 await self.rounds.stop()
@@ -210,6 +216,26 @@ def _host_port(listen: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+def _health_only_server(health: HealthReporter, listen: str) -> tuple[grpc.aio.Server, int]:
+    """A plaintext server, bound to ``listen`` but not started, with the gRPC health service alone.
+
+    Why: the kubelet's ``grpc:`` probe speaks plaintext only (a probe has a port and a
+    service name, no TLS), so against a TLS ``--listen`` it never succeeds: no replica
+    becomes Ready and liveness restarts every pod. This port gives probes the *same*
+    servicer object, so it answers exactly what the main port answers (SERVING on the
+    leader whose store answers, NOT_SERVING on a standby or while stopping). Nothing else
+    is registered here, not even reflection: the port takes no token and no TLS, so it
+    must carry no API and no tenant data.
+    """
+    host, port = _host_port(listen)
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    health_pb2_grpc.add_HealthServicer_to_server(health.servicer, server)
+    bound = server.add_insecure_port(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+    if bound == 0:
+        raise OSError(f"cannot listen on {listen} (--health-listen)")
+    return server, bound
+
+
 async def build_server(
     store: Store,
     *,
@@ -232,6 +258,7 @@ async def build_server(
     audit_retention_seconds: float | None = None,
     leader_election: LeaseTimings | None = None,
     health_interval_seconds: float = DEFAULT_INTERVAL_SECONDS,
+    health_listen: str | None = None,
 ) -> RunningServer:
     """Start the service on ``listen`` (port 0 = any free port) and return its handles.
 
@@ -242,6 +269,8 @@ async def build_server(
     ``leader_election`` (PostgreSQL only) starts the replica as a standby: it serves
     reads, refuses writes and agent streams, and takes the leader's part (rounds, agents,
     retention) once it holds the lease (docs/design/standby.md).
+    ``health_listen`` adds a plaintext port serving only the health service, for probes
+    that cannot speak TLS (``_health_only_server``; ``health_server``, ``health_port``).
     """
     auth = auth if auth is not None else Authenticator.open_mode()
     leadership = Leadership() if leader_election is not None else Leadership.always()
@@ -262,6 +291,7 @@ async def build_server(
                        leading=leadership.leading, limits=limits)
     health = HealthReporter(store.ping, leadership.leading, agents=hub is not None,
                             interval=health_interval_seconds)
+    health_only = _health_only_server(health, health_listen) if health_listen is not None else None
     transport_limit = max(limits.max_agent_message_bytes, limits.max_request_bytes)
     server = grpc.aio.server(
         interceptors=[ErrorMapping(limits.max_request_bytes, {AGENT_CONNECT_METHOD: limits.max_agent_message_bytes}),
@@ -294,7 +324,7 @@ async def build_server(
     if metrics_listen is not None:
         with_process_metrics(metrics.registry).register(FederationCollector(
             store.stats, observed=(lambda: rounds.observed) if rounds is not None else (lambda: None),
-            streams=hub.stream_count if hub is not None else None))
+            streams=hub.stream_count if hub is not None else None, leading=leadership.leading))
         exporter = serve_metrics(metrics_listen, metrics.registry)
     await server.start()
     retention = None
@@ -304,6 +334,9 @@ async def build_server(
     running = RunningServer(server=server, port=bound, address=address, store=store, auth=auth,
                             rounds=rounds, hub=hub, jobs=jobs, health=health, leadership=leadership,
                             metrics=exporter, retention=retention)
+    if health_only is not None:
+        running.health_server, running.health_port = health_only
+        await running.health_server.start()
     await health.start()
     if metrics.enabled:
         running._lag_probe = asyncio.create_task(metrics.watch_loop_lag(), name="loop-lag-probe")
@@ -350,8 +383,7 @@ def _redact(url: str) -> str:
     """A database URL without its password, fit for a log line or an error message. The
     password SQLAlchemy parses is also masked wherever else it would be logged (a raw
     space in it ends what a pattern can see)."""
-    with contextlib.suppress(ArgumentError, ValueError):
-        add_secret(make_url(url).password)
+    add_secret(url_password(url))
     return redact(url)
 
 
@@ -368,6 +400,12 @@ def serve_main(config: ServeConfig) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if config.health_listen is not None:
+        try:
+            _host_port(config.health_listen)
+        except ValueError:
+            print(f"error: --health-listen: {config.health_listen!r} is not HOST:PORT", file=sys.stderr)
+            return 2
     if config.metrics_listen is not None:
         try:
             parse_listen(config.metrics_listen)
@@ -433,6 +471,7 @@ async def _serve(store: Store, auth: Authenticator, tls: ServerTls | None, confi
         metrics_listen=config.metrics_listen,
         audit_retention_seconds=config.audit_retention_seconds,
         leader_election=leader_election,
+        health_listen=config.health_listen,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -441,6 +480,8 @@ async def _serve(store: Store, auth: Authenticator, tls: ServerTls | None, confi
     log.info("listening with %s, db %s", "TLS" if tls else "plaintext", _redact(config.db))
     if running.metrics is not None:
         log.info("metrics on http://%s/metrics", running.metrics.address)
+    if running.health_server is not None:
+        log.info("gRPC health only, plaintext, on port %d (--health-listen)", running.health_port)
     print(f"federation serving on {running.address}", flush=True)
     lost = asyncio.create_task(running.lost.wait())
     stopped = asyncio.create_task(stop.wait())

@@ -13,6 +13,7 @@ from federation.store.errors import (
     StaleEpoch,
     StoreError,
     Unavailable,
+    WorkInactive,
 )
 from federation.store.records import (
     ClusterLoss,
@@ -58,6 +59,7 @@ __all__ = [
     "StoreError",
     "Submitted",
     "Unavailable",
+    "WorkInactive",
     "WorkRecord",
     "create_store",
 ]

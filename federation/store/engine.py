@@ -266,3 +266,13 @@ class Database:
     def ping(self) -> None:
         with translated(), self.engine.connect() as conn:
             conn.execute(text("SELECT 1"))
+
+
+def url_password(url: str) -> str | None:
+    """The password of a database URL as SQLAlchemy reads it (None if none, or unparsable),
+    for masking in logs: a pattern cannot see where a raw one ends."""
+    try:
+        password = make_url(url).password
+    except (sa_exc.ArgumentError, ValueError):
+        return None
+    return str(password) if password is not None else None

@@ -46,6 +46,21 @@ class Conflict(StoreError):
         super().__init__(message)
 
 
+class WorkInactive(Conflict):
+    """A change conditional on a Work (``work_id=``) found that Work no longer active.
+
+    Why its own class: an agent's report about a withdrawn Work must change nothing in the
+    job, which may already run under a newer Work elsewhere; the caller answers the agent
+    with a ``Cancel`` for its Work instead of only logging a lost race.
+    """
+
+    def __init__(self, work_id: int, job: str, state: str) -> None:
+        self.work_id = work_id
+        self.job = job
+        self.state = state
+        super().__init__(f"work {work_id} of job {job!r} is {state}, no longer the job's active work")
+
+
 class IllegalTransition(StoreError):
     """A job state change the state machine does not allow (names both states)."""
 

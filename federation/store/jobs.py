@@ -13,17 +13,18 @@ jobs in one transaction (on PostgreSQL one statement), and ``submit`` is a batch
 from __future__ import annotations
 
 import builtins
+import threading
 from collections.abc import Collection, Sequence
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, func, or_, select, text
 from sqlalchemy.orm import Session
 
 from federation.domain.jobs import Job
-from federation.domain.states import JobState
+from federation.domain.states import ACTIVE_WORK_STATES, JobState
 from federation.store import paging
 from federation.store.codec import digest_of, job_to_json
 from federation.store.engine import Database
-from federation.store.errors import AlreadyExists, Conflict, NotFound
+from federation.store.errors import AlreadyExists, Conflict, NotFound, WorkInactive
 from federation.store.jobs_submit import Item, Outcome, conflict, submit_many
 from federation.store.lifecycle import (
     add_event,
@@ -34,7 +35,7 @@ from federation.store.lifecycle import (
     touch,
     withdraw_works,
 )
-from federation.store.models import JobEventRow, JobRow, QueueRow
+from federation.store.models import JobEventRow, JobRow, QueueRow, WorkRow
 from federation.store.records import EventPage, JobRecord, Page, QueueUsage, Submitted
 
 
@@ -44,9 +45,28 @@ def _check_version(row: JobRow, expected: int | None) -> None:
                        race=True)
 
 
+def _check_work(session: Session, job: str, work_id: int | None) -> None:
+    """Refuse (``WorkInactive``) unless ``work_id`` is still an active Work of ``job``.
+
+    Called with the job row locked: every writer that withdraws a job's Work (a new
+    placement, a re-plan, preemption, failover, cancel) locks the job first, so the Work
+    cannot be withdrawn between this check and the caller's change. Why: an agent's report
+    is about one Work; read outside this transaction, the check raced a re-placement and
+    a stale report failed the job running under its next Work. The Work row is read
+    share-locked (lock order job, then work, as everywhere).
+    """
+    if work_id is None:
+        return
+    state = session.scalar(select(WorkRow.state).where(WorkRow.id == work_id, WorkRow.job == job)
+                           .with_for_update(read=True))
+    if state not in ACTIVE_WORK_STATES:
+        raise WorkInactive(work_id, job, state or "gone")
+
+
 class JobRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
+        self._gaps = _GapSettler()  # events_since: which PostgreSQL id gaps are gone for good
 
     # ------------------------------------------------------------------ submit
 
@@ -197,16 +217,20 @@ class JobRepository:
         tier: int | None = None,
         expected_version: int | None = None,
         event: str | None = None,
+        work_id: int | None = None,
     ) -> JobRecord:
         """Move a job along the state machine and record the event, in one transaction.
 
         ``expected_version`` makes the change conditional on the caller's last read
-        (``Conflict`` with ``race=True`` if the job changed since).
+        (``Conflict`` with ``race=True`` if the job changed since); ``work_id`` on that
+        Work still being the job's active one (``WorkInactive`` otherwise: a report
+        about it no longer speaks for the job).
         """
         now = self._db.now()
         with self._db.write() as session:
             row = lock_job(session, name)
             _check_version(row, expected_version)
+            _check_work(session, name, work_id)
             move(session, row, to_state, now, reason=reason, message=message, cluster=cluster,
                  hypernode=hypernode, tier=tier, event=event)
             return job_record(row)
@@ -220,16 +244,19 @@ class JobRepository:
         restarts: int | None = None,
         event: str | None = None,
         expected_version: int | None = None,
+        work_id: int | None = None,
     ) -> JobRecord:
         """Change a job's reason/message/restart count without changing its state.
 
         A higher restart count records a Restarted event (unless ``event`` names another);
-        other changes record an event only when ``event`` is given.
+        other changes record an event only when ``event`` is given. ``work_id`` as for
+        ``transition``.
         """
         now = self._db.now()
         with self._db.write() as session:
             row = lock_job(session, name)
             _check_version(row, expected_version)
+            _check_work(session, name, work_id)
             if event is None and restarts is not None and restarts > row.restarts:
                 event = "Restarted"
             if restarts is not None:
@@ -262,18 +289,28 @@ class JobRepository:
 
         Why the gap check: on PostgreSQL ids come from a sequence, so a transaction that
         took id 11 may commit after one that took 12. Delivering 12 and moving the cursor
-        past 11 would lose 11 forever. So delivery stops before a gap unless the event
-        after it is older than ``settle_seconds`` (the gap is then a rolled-back
-        transaction, not a slow one). SQLite serialises writers and never has gaps.
+        past 11 would lose 11 forever. So delivery stops before a gap until the gap is
+        proven settled (``_GapSettler``): every transaction that could have taken a
+        missing id has ended. Not by the time stamped on the event after the gap: writers
+        stamp it before they wait for row locks (up to ``lock_timeout``, 10 s), so a
+        slow writer's event can look old while an earlier id is still in flight.
+        SQLite serialises writers, so a gap there is never in flight (deleted events);
+        it keeps the old rule, the event after it older than ``settle_seconds``.
         """
         scan = max(limit, 1) if job is None and queues is None else max(limit * 10, 2000)
         now = self._db.now()
+        postgres = self._db.postgres
+        settled_below = self._gaps.settled_below(self._db) if postgres else 0  # before this read's snapshot
         with self._db.read() as session:
             stmt = select(JobEventRow.id, JobEventRow.time).where(JobEventRow.id > after_id)
             horizon = after_id
-            for event_id, time in session.execute(stmt.order_by(JobEventRow.id).limit(scan)):
+            rows = session.execute(stmt.order_by(JobEventRow.id).limit(scan)).all()
+            for event_id, time in rows:
                 gap = event_id != horizon + 1
-                if gap and (now - time).total_seconds() < self._db.settle_seconds:
+                if gap and (event_id > settled_below if postgres
+                            else (now - time).total_seconds() < self._db.settle_seconds):
+                    if postgres:
+                        self._gaps.observed(session, rows[-1][0])
                     break
                 horizon = event_id
             if horizon == after_id:
@@ -286,6 +323,60 @@ class JobRepository:
             events = tuple(event_record(r) for r in session.scalars(query.order_by(JobEventRow.id).limit(limit)))
         cursor = events[-1].id if len(events) == limit else horizon
         return EventPage(events, cursor)
+
+
+# The transactions that hold the job_events id sequence: every nextval() locks it
+# (RowExclusiveLock) until its transaction ends, so these are the writers that may still
+# commit an event id. pg_locks is live (not MVCC) and lists fast-path locks too.
+_ID_ALLOCATORS = text(
+    "SELECT virtualtransaction FROM pg_locks WHERE locktype = 'relation'"
+    " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    " AND relation = pg_get_serial_sequence('job_events', 'id')::regclass"
+)
+
+
+class _GapSettler:
+    """Proves PostgreSQL event-id gaps settled, for ``events_since`` (shared by its threads).
+
+    A reader that sees event M committed while an id below M is missing records a probe:
+    M and the transactions then holding the id sequence. The writer of a missing id took
+    it before M's id, so before M committed, so before that read: if it is still running
+    it is in the probe. Once none of the probe's transactions holds the sequence any more
+    (checked BEFORE a later read's snapshot, so a writer that committed in between is
+    visible to that read), every id below M that is still missing is gone for good.
+    No clock is involved: a writer may stay open after taking an id for as long as its
+    lock waits last, and the reader's or the writer's clock cannot bound that.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._below = 0  # every id < this that is not stored never will be
+        self._probe: tuple[int, frozenset[str]] | None = None
+
+    def settled_below(self, db: Database) -> int:
+        """The bound to use for a read that starts after this call (resolves the probe if it can)."""
+        with self._lock:
+            probe = self._probe
+        if probe is not None:
+            with db.read() as session:
+                running = frozenset(str(v) for v in session.scalars(_ID_ALLOCATORS))
+            if not probe[1] & running:
+                with self._lock:
+                    self._below = max(self._below, probe[0])
+                    if self._probe == probe:
+                        self._probe = None
+        with self._lock:
+            return self._below
+
+    def observed(self, session: Session, bound: int) -> None:
+        """A read saw committed events up to ``bound`` past an unsettled gap: start a probe."""
+        with self._lock:
+            if self._probe is not None or bound <= self._below:
+                return  # one probe at a time; the next starts when it resolves
+        holders = frozenset(str(v) for v in session.scalars(_ID_ALLOCATORS))  # after the read
+        with self._lock:
+            if self._probe is None:
+                self._probe = (bound, holders)
 
 
 def _visible_queues(session: Session, tenant: str) -> builtins.list[str]:

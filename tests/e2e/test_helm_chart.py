@@ -42,8 +42,9 @@ def test_central_chart_renders_leader_elected_replicas_tls_tokens_metrics_and_th
     assert {"--leader-election", "--lease-seconds=15", "--metrics-listen=0.0.0.0:9090", "--log-format=json",
             "--no-migrate", "--audit-retention=30d", "--tls-cert=/etc/federation/tls/tls.crt",
             "--tls-client-ca=/etc/federation/tls/ca.crt"} <= set(args)
-    assert central["readinessProbe"]["grpc"] == {"port": 50051}
-    assert {p["name"]: p["containerPort"] for p in central["ports"]} == {"grpc": 50051, "metrics": 9090}
+    assert central["readinessProbe"]["grpc"] == {"port": 50052}  # TLS: the plaintext health-only port
+    assert {p["name"]: p["containerPort"] for p in central["ports"]} == {"grpc": 50051, "health": 50052,
+                                                                      "metrics": 9090}
     assert central["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}
     job = one(docs, "Job")
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
