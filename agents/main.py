@@ -194,7 +194,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.metrics_listen:
         metrics = AgentMetrics()
         with_process_metrics(metrics.registry)
-        exporter = serve_metrics(args.metrics_listen, metrics.registry)
+        try:
+            exporter = serve_metrics(args.metrics_listen, metrics.registry)
+        except OSError as exc:  # a taken port: one error line, not a traceback
+            print(f"error: --metrics-listen {args.metrics_listen}: cannot listen ({exc.strerror or exc})",
+                  file=sys.stderr)
+            return 1
         log.info("metrics on http://%s/metrics", exporter.address)
     try:
         return asyncio.run(run(args, metrics))

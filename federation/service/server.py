@@ -230,10 +230,20 @@ def _health_only_server(health: HealthReporter, listen: str) -> tuple[grpc.aio.S
     host, port = _host_port(listen)
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     health_pb2_grpc.add_HealthServicer_to_server(health.servicer, server)
-    bound = server.add_insecure_port(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return server, _bind("--health-listen", listen, lambda: server.add_insecure_port(target))
+
+
+def _bind(flag: str, listen: str, add_port: Callable[[], int]) -> int:
+    """Bind a gRPC port; a taken or foreign address is a ``StartupError`` naming the flag
+    (one ``error:`` line and exit 1, not a traceback)."""
+    try:
+        bound = add_port()
+    except RuntimeError as exc:  # grpc: "Failed to bind to address ..."
+        raise StartupError(f"{flag} {listen}: cannot listen ({exc})") from None
     if bound == 0:
-        raise OSError(f"cannot listen on {listen} (--health-listen)")
-    return server, bound
+        raise StartupError(f"{flag} {listen}: cannot listen")
+    return bound
 
 
 async def build_server(
@@ -317,15 +327,17 @@ async def build_server(
     health.add_to(server, [JOBS, QUEUES, OBJECTS, CLUSTERS, AUDIT, *([AGENTS] if hub is not None else [])])
     host, port = _host_port(listen)
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    bound = server.add_secure_port(target, tls.credentials()) if tls else server.add_insecure_port(target)
-    if bound == 0:
-        raise OSError(f"cannot listen on {listen}")
+    bound = _bind("--listen", listen, lambda: server.add_secure_port(target, tls.credentials()) if tls
+                  else server.add_insecure_port(target))
     exporter: MetricsServer | None = None
     if metrics_listen is not None:
         with_process_metrics(metrics.registry).register(FederationCollector(
             store.stats, observed=(lambda: rounds.observed) if rounds is not None else (lambda: None),
             streams=hub.stream_count if hub is not None else None, leading=leadership.leading))
-        exporter = serve_metrics(metrics_listen, metrics.registry)
+        try:
+            exporter = serve_metrics(metrics_listen, metrics.registry)
+        except OSError as exc:
+            raise StartupError(f"--metrics-listen {metrics_listen}: cannot listen ({exc.strerror or exc})") from None
     await server.start()
     retention = None
     if audit_retention_seconds is not None:
@@ -450,6 +462,10 @@ def serve_main(config: ServeConfig) -> int:
         return 1
     try:
         return asyncio.run(_serve(store, auth, tls, config, leader_election))
+    except StartupError as exc:  # a port that cannot be bound
+        log.error("%s", exc)
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 1
     finally:
         store.dispose()
 
