@@ -87,25 +87,26 @@ def _encode_dataclass(obj: Any) -> dict[str, Any]:
     return out
 
 
-def _decode(tp: Any, value: Any) -> Any:
+def _decode(tp: Any, value: Any, trusted: bool = False) -> Any:
+    """``value`` as ``tp``; ``trusted``: nested dataclasses as stored (``_decode_dataclass``)."""
     origin = typing.get_origin(tp)
     if origin in (types.UnionType, typing.Union):
         if value is None:
             return None
         inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _decode(inner[0], value)
+        return _decode(inner[0], value, trusted)
     if tp is Resources:
         return Resources({str(k): int(v) for k, v in value.items()})
     if dataclasses.is_dataclass(tp):
-        return _decode_dataclass(typing.cast(type, tp), value)
+        return _decode_dataclass(typing.cast(type, tp), value, trusted)
     if origin is tuple:
         args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_decode(args[0], v) for v in value)
-        return tuple(_decode(a, v) for a, v in zip(args, value, strict=True))
+            return tuple(_decode(args[0], v, trusted) for v in value)
+        return tuple(_decode(a, v, trusted) for a, v in zip(args, value, strict=True))
     if origin in (Mapping, dict, typing.Mapping):
         _, vt = typing.get_args(tp)
-        return {str(k): _decode(vt, v) for k, v in value.items()}
+        return {str(k): _decode(vt, v, trusted) for k, v in value.items()}
     return _scalar(tp, value, "decode")
 
 
@@ -114,7 +115,7 @@ def _decode_dataclass(cls: type[T], data: Mapping[str, Any], trusted: bool = Fal
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]  # T is bound to dataclasses only by convention
         if f.init and f.name in data:
-            kwargs[f.name] = _decode_field(hints[f.name], data[f.name], trusted)
+            kwargs[f.name] = _decode(hints[f.name], data[f.name], trusted)
     if not trusted or cls in _NORMALISED:
         return cls(**kwargs)
     obj = object.__new__(cls)  # as stored: the release that stored it checked it
@@ -129,26 +130,6 @@ def _decode_dataclass(cls: type[T], data: Mapping[str, Any], trusted: bool = Fal
 # Their __post_init__ derives fields (a snapshot's tree, a queue's parent), so they are
 # always constructed, trusted or not.
 _NORMALISED: tuple[type, ...] = (ClusterSnapshot, Queue)
-
-
-def _decode_field(tp: Any, value: Any, trusted: bool) -> Any:
-    """``_decode``, with nested dataclasses decoded ``trusted`` when asked."""
-    if not trusted:
-        return _decode(tp, value)
-    origin = typing.get_origin(tp)
-    if origin in (types.UnionType, typing.Union):
-        if value is None:
-            return None
-        inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _decode_field(inner[0], value, trusted)
-    if dataclasses.is_dataclass(tp) and tp is not Resources:
-        return _decode_dataclass(typing.cast(type, tp), value, trusted)
-    if origin is tuple:
-        args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_decode_field(args[0], v, trusted) for v in value)
-        return tuple(_decode_field(a, v, trusted) for a, v in zip(args, value, strict=True))
-    return _decode(tp, value)
 
 
 def to_json(obj: Any) -> dict[str, Any]:
