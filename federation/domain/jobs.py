@@ -21,7 +21,7 @@ from federation.domain.pod_requests import template_requests
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.resources import Resources
 from federation.domain.scheduling import NodeConstraints, template_constraints
-from federation.domain.workloads import Workload
+from federation.domain.workloads import MIN_MEMBER, QUEUE_NAME, Workload
 
 RESTART_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "TaskCompleted", "Unknown")
 RESTART_ACTIONS = ("RestartPod", "RestartTask", "RestartJob", "AbortJob", "TerminateJob", "CompleteJob")
@@ -211,6 +211,21 @@ class Job:
         and the cluster), and the gang is one its controller can create all at once."""
         require(self.tasks[0].template_json == workload.template_json, "spec.tasks[0].template",
                 "must be the workload's pod template (spec.template of its body), as written there")
+        read = workload.read  # what the member cluster's controller and annotations will do
+        require(self.tasks[0].replicas == read.replicas, "spec.tasks[0].replicas",
+                f"must equal the workload's spec.replicas ({read.replicas})")
+        if read.min_member is not None:
+            require(self.min_available == read.min_member, "spec.minAvailable",
+                    f"must equal the workload's {MIN_MEMBER} annotation ({read.min_member})")
+        if read.topology_mode is not None or read.topology_tier is not None:
+            nt = self.network_topology
+            require(nt is not None and nt.mode == (read.topology_mode or "hard")
+                    and nt.highest_tier_allowed == read.topology_tier and nt.highest_tier_name is None,
+                    "spec.networkTopology", "must equal the workload's volcano.sh/network-topology annotations "
+                    f"(mode {read.topology_mode or 'hard'}, highest tier {read.topology_tier})")
+        if read.queue is not None:
+            require(self.queue == read.queue, "spec.queue", f"must equal the workload's {QUEUE_NAME} annotation "
+                    f"({read.queue!r})")
         require(workload.parallel or self.gang_size <= 1, WORKLOAD_GANG_PATH,
                 "a StatefulSet gang needs podManagementPolicy: Parallel (OrderedReady creates each pod "
                 "only after the previous one runs, so the gang could never be bound all at once)")

@@ -64,7 +64,18 @@ class Workload:
         if body.get("kind") != self.kind or not isinstance(body.get("spec"), dict):
             raise InvalidInput("bodyJson", f"must be a {self.kind} object with a spec")
         # The same rules as a manifest's (read_workload), whichever way the body came in.
-        read_spec(mapping(body.get("metadata"), "bodyJson.metadata"), body["spec"], "bodyJson")
+        object.__setattr__(self, "_read", read_spec(mapping(body.get("metadata"), "bodyJson.metadata"),
+                                                    body["spec"], "bodyJson"))
+
+    @property
+    def read(self) -> WorkloadSpec:
+        """What the federation reads from the body (its replicas, gang, topology and queue
+        annotations); the job must say the same (``Job._check_workload``)."""
+        found = self.__dict__.get("_read")
+        if found is None:  # decoded as stored (store/codec.py, trusted): read it now
+            found = read_spec(mapping(self.body.get("metadata"), "bodyJson.metadata"), self.body["spec"], "bodyJson")
+            object.__setattr__(self, "_read", found)
+        return found
 
     @property
     def body(self) -> dict[str, Any]:

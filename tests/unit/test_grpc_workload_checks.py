@@ -160,3 +160,23 @@ def test_a_yaml_statefulset_whose_gang_is_all_its_replicas_needs_parallel() -> N
     with pytest.raises(InvalidInput) as info:
         load_jobs(YAML_DEPLOYMENT % "StatefulSet")
     assert info.value.path == "documents[0].spec.podManagementPolicy"
+
+
+@pytest.mark.parametrize(("msg", "path", "rule"), [
+    pytest.param(_spec(_workload(replicas=3)), "spec.tasks[0].replicas", "spec.replicas (3)", id="replicas"),
+    pytest.param(_spec(_workload(annotations={"scheduling.volcano.sh/group-min-member": "2"})), "spec.minAvailable",
+                 "group-min-member annotation (2)", id="min-member"),
+    pytest.param(_spec(_workload(annotations={"volcano.sh/network-topology-mode": "hard",
+                                              "volcano.sh/network-topology-highest-tier": "1"})),
+                 "spec.networkTopology", "mode hard, highest tier 1", id="topology"),
+    pytest.param(_spec(_workload(annotations={"scheduling.volcano.sh/queue-name": "other"})), "spec.queue",
+                 "queue-name annotation ('other')", id="queue"),
+])
+def test_a_job_must_say_what_its_workload_body_says(msg: types_pb2.JobSpec, path: str, rule: str) -> None:
+    """Over gRPC the body travels beside the job's own fields: the planner reads the job, the
+    member cluster's controller the body, so they may not differ."""
+    with pytest.raises(InvalidInput) as info:
+        job_from_proto(msg)
+    assert info.value.path == path and rule in info.value.rule
+    ok = _spec(_workload(annotations={"scheduling.volcano.sh/group-min-member": "2"}), min_available=2)
+    assert job_from_proto(ok).min_available == 2

@@ -257,7 +257,8 @@ def test_static_weights_restrict_and_rank_clusters_heaviest_first() -> None:
 
 
 def _deployment(name: str = "serve") -> Job:
-    body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"labels": {"app": name}}, "spec": {}}
+    body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"labels": {"app": name}},
+            "spec": {"replicas": 2}}
     return Job(name=name, queue="q", labels=(("app", name),), workload=Workload("Deployment", json.dumps(body)),
                tasks=(Task("default0", 2, Resources.parse({"cpu": "1"}, "r")),))
 
