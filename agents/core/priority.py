@@ -156,8 +156,10 @@ def for_cluster(work: Work, priority: ClusterPriority) -> Work:
     return replace(work, job=replace(job, priority_class=priority.name, priority=priority.value or 0))
 
 
+@lru_cache(maxsize=256)
 def _without_class(task: Task, missing: frozenset[str]) -> Task:
-    """The task with its template's class removed when the cluster lacks it."""
+    """The task with its template's class removed when the cluster lacks it (memoised: the
+    job's controller asks on every pass, and the answer changes only with the Work)."""
     if template_class(task.template_json) not in missing:
         return task
     template = json.loads(task.template_json)
