@@ -5,13 +5,15 @@ only its own queues' counts (``ListRounds``). When audit retention has pruned
 rounds from before the job was submitted, the answer says so (``pruned_before``), so a
 short audit is never mistaken for a complete one. The audit outlives the job (no
 foreign key): when the job is gone, admins still read its decisions; others get
-NOT_FOUND, since the queue that decided visibility may be gone too.
+NOT_FOUND, since the queue that decided visibility may be gone too. A job name may be
+taken again once its job is gone: a job's audit is only that job's decisions.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Collection
+from datetime import datetime
 from typing import Any, Protocol
 
 import grpc.aio
@@ -38,7 +40,8 @@ class _Queues(Protocol):
 
 
 class _Audit(Protocol):
-    def job_audit(self, job: str, *, limit: int = 200) -> list[DecisionRecord]: ...
+    def job_audit(self, job: str, *, limit: int = 200,
+                  created_at: datetime | None = None) -> list[DecisionRecord]: ...
     def list_rounds(self, *, page_size: int | None = None, page_token: str = "",
                     queues: Collection[str] | None = None) -> Page[RoundRecord]: ...
     def pruning(self) -> Pruning | None: ...
@@ -73,7 +76,10 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
         if record is not None and not who.admin:
             queue = await asyncio.to_thread(self._store.queues.get, record.queue)
             check_queue(who, queue.name, queue.owners)
-        decisions: list[DecisionRecord] = await asyncio.to_thread(self._store.audit.job_audit, request.job)
+        # The job's own decisions: an earlier job of the same name (another tenant's, maybe)
+        # is not this job. Admins asking about a name with no job read all of its decisions.
+        decisions: list[DecisionRecord] = await asyncio.to_thread(
+            self._store.audit.job_audit, request.job, created_at=record.created_at if record is not None else None)
         if record is None and not decisions:
             raise NotFound("job", request.job)
         audit = audit_pb2.JobAudit(job=request.job, decisions=[decision_to_view(d) for d in decisions])

@@ -29,6 +29,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 import grpc.aio
@@ -109,7 +110,7 @@ class _Jobs(Protocol):
 
 
 class _Decisions(Protocol):
-    def latest_decision(self, job: str) -> DecisionRecord | None: ...
+    def latest_decision(self, job: str, *, created_at: datetime | None = None) -> DecisionRecord | None: ...
 
 
 class _Works(Protocol):
@@ -356,7 +357,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     async def ExplainJob(self, request: jobs_pb2.ExplainJobRequest, context: Context) -> jobs_pb2.ExplainJobResponse:
         who = self._auth.require_tenant(context)
         record = await self._visible_record(who, request.name)
-        latest = await self._call(self._store.audit.latest_decision, request.name)
+        latest = await self._call(self._store.audit.latest_decision, request.name, created_at=record.created_at)
         work = await self._call(self._store.works.latest, request.name)  # where pods actually are
         resp = explain(record, latest, work)
         try:

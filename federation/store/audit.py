@@ -15,13 +15,15 @@ round. Placed and preempted decisions are always written.
 
 A job that changed after the planner read it (cancelled mid-round, say) is not a
 failure: updates carry the version the planner saw and stale ones are skipped and
-reported, while the round's decisions are still recorded as what the planner decided.
+reported, and so are placements into the room of a skipped victim that still runs
+(``_stale``). A skipped job's decision is not written: it did not take effect, and
+``fedctl explain`` must not show it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -29,13 +31,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from federation.domain.plans import PodAssignment
-from federation.domain.states import JobState, pending_event
+from federation.domain.states import ACTIVE_STATES, JobState, pending_event
 from federation.store import paging
 from federation.store.audit_retention import PruneBatch, Pruning, prune_batch, pruning
 from federation.store.engine import Database
 from federation.store.errors import NotFound
 from federation.store.lifecycle import add_event, lock_jobs, move, touch, withdraw_works
-from federation.store.models import OUTCOMES, DecisionRow, RoundQueueRow, RoundRow, WorkRow
+from federation.store.models import OUTCOMES, DecisionRow, JobRow, RoundQueueRow, RoundRow, WorkRow
 from federation.store.records import Decision, DecisionRecord, JobUpdate, Page, RoundRecord, RoundResult
 from federation.store.works import add_work, work_record
 
@@ -65,7 +67,7 @@ def decision_of(row: DecisionRow) -> Decision:
     )
 
 
-def _decision_row(round_id: int, d: Decision) -> DecisionRow:
+def _decision_row(round_id: int, d: Decision, job_created_at: datetime | None) -> DecisionRow:
     if d.outcome not in OUTCOMES:
         raise ValueError(f"decision for {d.job!r}: outcome must be one of {', '.join(OUTCOMES)}, got {d.outcome!r}")
     return DecisionRow(
@@ -73,12 +75,29 @@ def _decision_row(round_id: int, d: Decision) -> DecisionRow:
         pods=[[p.task, p.index, p.node] for p in d.pods],
         score_terms={k: float(v) for k, v in d.score_terms.items()},
         reason=d.reason, constraint=d.constraint, closest_cluster=d.closest_cluster, preemptor=d.preemptor,
+        job_created_at=job_created_at,
     )
 
 
-def _repeated_unplaced(session: Session, decisions: Sequence[Decision], chunk: int = 500) -> set[str]:
+def _created_at(session: Session, names: Iterable[str], chunk: int = 500) -> dict[str, datetime]:
+    """When each named job that exists was created: which job of its name a decision is about.
+
+    Read without row locks: a round's decisions name every pending job, and locking (and
+    loading) all of them each round would cost far more than the few it changes.
+    """
+    ordered = sorted(set(names))
+    found: dict[str, datetime] = {}
+    for start in range(0, len(ordered), chunk):
+        stmt = select(JobRow.name, JobRow.created_at).where(JobRow.name.in_(ordered[start:start + chunk]))
+        found.update((name, at) for name, at in session.execute(stmt))
+    return found
+
+
+def _repeated_unplaced(session: Session, decisions: Sequence[Decision], born: dict[str, datetime],
+                       chunk: int = 500) -> set[str]:
     """Jobs whose ``unplaced`` decision repeats their latest recorded decision (index
-    (job, id); chunked so the IN lists stay within every driver's parameter limit)."""
+    (job, id); chunked so the IN lists stay within every driver's parameter limit). A
+    decision about an earlier job of the same name is no repeat."""
     unplaced = {d.job: d for d in decisions if d.outcome == "unplaced"}
     names = sorted(unplaced)
     same: set[str] = set()
@@ -87,10 +106,29 @@ def _repeated_unplaced(session: Session, decisions: Sequence[Decision], chunk: i
                   .group_by(DecisionRow.job))
         for row in session.scalars(select(DecisionRow).where(DecisionRow.id.in_(latest))):
             d = unplaced[row.job]
+            if row.job not in born or row.job_created_at != born[row.job]:
+                continue
             if row.outcome == "unplaced" and (row.reason, row.constraint, row.closest_cluster or "") == (
                     d.reason, d.constraint, d.closest_cluster or ""):
                 same.add(row.job)
     return same
+
+
+def _stale(updates: Sequence[JobUpdate], rows: dict[str, JobRow]) -> set[str]:
+    """The jobs whose updates this round must skip, read before any of its changes.
+
+    A job that changed since the planner read it is stale. So is a placement into a
+    cluster where a victim of the round's preemptions was stale but still holds its room
+    (its agent reported it running while the solver ran, say): the planner counted that
+    room free, so placing there would put two gangs on the same GPUs. The next round
+    plans both again from what then runs.
+    """
+    stale = {u.job for u in updates
+             if u.expected_version is not None and rows[u.job].version != u.expected_version}
+    held = {rows[u.job].cluster for u in updates
+            if u.job in stale and u.state == JobState.PENDING and rows[u.job].state in ACTIVE_STATES}
+    stale |= {u.job for u in updates if u.state == JobState.PLACED and u.cluster in held}
+    return stale
 
 
 class AuditRepository:
@@ -124,16 +162,20 @@ class AuditRepository:
             session.add_all([RoundQueueRow(round_id=round_row.id, queue=q.queue, pending_count=q.pending,
                                            placed_count=q.placed, unplaced_count=q.unplaced,
                                            preempted_count=q.preempted) for q in round.queue_counts])
-            repeated = _repeated_unplaced(session, decisions)
-            session.add_all([_decision_row(round_row.id, d) for d in decisions
-                             if d.outcome != "unplaced" or d.job not in repeated])
             rows = lock_jobs(session, (u.job for u in job_updates))
-            read_versions = {name: row.version for name, row in rows.items()}  # before this round's own changes
             for update in job_updates:
-                row = rows.get(update.job)
-                if row is None:
+                if update.job not in rows:
                     raise NotFound("job", update.job)
-                if update.expected_version is not None and read_versions[update.job] != update.expected_version:
+            stale = _stale(job_updates, rows)
+            born = _created_at(session, (d.job for d in decisions if d.job not in rows))
+            born.update((name, row.created_at) for name, row in rows.items())
+            repeated = _repeated_unplaced(session, decisions, born)
+            session.add_all([_decision_row(round_row.id, d, born.get(d.job))
+                             for d in decisions
+                             if d.job not in stale and (d.outcome != "unplaced" or d.job not in repeated)])
+            for update in job_updates:
+                row = rows[update.job]
+                if update.job in stale:
                     skipped.append(update.job)
                     continue
                 if update.state is None:
@@ -154,18 +196,25 @@ class AuditRepository:
             return RoundResult(round_row.id, tuple(applied), tuple(skipped), tuple(withdrawn),
                                tuple(work_record(w) for w in created))
 
-    def job_audit(self, job: str, *, limit: int = 200) -> list[DecisionRecord]:
-        """The job's decisions, oldest round first (the newest ``limit`` of them)."""
+    def job_audit(self, job: str, *, limit: int = 200, created_at: datetime | None = None) -> list[DecisionRecord]:
+        """The job's decisions, oldest round first (the newest ``limit`` of them).
+
+        ``created_at`` (the job's): only the decisions about that job, not about an earlier
+        job of the same name (names are unique only among jobs that exist, and the audit
+        outlives them); None: every decision recorded under the name.
+        """
         stmt = (
             select(DecisionRow, RoundRow).join(RoundRow, RoundRow.id == DecisionRow.round_id)
             .where(DecisionRow.job == job).order_by(DecisionRow.id.desc()).limit(limit)
         )
+        if created_at is not None:
+            stmt = stmt.where(DecisionRow.job_created_at == created_at)
         with self._db.read() as session:
             rows = [(d, r) for d, r in session.execute(stmt)]
         return [DecisionRecord(d.id, round_of(r), decision_of(d)) for d, r in reversed(rows)]
 
-    def latest_decision(self, job: str) -> DecisionRecord | None:
-        found = self.job_audit(job, limit=1)
+    def latest_decision(self, job: str, *, created_at: datetime | None = None) -> DecisionRecord | None:
+        found = self.job_audit(job, limit=1, created_at=created_at)
         return found[0] if found else None
 
     def get_round(self, round_id: int) -> RoundRecord:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import and_, delete, select
 from sqlalchemy.orm import Session, aliased
 
 from federation.domain.states import JOB_STATES, TERMINAL_STATES
@@ -60,10 +60,12 @@ class Pruning:
 
 def _protected(session: Session, round_ids: list[int]) -> list[tuple[int, int]]:
     """(decision id, round id) of the decisions in ``round_ids`` that are the latest decision
-    of a live job (index (job, id) answers the 'newer decision?' probe)."""
+    of a live job (index (job, id) answers the 'newer decision?' probe); a decision about an
+    earlier job of the same name is not the live job's."""
     newer = aliased(DecisionRow)
     latest = ~select(newer.id).where(newer.job == DecisionRow.job, newer.id > DecisionRow.id).exists()
-    stmt = (select(DecisionRow.id, DecisionRow.round_id).join(JobRow, JobRow.name == DecisionRow.job)
+    stmt = (select(DecisionRow.id, DecisionRow.round_id)
+            .join(JobRow, and_(JobRow.name == DecisionRow.job, JobRow.created_at == DecisionRow.job_created_at))
             .where(DecisionRow.round_id.in_(round_ids), JobRow.state.in_(LIVE_STATES), latest))
     return [(int(d), int(r)) for d, r in session.execute(stmt)]
 

@@ -213,10 +213,9 @@ class Database:
 
     fence: WriteFence | None = None
 
-    def __init__(self, engine: Engine, clock: Clock = utc_now, *, settle_seconds: float = 5.0) -> None:
+    def __init__(self, engine: Engine, clock: Clock = utc_now) -> None:
         self.engine = engine
         self.clock = clock
-        self.settle_seconds = settle_seconds
         self.dialect = engine.dialect.name
         self._writer = engine.execution_options(**{_WRITE: True})
         self._autocommit_engine = engine.execution_options(isolation_level="AUTOCOMMIT")

@@ -37,6 +37,7 @@ from federation.store.lifecycle import (
 )
 from federation.store.models import JobEventRow, JobRow, QueueRow, WorkRow
 from federation.store.records import EventPage, JobRecord, Page, QueueUsage, Submitted
+from federation.store.reported_events import add_reported_events
 
 
 def _check_version(row: JobRow, expected: int | None) -> None:
@@ -270,6 +271,24 @@ class JobRepository:
                 add_event(session, row, event, message or reason or "", now)
             return job_record(row)
 
+    def record_reported(self, name: str, events: Sequence[tuple[str, str]], *, restarts: int, work_id: int,
+                        max_events: int, notice: str) -> tuple[JobRecord, int]:
+        """One status report's events (type, message) about ``work_id`` and the restarts
+        they count, in one transaction, while ``work_id`` is the job's active Work (as for
+        ``transition``). At most ``max_events`` such events are kept per job, then
+        ``notice`` once (``reported_events``); the restart count and the message (the last
+        event's) always move. Returns the job and how many events were not stored."""
+        now = self._db.now()
+        with self._db.write() as session:
+            row = lock_job(session, name)
+            _check_work(session, name, work_id)
+            row.restarts += restarts
+            if events:
+                row.message = events[-1][1]
+            touch(row, now)
+            dropped = add_reported_events(session, row, events, now, max_events=max_events, notice=notice)
+            return job_record(row), dropped
+
     # ------------------------------------------------------------------ events
 
     def latest_event_id(self) -> int:
@@ -294,23 +313,20 @@ class JobRepository:
         missing id has ended. Not by the time stamped on the event after the gap: writers
         stamp it before they wait for row locks (up to ``lock_timeout``, 10 s), so a
         slow writer's event can look old while an earlier id is still in flight.
-        SQLite serialises writers, so a gap there is never in flight (deleted events);
-        it keeps the old rule, the event after it older than ``settle_seconds``.
+        SQLite serialises writers (a transaction holds the write lock from its first
+        insert to its commit), so a reader never sees an id before every lower id has
+        committed: a gap there is settled as soon as it is seen (deleted events).
         """
         scan = max(limit, 1) if job is None and queues is None else max(limit * 10, 2000)
-        now = self._db.now()
         postgres = self._db.postgres
         settled_below = self._gaps.settled_below(self._db) if postgres else 0  # before this read's snapshot
         with self._db.read() as session:
-            stmt = select(JobEventRow.id, JobEventRow.time).where(JobEventRow.id > after_id)
+            stmt = select(JobEventRow.id).where(JobEventRow.id > after_id)
             horizon = after_id
-            rows = session.execute(stmt.order_by(JobEventRow.id).limit(scan)).all()
-            for event_id, time in rows:
-                gap = event_id != horizon + 1
-                if gap and (event_id > settled_below if postgres
-                            else (now - time).total_seconds() < self._db.settle_seconds):
-                    if postgres:
-                        self._gaps.observed(session, rows[-1][0])
+            rows = session.scalars(stmt.order_by(JobEventRow.id).limit(scan)).all()
+            for event_id in rows:
+                if postgres and event_id != horizon + 1 and event_id > settled_below:
+                    self._gaps.observed(session, rows[-1])
                     break
                 horizon = event_id
             if horizon == after_id:

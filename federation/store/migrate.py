@@ -14,9 +14,9 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, text
 
-from federation.store.engine import make_engine, translated
+from federation.store.engine import Database, make_engine, translated
 
 
 def migrations_dir() -> Path:
@@ -45,10 +45,32 @@ def config(url: str | None = None, connection: Connection | None = None) -> Conf
     return cfg
 
 
+# pg_advisory_xact_lock key held by a migration for its whole transaction ("fedmigr").
+_MIGRATION_LOCK = 0x6665646D69677200
+
+
+def _serialised(conn: Connection) -> None:
+    """Make a second migration of the same database wait for the first, then find it done.
+
+    Why: two replicas (a migration Job retried while the first run still holds its
+    transaction, two services opening one SQLite file) would each read the old revision
+    and both run the same DDL; the second failed ("relation already exists", "database is
+    locked"). PostgreSQL: an advisory lock taken first in the migration's transaction,
+    waited for without the connection's ``lock_timeout`` (a migration may take minutes),
+    which then applies again to the DDL. SQLite: the transaction began with ``BEGIN
+    IMMEDIATE`` (``Database.core_write``), so the second waits on the busy timeout.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SET LOCAL lock_timeout = 0"))
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+        conn.execute(text("SET LOCAL lock_timeout TO DEFAULT"))
+
+
 def _with_connection(target: str | Engine, action: str, revision: str) -> None:
     engine = target if isinstance(target, Engine) else make_engine(target, foreign_keys=False, pool_size=1)
     try:
-        with translated(), engine.begin() as conn:
+        with Database(engine).core_write() as conn:
+            _serialised(conn)
             cfg = config(connection=conn)
             if action == "upgrade":
                 command.upgrade(cfg, revision)

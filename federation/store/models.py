@@ -265,6 +265,9 @@ class DecisionRow(Base):
     constraint: Mapped[str] = mapped_column(String(32), default="")
     closest_cluster: Mapped[str | None] = mapped_column(String(253), nullable=True)
     preemptor: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    # Which job of that name the decision is about (its created_at): a name is unique only
+    # among jobs that exist, and the audit outlives them. NULL: the job was not found.
+    job_created_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
 
 class AuditPruningRow(Base):

@@ -28,15 +28,13 @@ class Store:
         clock: Clock = utc_now,
         pool_size: int = 10,
         max_overflow: int = 20,
-        settle_seconds: float = 5.0,
         pre_ping: bool = True,
         ping_idle_seconds: float = 5.0,
         echo: bool = False,
     ) -> None:
         self.url = url
         self.db = Database(make_engine(url, pool_size=pool_size, max_overflow=max_overflow, pre_ping=pre_ping,
-                                   ping_idle_seconds=ping_idle_seconds, echo=echo), clock,
-                           settle_seconds=settle_seconds)
+                                   ping_idle_seconds=ping_idle_seconds, echo=echo), clock)
         self.queues = QueueRepository(self.db)
         self.jobs = JobRepository(self.db)
         self.clusters = ClusterRepository(self.db)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
+from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -120,5 +123,38 @@ def test_work_state_running_becomes_bound_and_rows_are_carried_both_ways(db_url:
         migrations.downgrade(db_url, "0005")
         assert works()[:2] == [(ids[0], "bound-job", "running", "bound-job"),
                                (ids[1], "applied-job", "applied", "applied-job")]
+    finally:
+        engine.dispose()
+
+
+def test_decisions_are_tied_to_the_job_of_their_name_that_exists(db_url: str) -> None:
+    """0009 stamps each decision with its job's creation time (which job of that name it is
+    about): existing decisions of an existing job get that job's; those of a job that no
+    longer exists stay NULL (every decision under the name, for admins)."""
+    migrations.upgrade(db_url, "0008")
+    engine = make_engine(db_url)
+    tables = Base.metadata.tables
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    try:
+        with engine.begin() as conn:
+            conn.execute(tables["queues"].insert().values(name="q", guarantee={}, owners=[], created_at=t,
+                                                          updated_at=t))
+            conn.execute(tables["jobs"].insert().values(
+                name="kept", queue="q", tenant="", spec={}, spec_digest="d", state="pending", unschedulable=False,
+                reason="", message="", restarts=0, created_at=t, updated_at=t, version=1))
+            round_id = conn.execute(tables["placement_rounds"].insert().values(
+                started_at=t, ended_at=t, trigger="", policy="", solver_status="", input_digest="")
+                .returning(tables["placement_rounds"].c.id)).scalar_one()
+            for job in ("kept", "gone"):
+                conn.execute(tables["placement_decisions"].insert().values(
+                    round_id=round_id, job=job, outcome="unplaced", pods=[], score_terms={}))
+        migrations.upgrade(db_url, "head")
+        with engine.connect() as conn:
+            decisions = tables["placement_decisions"]
+            stamped = dict(conn.execute(sa_select(decisions.c.job, decisions.c.job_created_at)).all())
+        assert stamped == {"kept": t, "gone": None}
+        assert _diff(engine) == []
+        migrations.downgrade(db_url, "0008")
+        assert "job_created_at" not in {c["name"] for c in inspect(engine).get_columns("placement_decisions")}
     finally:
         engine.dispose()

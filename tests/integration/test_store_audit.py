@@ -132,7 +132,7 @@ def test_a_job_changed_during_the_round_is_skipped_not_clobbered(pending: Store)
     assert pending.works.list(job="big") == []  # a skipped placement gets no Work
     assert pending.jobs.get("small").state == "placed"
     assert [w.job for w in result.created_works] == ["small"]
-    assert pending.audit.latest_decision("big") is not None  # the decision is still on record
+    assert pending.audit.latest_decision("big") is None  # a decision that did not take effect is not on record
 
 
 @pytest.mark.parametrize("failure", ["illegal-transition", "unknown-job", "unknown-cluster", "placed-without-work",
@@ -215,6 +215,29 @@ def test_a_job_preempted_and_replaced_in_one_round(pending: Store) -> None:
                                         updates_from_plan(plan, {"small": version}))
     assert result.skipped == ()
     assert pending.jobs.get("small").cluster == "west"
+
+
+def test_a_placement_into_a_victims_room_waits_when_the_victim_was_skipped(pending: Store) -> None:
+    """The planner gave "big" the GPUs of "small" (preempted), but "small" moved on while
+    the solver ran (its agent reported it running): its preemption is skipped, so it keeps
+    its GPUs and "big" must not be placed onto them as well (two gangs on one set of
+    GPUs), nor the round recorded as having preempted "small"."""
+    pending.jobs.transition("small", "placed", cluster="east")
+    pending.works.create("small", "east", {})
+    pending.jobs.transition("small", "dispatched")
+    versions = {r.name: r.version for r in pending.jobs.in_states(["pending", "placed", "dispatched", "running"])}
+    pending.jobs.transition("small", "running")  # the agent's report lands while the solver runs
+    plan = Plan(placements=(Placement("big", "east", "leaf-0", 1), Placement("huge", "west", "spine", 2)),
+                preemptions=(Preemption("small", "room for higher priority big", "big"),), status="OPTIMAL")
+    result = pending.audit.record_round(_round(plan), decisions_from_plan(plan), updates_from_plan(plan, versions))
+    assert result.skipped == ("small", "big")
+    assert (pending.jobs.get("small").state, pending.jobs.get("big").state) == ("running", "pending")
+    assert [w.job for w in pending.works.list(states=["pending", "acknowledged", "running"])] == ["small", "huge"]
+    assert [w.job for w in result.created_works] == ["huge"]  # a placement elsewhere does not depend on it
+    assert pending.jobs.get("huge").state == "placed"
+    # The audit says what happened: neither the preemption nor big's placement took effect.
+    assert pending.audit.latest_decision("small") is None
+    assert pending.audit.latest_decision("big") is None
 
 
 def test_job_audit_is_oldest_first_and_rounds_page_newest_first(pending: Store) -> None:
