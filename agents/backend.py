@@ -19,7 +19,9 @@ Contract details both implementations honour (the unit tests pin them on the fak
   HyperNode object cannot be read as a spec; tree-level checks (cycles, two parents,
   tiers) are done by the snapshot builder so that a bad tree is refused as a whole.
 - Secrets are read one by name (``read_secret``) and never listed: the agent is not
-  allowed to list Secrets, and a Secret is read back without its ``data``.
+  allowed to list Secrets, and a Secret is read back without its ``data``. Secrets and
+  workloads are deleted only when they carry our job label: a user's object of the same
+  name is not the agent's to delete.
 - ``watch`` yields ``ChangeEvent`` for every mutation until cancelled; the runtime uses
   events only as triggers to re-list and reconcile.
 """
@@ -103,7 +105,9 @@ class ClusterBackend(Protocol):
 
     async def create_secret(self, manifest: SecretManifest) -> None: ...
 
-    async def delete_secret(self, namespace: str, name: str) -> bool: ...
+    async def delete_secret(self, namespace: str, name: str) -> bool:
+        """Deletes it only when it carries our job label (a user's own Secret is left alone)."""
+        ...
 
     async def read_priority_class(self, name: str) -> int | None:
         """The value of the cluster's PriorityClass ``name`` (None when absent)."""

@@ -19,7 +19,9 @@ The protocol is docs/design/work-protocol.md; this module is its agent side:
   restart policies are local, so a network partition does not stop fine-grained recovery.
   A pass reconciles active jobs only: a finished job whose final report central has
   acknowledged is retired to a tombstone (``JobBook``), so a pass costs what the agent
-  runs now, not everything it ever ran.
+  runs now, not everything it ever ran. A pass the cluster refused an operation of is
+  tried again after a back-off (``PassReport.wake_at``) or on the next watch event,
+  never at once: a refusal that lasts must not spin the agent.
 - **Status** is reported whenever a job's phase, message or pods change, with the
   recovery actions taken; everything is re-reported on each new stream and periodically,
   so a report lost with a broken stream (or a database blip at central) is repaired.
@@ -411,10 +413,9 @@ class AgentRuntime:
                 log.exception("agent %s: pass for %s failed", self.config.cluster, slot.work.name,
                               extra=fields(job=slot.work.name, queue=slot.work.job.queue, work=slot.work.work_id))
                 continue
-            if report.error:
+            if report.error:  # retried at report.wake_at (backing off), or sooner on a watch event
                 log.warning("agent %s: %s", self.config.cluster, report.error,
                             extra=fields(job=slot.work.name, queue=slot.work.job.queue, work=slot.work.work_id))
-                self._dirty.set()
             if report.wake_at is not None:
                 wake = report.wake_at if wake is None else min(wake, report.wake_at)
             self._report(slot, report)

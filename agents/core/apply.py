@@ -125,7 +125,10 @@ async def observe_job(
         pods=tuple(p for p in pods if p.labels.get(LABEL_JOB) == job),
         services=tuple(await backend.list_services(selector)),
         config_maps=tuple(await backend.list_config_maps(selector)),
-        secrets=tuple(s for s in [await backend.read_secret(ns, name) for ns, name in secrets] if s is not None),
+        # Only a Secret labelled with this job is the job's: one of the same name that a user
+        # made is never replaced or withdrawn (its create then fails: the name is taken).
+        secrets=tuple(s for s in [await backend.read_secret(ns, name) for ns, name in secrets]
+                      if s is not None and s.labels.get(LABEL_JOB) == job),
         workloads=tuple(w for w in [await backend.read_workload(*ref) for ref in workloads] if w is not None),
         nodes=to_nodes(nodes, pods),
         tree=current,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from agents.backend import ClusterBackend
 from agents.core.apply import Applied, apply_ops, observe_job
 from agents.core.events import job_pods, observe, pod_events
-from agents.core.operations import BindPod, CreatePod, DeletePod
+from agents.core.operations import BindPod, CreatePod, DeletePod, Op
 from agents.core.plugins import secret_refs
 from agents.core.priority import (
     NONE,
@@ -77,7 +77,7 @@ class PassReport:
     actions: tuple[Action, ...]  # recovery actions executed this pass
     events: tuple[JobEvent, ...]  # their records
     wake_at: float | None  # when a delayed action falls due (re-run the pass then)
-    error: str = ""  # an operation the cluster refused (the next pass retries)
+    error: str = ""  # an operation the cluster refused (retried at ``wake_at``, or on a watch event)
     generation: int = 0  # the Work generation this pass converged to (a grown elastic job)
 
 
@@ -92,6 +92,7 @@ class JobController:
         self.priority: ClusterPriority | None = None  # the class as this cluster holds it, once ensured
         self._priority_failures = 0  # consecutive failed attempts to ensure it
         self._priority_retry_at: float | None = None  # when a failed attempt is tried again
+        self._refusals = 0  # consecutive passes the cluster refused an operation of
 
     def update(self, work: Work) -> bool:
         """Accept a newer Work (or a cancel); stale or duplicate versions are ignored
@@ -139,11 +140,35 @@ class JobController:
             # JobEvent is sent once, but central takes a job's reason from the terminal
             # WorkStatus message, so "job Failed" alone would lose e.g. maxRetry exhaustion.
             message = f"job {self.state.phase}: {self.state.reason}"
+        if error:
+            phase, message, wake_at = self._refused(result.ops, applied, phase, message, error, now, wake_at)
+        else:
+            self._refusals = 0
         replans = [a for a in executed if a.kind == WorkPhase.REPLAN]
         if replans:
             phase, message = WorkPhase.REPLAN, replans[-1].record.message
         return PassReport(work.work_id, work.name, work.version, phase, message, pods, (*executed, *notes),
                           tuple(a.record for a in executed), wake_at, error, work.generation)
+
+    def _refused(self, ops: Sequence[Op], applied: Applied, phase: WorkPhase, message: str, error: str,
+                 now: float, wake_at: float | None) -> tuple[WorkPhase, str, float | None]:
+        """The report of a pass the cluster refused an operation of, and when to try again.
+
+        The refusal is the report's message, so the job says why it does not start (a
+        namespace the cluster lacks, a name it refuses). The phase is what the cluster
+        holds: a pass stopped before its pods were created or bound has not bound the gang.
+        The retry backs off (``retry_delay``: 1 s doubling to 5 min) instead of running
+        again at once: a refusal that lasts would otherwise make the agent re-run every
+        job's pass back to back, as fast as the apiserver answers.
+        """
+        self._refusals += 1
+        retry = now + retry_delay(self._refusals)
+        wake_at = retry if wake_at is None else min(wake_at, retry)
+        undone = ops[len(applied.done):]
+        if phase in (WorkPhase.BOUND, WorkPhase.RUNNING) and any(isinstance(op, (CreatePod, BindPod))
+                                                                 for op in undone):
+            phase = WorkPhase.PENDING
+        return phase, f"{message}; {error}" if message else error, wake_at
 
     async def _ensure_priority(self, backend: ClusterBackend, now: float) -> list[Action]:
         """Ensure the job's class in the cluster on the first pass, and again after a

@@ -2,13 +2,15 @@
 member cluster: the workload itself is created, its controller creates the pods, and the
 agent binds them all-or-nothing inside the Work's HyperNode, as for a Volcano Job.
 
-The workload is created as the user wrote it, with four changes: ``spec.replicas`` is
+The workload is created as the user wrote it, with five changes: ``spec.replicas`` is
 the job's (the placed gang), the pod template goes to our scheduler
 (``schedulerName: federation-scheduler``), the template carries our job, task and
 work-version labels (so the agent finds the pods and tells versions apart) and the
-work-id annotation. A new Work version replaces the workload (delete, then create): the
-controller's pods of the old version go with it (garbage collection through their
-owner references) and the new pods are bound once the old ones are gone.
+work-id annotation, and ``spec.selector`` also requires the job label (``own_selector``:
+the workload's controller adopts only its own job's pods). A new Work version replaces
+the workload (delete, then create): the controller's pods of the old version go with it
+(garbage collection through their owner references) and the new pods are bound once the
+old ones are gone.
 
 Pods have no deterministic names here, so each gets an index for placement and status:
 a StatefulSet pod its ordinal, a Deployment pod its rank by name among the job's pods.
@@ -70,12 +72,24 @@ def render_workload(work: Work) -> WorkloadManifest:
     meta = body.get("metadata") or {}
     labels = {**dict(meta.get("labels") or {}), LABEL_JOB: job.name}
     digest = spec_hash("workload", job.workload.kind, json.dumps(spec, sort_keys=True), work.version)
+    spec["selector"] = own_selector(spec.get("selector"), job.name)  # after the hash: derived from the name
     annotations = {**dict(meta.get("annotations") or {}), ANNOTATION_SPEC_HASH: digest}
     whole = {"apiVersion": body.get("apiVersion", "apps/v1"), "kind": job.workload.kind,
              "metadata": {"name": job.name, "namespace": job.namespace, "labels": labels, "annotations": annotations},
              "spec": spec}
     return WorkloadManifest(job.workload.kind, job.name, job.namespace, labels, annotations,
                             json.dumps(whole, sort_keys=True, separators=(",", ":")))
+
+
+def own_selector(selector: object, job: str) -> dict[str, Any]:
+    """The workload's selector, narrowed to its own job's pods (``LABEL_JOB``, which its
+    template carries). A controller adopts every orphan pod its selector matches, and the
+    agent's pods of other jobs have no owner: a StatefulSet ``<job>-<task>`` selecting, say,
+    ``federation.io/task`` would otherwise adopt job ``<job>``'s pods ``<job>-<task>-<i>``
+    in the same namespace and delete or replace them as its own."""
+    out: dict[str, Any] = dict(selector) if isinstance(selector, dict) else {}
+    out["matchLabels"] = {**(out.get("matchLabels") or {}), LABEL_JOB: job}
+    return out
 
 
 def _ordinal(name: str, prefix: str) -> int | None:

@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from agents.backend import AlreadyExists, BindingRejected, NotFound
 from agents.core.records import (
+    LABEL_JOB,
     ChangeEvent,
     ConfigMapManifest,
     NodeRecord,
@@ -196,7 +197,11 @@ class FakeCluster:
         self._create(self._secrets, manifest, "Secret")
 
     async def delete_secret(self, namespace: str, name: str) -> bool:
+        """Deletes it only when it carries our job label, as the real backend does."""
         self.calls.append(("delete_secret", name))
+        secret = self._secrets.get((namespace, name))
+        if secret is None or not secret.labels.get(LABEL_JOB):
+            return False
         return self._delete(self._secrets, namespace, name, "Secret")
 
     async def read_workload(self, kind: str, namespace: str, name: str) -> WorkloadManifest | None:

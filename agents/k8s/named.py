@@ -3,8 +3,9 @@ a workload job's Deployment or StatefulSet.
 
 Secrets are never listed: the agent's role may get, create and delete a Secret but not
 list or watch them (deploy/rbac.yaml), so no agent can read a cluster's Secrets in bulk.
-Workloads are read by name for the same reason of least privilege, and are deleted only
-when they carry our job label: a user's own Deployment of the same name is never touched.
+Workloads are read by name for the same reason of least privilege. Both are deleted only
+when they carry our job label (and are still the object read, by its uid): a user's own
+Secret or Deployment of the same name is never touched.
 Both are read once per pass of the job that owns them.
 """
 
@@ -64,12 +65,18 @@ class NamedObjects:
                     ANNOTATION_SPEC_HASH):
                 raise AlreadyExists(f"{what} {namespace}/{name} already exists") from exc
 
-    async def _remove(self, delete: Any, what: str, namespace: str, name: str) -> bool:
+    async def _remove(self, delete: Any, what: str, namespace: str, name: str, read: dict[str, Any]) -> bool:
+        """Delete the object as it was ``read`` (a precondition on its uid): one made under
+        the same name meanwhile, by a user, is not ours to delete."""
+        uid = (read.get("metadata") or {}).get("uid")
+        body: dict[str, Any] = {"propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
         try:
-            await call(delete(name, namespace, body={"propagationPolicy": "Background"}, _preload_content=False,
+            await call(delete(name, namespace, body=body, _preload_content=False,
                               _request_timeout=k8s.REQUEST_TIMEOUT))
         except ApiError as exc:
-            if exc.status == 404:
+            if exc.status in (404, 409):  # gone, or replaced by another object of that name
                 return False
             raise fail(f"delete {what} {namespace}/{name}", exc) from exc
         return True
@@ -84,7 +91,10 @@ class NamedObjects:
                            manifest.namespace, manifest.name, secret_body(manifest))
 
     async def delete_secret(self, namespace: str, name: str) -> bool:
-        return await self._remove(self._core.delete_namespaced_secret, "secret", namespace, name)
+        existing = await self._get(self._core.read_namespaced_secret, namespace, name)
+        if existing is None or not _ours(existing):
+            return False
+        return await self._remove(self._core.delete_namespaced_secret, "secret", namespace, name, existing)
 
     # ------------------------------------------------------------------ priority classes
     async def read_priority_class(self, name: str) -> int | None:
@@ -128,6 +138,11 @@ class NamedObjects:
     async def delete_workload(self, kind: str, namespace: str, name: str) -> bool:
         read, _, delete = self._calls(kind)
         existing = await self._get(read, namespace, name)
-        if existing is None or not ((existing.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB):
+        if existing is None or not _ours(existing):
             return False
-        return await self._remove(delete, kind.lower(), namespace, name)
+        return await self._remove(delete, kind.lower(), namespace, name, existing)
+
+
+def _ours(obj: dict[str, Any]) -> bool:
+    """The object carries our job label: the agent made it (a user's object of the same name is left alone)."""
+    return bool(((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_JOB))

@@ -32,6 +32,7 @@ MAX_TOPOLOGY_WAIT_SECONDS = 30 * 86_400.0
 # Where a workload's pod management policy sits in its manifest (the wire maps it into bodyJson).
 WORKLOAD_GANG_PATH = "spec.podManagementPolicy"
 MAX_POLICY_TIMEOUT_SECONDS = 30 * 86_400.0  # a lifecycle policy's delay before its action
+MAX_POD_HOSTNAME = 63  # a pod's hostname is a DNS-1123 label
 
 
 def _quantities(resources: Resources) -> str:
@@ -197,6 +198,8 @@ class Job:
             require(0 <= self.topology_wait_seconds <= MAX_TOPOLOGY_WAIT_SECONDS,
                     "metadata.annotations[federation.io/topology-wait]", "must be between 0 and 30 days")
         _ = self.plugin_options  # every plugin and option checked at construction
+        if self.workload is None:
+            self._check_member_names()
         if self.workload is not None:
             require(len(self.tasks) == 1 and not self.plugins and not self.policies, "spec",
                     "a workload job has one task and no plugins or policies (its controller runs the pods)")
@@ -205,6 +208,20 @@ class Job:
         for i, other in enumerate(self.after):
             _dns_label(other, f"after[{i}]")
             require(other != self.name, f"after[{i}]", "a job cannot wait for itself")
+
+    def _check_member_names(self) -> None:
+        """The names the agent gives the job's objects in a member cluster, which its
+        kube-apiserver would refuse after the job was queued, placed and dispatched (the
+        job would then wait forever): the headless Service ``<job>`` needs a DNS-1035 label
+        (a letter first), and each pod's hostname ``<job>-<task>-<index>`` at most 63
+        characters (Volcano's job admission checks the same pod name length)."""
+        require(self.name[:1].isalpha(), "metadata.name", "must start with a letter: it names the job's headless "
+                "Service in the member cluster (a DNS-1035 label)")
+        for i, task in enumerate(self.tasks):
+            longest = f"{self.name}-{task.name}-{task.replicas - 1}"
+            require(len(longest) <= MAX_POD_HOSTNAME, f"spec.tasks[{i}].name",
+                    f"the pod name {longest!r} ({len(longest)} characters) is also its hostname, at most "
+                    f"{MAX_POD_HOSTNAME} characters: shorten the job or task name")
 
     def _check_workload(self, workload: Workload) -> None:
         """The task's template is the workload's (one set of pods for the planner, Pod Security

@@ -280,8 +280,9 @@ def template_constraints(template_json: str, strict: bool = True) -> NodeConstra
 
     Raises ``InvalidInput`` for a malformed or unsupported scheduling field. ``strict``
     (submission, ``Task.__post_init__``) also refuses what a member cluster would refuse or
-    override: ``nodeName``, another scheduler, a label value that is not a string, a
-    toleration with an empty key and operator Equal. The planner reads a stored job's
+    override: ``nodeName``, another scheduler, a number in ``priority`` (admission sets
+    it from the class), a label value that is not a string, a toleration with an empty key
+    and operator Equal. The planner reads a stored job's
     constraints with ``strict=False``: a job an earlier release accepted is planned as it
     was then (non-strings read as text), never failing a round.
     """
@@ -295,6 +296,9 @@ def template_constraints(template_json: str, strict: bool = True) -> NodeConstra
     own = {str(k): text(v, f"metadata.labels.{k}") for k, v in _map(meta.get("labels"), "metadata.labels").items()}
     if strict:
         _check_binding(spec)
+        if "priority" in spec:  # Kubernetes' Priority admission refuses any value it did not compute
+            raise InvalidInput("spec.priority", "not supported: the member cluster sets it from priorityClassName "
+                               "(use priorityClassName)")
     if spec.get("topologySpreadConstraints"):
         raise InvalidInput("spec.topologySpreadConstraints",
                            "not supported (a gang stays inside one HyperNode; use networkTopology)")

@@ -15,10 +15,11 @@ pods) and the agent creates the workload itself in the member cluster, its pods 
 our scheduler: the cluster's own controllers (ReplicaSet, StatefulSet) create and
 recreate the pods, and the agent binds them inside the chosen HyperNode. Every other
 field of the workload is passed to the member cluster unchanged, so the cluster honours
-it. Refused, naming the field: ``spec.template.spec.nodeName`` (binding is ours) and
-``schedulerName`` other than ``volcano`` or ours (as in every job's pod template,
-``domain/scheduling.py``), and a StatefulSet gang without
-``podManagementPolicy: Parallel`` (OrderedReady creates pod N+1 only once pod N runs,
+it, except that the agent narrows ``spec.selector`` to the job's own pods
+(``agents/core/workloads.own_selector``). Refused, naming the field:
+``spec.template.spec.nodeName`` (binding is ours) and ``schedulerName`` other than
+``volcano`` or ours (as in every job's pod template, ``domain/scheduling.py``), and a
+StatefulSet gang without ``podManagementPolicy: Parallel`` (OrderedReady creates pod N+1 only once pod N runs,
 so an all-or-nothing gang of more than one pod would never start).
 """
 

@@ -5,6 +5,7 @@ TF_CONFIG and the ssh options on real pods, and everything removed with the job.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 from dataclasses import replace
 from typing import Any
@@ -120,3 +121,37 @@ async def test_tensorflow_config_and_ssh_options_on_real_pods(control_plane: Con
             await cleanup(backend, job.name)
             await backend.close()
             assert _get(control_plane, "west", f"/api/v1/namespaces/default/secrets/{job.name}-ssh") is None
+
+
+async def test_a_users_own_secret_named_like_the_jobs_ssh_secret_is_left_alone(control_plane: ControlPlane) -> None:
+    # The user's Secret ``<job>-ssh`` (no job label) was replaced by the job's key pair, and
+    # deleted with the job: it is not the agent's. The job's create is refused instead.
+    job = gpu_job(unique("theirs"), (("worker", 1, 1),), plugins=(("ssh", ()),))
+    path = f"/api/v1/namespaces/default/secrets/{job.name}-ssh"
+    control_plane.request("east", "POST", "/api/v1/namespaces/default/secrets", {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{job.name}-ssh"},
+        "data": {"token": base64.b64encode(b"precious").decode()}})
+    backend = await backend_for(control_plane, "east")
+    with Tree(control_plane, "east") as tree:
+        driver = WorkDriver(backend, work_on(job, "east", tree.spine, tier=2)).start()
+        try:
+            await eventually("the create refused", lambda: _refused(driver), 30)
+            driver.update(work_on(job, "east", tree.spine, tier=2, cancelled=True))
+            await eventually("the job withdrawn", lambda: _withdrawn(driver), 30)
+            await backend.delete_secret("default", f"{job.name}-ssh")  # the orphan sweep's call
+            secret = _get(control_plane, "east", path)
+            assert secret is not None and secret["data"] == {"token": base64.b64encode(b"precious").decode()}
+        finally:
+            await driver.stop()
+            await cleanup(backend, job.name)
+            await backend.close()
+            with contextlib.suppress(Exception):
+                control_plane.request("east", "DELETE", path)
+
+
+async def _refused(driver: WorkDriver) -> bool:
+    return any("already exists" in e for e in driver.errors)
+
+
+async def _withdrawn(driver: WorkDriver) -> bool:
+    return driver.last is not None and driver.last.message == "withdrawn"

@@ -296,3 +296,36 @@ async def test_cancellation_leaves_nothing_behind(control_plane: ControlPlane) -
             await driver.stop()
             await cleanup(backend, job.name)
             await backend.close()
+
+
+async def test_a_namespace_the_cluster_lacks_is_reported_and_the_job_starts_once_it_exists(
+        control_plane: ControlPlane) -> None:
+    """Every create is refused (404). The agent said Bound, with no reason, for a job that had
+    nothing in the cluster, and re-ran its passes back to back. Now it reports Pending with
+    the apiserver's reason, backs off, and carries on once the namespace is there."""
+    backend = await backend_for(control_plane, "east")
+    namespace = unique("absent")
+    job = replace(gpu_job(unique("nons"), (("worker", 2, 2),)), namespace=namespace)
+    with Tree(control_plane, "east") as tree:
+        driver = WorkDriver(backend, work_for(job, "east", tree.leaf_a)).start()
+        try:
+            async def refused() -> bool:
+                last = driver.last
+                return last is not None and f'namespaces "{namespace}" not found' in last.message
+
+            await eventually("the refusal reported", refused)
+            assert driver.last is not None and driver.last.phase == "Pending" and driver.last.wake_at is not None
+            assert await backend.list_pods({LABEL_JOB: job.name}) == []
+            control_plane.request("east", "POST", "/api/v1/namespaces",
+                                  {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+            await eventually("gang Running", lambda: running(backend, job.name, 2), 45)
+
+            async def clean_report() -> bool:
+                return driver.last is not None and driver.last.phase == "Running" and driver.last.message == ""
+
+            await eventually("a clean report", clean_report)
+        finally:
+            await driver.stop()
+            await cleanup(backend, job.name)
+            await backend.close()
+            control_plane.request("east", "DELETE", f"/api/v1/namespaces/{namespace}")

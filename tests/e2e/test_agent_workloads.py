@@ -5,12 +5,13 @@ bound in the same HyperNode; cancelling removes the Deployment and its pods."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from typing import Any
 
 import pytest
 from controlplane import ControlPlane
-from fixtures_federation import Tree, WorkDriver, backend_for, cleanup, eventually, unique
+from fixtures_federation import Tree, WorkDriver, backend_for, cleanup, eventually, gpu_job, unique
 from fixtures_federation import work_for as work_on
 from kubernetes_asyncio.client import ApiClient
 
@@ -102,3 +103,65 @@ async def test_deployment_gang_is_bound_inside_the_hypernode_and_repaired(
             await backend.delete_workload("Deployment", "default", name)
             await cleanup(backend, name)
             await backend.close()
+
+
+def stateful_set(name: str) -> str:
+    """A StatefulSet whose selector matches every pod the agent labels with a task."""
+    return f"""
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {{name: {name}}}
+spec:
+  replicas: 1
+  podManagementPolicy: Parallel
+  serviceName: {name}
+  selector: {{matchExpressions: [{{key: federation.io/task, operator: Exists}}]}}
+  template:
+    metadata:
+      annotations: {{scheduling.volcano.sh/group-min-member: "1"}}
+    spec:
+      tolerations: [{{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}}]
+      containers:
+        - name: c
+          image: nginx
+          resources: {{requests: {{nvidia.com/gpu: 1, cpu: 100m}}}}
+"""
+
+
+async def test_a_stateful_set_named_like_another_jobs_pods_does_not_adopt_them(control_plane: ControlPlane) -> None:
+    """Job ``<vic>``'s pods ``<vic>-worker-<i>`` have no owner. A StatefulSet job named
+    ``<vic>-worker`` in the same namespace (every queue's default) whose selector matched
+    them adopted them: its controller deleted ordinals 1 and 2 and replaced 0 by its own
+    pod, so the other tenant's job lost its running pods and could never recreate them."""
+    backend = await backend_for(control_plane, "east")
+    victim = gpu_job(unique("vic"), (("worker", 3, 1),))
+    [attacker] = load_jobs(stateful_set(f"{victim.name}-worker"))
+    attacker = replace(attacker, namespace="default")
+    apps = f"/apis/apps/v1/namespaces/default/statefulsets/{attacker.name}"
+    with Tree(control_plane, "east") as tree:
+        driver = WorkDriver(backend, work_on(victim, "east", tree.leaf_a)).start()
+        other = None
+        try:
+            pods = await eventually("the victim's gang Running", lambda: _running(backend, victim.name, 3), 60)
+            uids = {p.name: control_plane.request("east", "GET", f"/api/v1/namespaces/default/pods/{p.name}")
+                    ["metadata"]["uid"] for p in pods}
+            other = WorkDriver(backend, work_on(attacker, "east", tree.leaf_b)).start()
+            await eventually("the StatefulSet created", lambda: _made(control_plane, apps), 30)
+            await asyncio.sleep(5)  # the StatefulSet controller's sync (it would adopt at once)
+            for name, uid in uids.items():
+                raw = control_plane.request("east", "GET", f"/api/v1/namespaces/default/pods/{name}")
+                assert raw["metadata"]["uid"] == uid and not raw["metadata"].get("deletionTimestamp"), name
+                assert not raw["metadata"].get("ownerReferences"), name
+            assert await _running(backend, victim.name, 3)
+        finally:
+            for d in (driver, other):
+                if d is not None:
+                    await d.stop()
+            await backend.delete_workload("StatefulSet", "default", attacker.name)
+            await cleanup(backend, victim.name)
+            await cleanup(backend, attacker.name)
+            await backend.close()
+
+
+async def _made(control_plane: Any, path: str) -> bool:
+    return not _absent(control_plane, path)

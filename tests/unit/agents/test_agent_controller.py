@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentkit import LABEL_KEYS, fake, gpu, job, work
 
-from agents.backend import BindingRejected
+from agents.backend import BackendError, BindingRejected
 from agents.core.controller import JobController
 from agents.fake.clock import ManualClock
 from federation.domain.jobs import LifecyclePolicy
@@ -150,6 +150,28 @@ async def test_refused_operation_is_reported_and_retried_next_pass() -> None:
     second = await ctl.sync(cluster, clock(), None)
     assert second.error == "" and cluster.bind_count == 2
 
+
+
+async def test_a_lasting_refusal_is_the_reports_message_and_is_retried_after_a_back_off() -> None:
+    # A namespace the member cluster lacks: every create is refused. The report said Bound
+    # with no message (nothing exists, and the job did not say why), and the runtime re-ran
+    # every job's pass back to back for as long as the refusal lasted.
+    clock = ManualClock()
+    cluster = fake(clock=clock)
+    ctl = controller()
+
+    async def refuse(_manifest: object) -> None:
+        raise BackendError('create service default/train: HTTP 404 NotFound: namespaces "default" not found')
+
+    cluster.create_service = refuse  # type: ignore[method-assign, assignment]  # a test double replaces the method
+    first = await ctl.sync(cluster, clock(), None)
+    assert first.phase == "Pending" and 'namespaces "default" not found' in first.message
+    assert first.wake_at == clock() + 1.0 and cluster.pods() == []
+    second = await ctl.sync(cluster, clock(), None)
+    assert second.wake_at == clock() + 2.0  # backing off, 1 s doubling
+    del cluster.create_service  # the namespace exists now
+    third = await ctl.sync(cluster, clock(), None)
+    assert third.error == "" and third.message == "" and third.phase == "Bound" and third.wake_at is None
 
 
 async def test_report_of_the_binding_pass_names_the_nodes_the_pods_were_actually_bound_to() -> None:

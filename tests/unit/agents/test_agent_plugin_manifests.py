@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from agentkit import fake, job, step, work
+from agentkit import fake, job, observe, step, work
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from agents.core.apply import apply_ops
 from agents.core.operations import CreateSecret, DeleteSecret, DeleteService
+from agents.core.reconcile import reconcile
 from agents.core.records import LABEL_JOB, SecretManifest, ServiceManifest, SshMount
 from agents.core.render import render
 from agents.core.ssh_keys import with_key_pair
@@ -127,6 +129,23 @@ async def test_a_changed_config_replaces_the_secret() -> None:
     secret_ops = [type(op) for op in grown.ops if isinstance(op, (CreateSecret, DeleteSecret))]
     assert secret_ops == [DeleteSecret, CreateSecret]
     assert "train-worker-2" in cluster.secrets()[0].data["config"]
+
+
+async def test_a_users_own_secret_of_the_ssh_name_is_never_replaced_or_withdrawn() -> None:
+    # A Secret ``<job>-ssh`` the agent did not make (no job label) is the user's: the job's
+    # create is refused (the name is taken) and nothing of theirs is deleted, by a pass,
+    # a cancel or the orphan sweep.
+    cluster = fake()
+    theirs = SecretManifest("train-ssh", "default", data={"token": "precious"})
+    await cluster.create_secret(theirs)
+    w = work(job(tasks=(("worker", 2, 8),), plugins=(("ssh", ()),)))
+    result = reconcile(w, await observe(cluster, w))
+    assert not [op for op in result.ops if isinstance(op, DeleteSecret)]
+    applied = await apply_ops(cluster, result.ops)
+    assert not applied.ok and "already exists" in applied.error
+    await step(cluster, work(w.job, cancelled=True))
+    assert await cluster.delete_secret("default", "train-ssh") is False  # what the orphan sweep asks
+    assert cluster.secrets() == [theirs]
 
 
 def test_orphan_sweep_deletes_the_secret_before_the_service_that_finds_it() -> None:

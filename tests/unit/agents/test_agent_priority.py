@@ -150,7 +150,7 @@ def _per_task(name: str = "train") -> Job:
     """Volcano's per-task classes: the job is ordered by ``high``, the ps task's pods by its own."""
     base = _high(name)
     ps = replace(base.tasks[0], name="ps", replicas=1,
-                 template_json='{"spec":{"priorityClassName":"task-priority","priority":5}}')
+                 template_json='{"spec":{"priorityClassName":"task-priority"}}')
     return replace(base, tasks=(ps, base.tasks[0]))
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from agentkit import fake
+from agentkit import fake, job, work
 
+from agents.backend import BackendError
 from agents.runtime import AgentRuntime, RuntimeConfig, wait_event
 
 
@@ -54,3 +55,23 @@ async def test_reconciler_cancelled_as_it_is_woken_stops_without_a_pass() -> Non
         await _ended_cancelled(task)
         runtime._dirty.clear()
     assert runtime.passes == 0
+
+
+async def test_a_job_the_cluster_keeps_refusing_does_not_spin_the_reconciler() -> None:
+    # A refused pass used to set the dirty flag again: the reconciler re-ran every job's
+    # pass back to back, as fast as the cluster answered, for as long as the refusal lasted.
+    cluster = fake()
+
+    async def refuse(_manifest: object) -> None:
+        await asyncio.sleep(0)  # a real apiserver answers later: the loop runs meanwhile
+        raise BackendError("create service default/train: HTTP 404 NotFound: namespaces \"default\" not found")
+
+    cluster.create_service = refuse  # type: ignore[method-assign, assignment]  # a test double replaces the method
+    runtime = AgentRuntime(cluster, RuntimeConfig(cluster="c1", server="127.0.0.1:1", resync_seconds=60.0))
+    runtime.jobs.accept(work(job()))
+    runtime._dirty.set()
+    task = asyncio.create_task(runtime._reconciler())
+    await asyncio.sleep(0.5)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert runtime.passes == 1  # the next try is after the back-off (1 s), not at once

@@ -14,6 +14,7 @@ from agents.core.apply import apply_ops, observe_job
 from agents.core.operations import CreateWorkload, DeleteWorkload
 from agents.core.reconcile import Reconciliation
 from agents.core.records import (
+    ANNOTATION_SPEC_HASH,
     ANNOTATION_WORK_ID,
     LABEL_JOB,
     LABEL_TASK,
@@ -21,8 +22,9 @@ from agents.core.records import (
     SCHEDULER_NAME,
     PodManifest,
 )
+from agents.core.render import spec_hash
 from agents.core.snapshot import build_snapshot
-from agents.core.workloads import index_pods, reconcile_workload, render_workload, workload_refs
+from agents.core.workloads import index_pods, own_selector, reconcile_workload, render_workload, workload_refs
 from agents.fake.cluster import FakeCluster
 from agents.runtime_jobs import orphan_ops
 from federation.domain.jobs import Job
@@ -83,8 +85,23 @@ def test_the_workload_goes_to_our_scheduler_with_our_labels_and_the_gang_replica
     assert template["metadata"]["labels"] == {"app": "serve", LABEL_JOB: "serve", LABEL_TASK: "pod",
                                               LABEL_WORK_VERSION: "2"}
     assert template["metadata"]["annotations"][ANNOTATION_WORK_ID] == "w-serve"
-    assert body["spec"]["selector"] == {"matchLabels": {"app": "serve"}}
+    assert body["spec"]["selector"] == {"matchLabels": {"app": "serve", LABEL_JOB: "serve"}}  # its own pods only
     assert made.labels == {"team": "a", LABEL_JOB: "serve"}
+
+
+def test_a_workload_selector_is_narrowed_to_its_own_jobs_pods() -> None:
+    # A StatefulSet ``train-worker`` selecting every pod with a task label adopted job
+    # ``train``'s pods ``train-worker-<i>`` (same namespace, no owner) and deleted them.
+    wide = {"matchExpressions": [{"key": LABEL_TASK, "operator": "Exists"}]}
+    assert own_selector(wide, "train-worker") == {**wide, "matchLabels": {LABEL_JOB: "train-worker"}}
+    assert own_selector({"matchLabels": {LABEL_JOB: "other"}}, "serve") == {"matchLabels": {LABEL_JOB: "serve"}}
+    w = work(serve(), hypernode="t1-l0")
+    made = render_workload(w)
+    # The hash is the user's spec: a workload created before the selector was narrowed is
+    # not replaced (its pods restarted) by an agent upgrade.
+    spec = {**json.loads(made.body_json)["spec"], "selector": {"matchLabels": {"app": "serve"}}}
+    assert made.annotations[ANNOTATION_SPEC_HASH] == spec_hash("workload", "Deployment",
+                                                               json.dumps(spec, sort_keys=True), 1)
 
 
 async def test_pods_are_bound_only_once_the_whole_gang_exists_and_inside_the_hypernode() -> None:
