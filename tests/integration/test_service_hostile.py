@@ -111,6 +111,25 @@ async def test_a_queue_lists_its_namespaces_and_system_ones_need_the_opt_in(stor
         assert ok.job.spec.namespace == "kube-system"
 
 
+async def test_system_priority_classes_need_the_same_opt_in_as_system_namespaces(store: Store) -> None:
+    """A tenant's pods with system-node-critical would preempt a member cluster's own daemons."""
+    in_template = spec("j2")
+    in_template.tasks[0].template_json = json.dumps({"spec": {"priorityClassName": "system-cluster-critical"}})
+    async with running(store) as srv, client(srv) as c:
+        await c.create_queue(queue("research"))
+        before = counts(store)
+        for msg, path in ((spec("j1", priority_class="system-node-critical"), "spec.priorityClass"),
+                          (in_template, "spec.tasks[0].template.spec.priorityClassName")):
+            err = await _refused(srv, msg)
+            assert err.code == grpc.StatusCode.INVALID_ARGUMENT, err
+            assert err.message.startswith(f"{path}: ") and "system priority class" in err.message, err
+        assert counts(store) == before
+        await c.create_queue(queues_pb2.Queue(name="system", namespaces=["kube-system"],
+                                              allow_system_namespaces=True, pod_security="privileged"))
+        ok = await c.submit_job(spec("j3", queue="system", namespace="kube-system", priority_class="system-node-critical"))
+        assert ok.job.spec.priority_class == "system-node-critical"
+
+
 # ---------------------------------------------------------------------- raw bytes and errors
 
 
