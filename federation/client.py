@@ -16,13 +16,13 @@ import asyncio
 import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import grpc
 import grpc.aio
 
+from federation.files import MAX_PEM_BYTES, read_bytes
 from federation.v1 import (
     audit_pb2,
     audit_pb2_grpc,
@@ -61,13 +61,19 @@ class Tls:
     server_name: str | None = None  # override the name checked in the server certificate
 
     def credentials(self) -> grpc.ChannelCredentials:
+        """Raises ``InvalidInput`` naming the flag (``--ca``, ``--cert``, ``--key``) of a file it cannot use."""
         if (self.cert is None) != (self.key is None):
             raise ValueError("--cert and --key go together")
         return grpc.ssl_channel_credentials(
-            root_certificates=Path(self.ca).read_bytes() if self.ca else None,
-            private_key=Path(self.key).read_bytes() if self.key else None,
-            certificate_chain=Path(self.cert).read_bytes() if self.cert else None,
+            root_certificates=read_bytes(self.ca, "--ca", MAX_PEM_BYTES) if self.ca else None,
+            private_key=read_bytes(self.key, "--key", MAX_PEM_BYTES) if self.key else None,
+            certificate_chain=read_bytes(self.cert, "--cert", MAX_PEM_BYTES) if self.cert else None,
         )
+
+
+# Retries after the first attempt at most: each call builds its list of delays up front, and
+# past 2 s a delay (the back-off's cap) a hundred retries already wait over three minutes.
+MAX_RETRIES = 100
 
 
 @dataclass(frozen=True)
@@ -91,8 +97,9 @@ class Retry:
     jitter: float = 0.2
 
     def __post_init__(self) -> None:
-        if self.attempts < 1 or self.initial_backoff < 0 or self.max_backoff < 0 or self.multiplier < 1:
-            raise ValueError("Retry: attempts >= 1, backoffs >= 0 and multiplier >= 1")
+        if not 1 <= self.attempts <= MAX_RETRIES + 1 or self.initial_backoff < 0 or self.max_backoff < 0 \
+                or self.multiplier < 1:
+            raise ValueError(f"Retry: 1 <= attempts <= {MAX_RETRIES + 1}, backoffs >= 0 and multiplier >= 1")
 
     def delays(self) -> list[float]:
         """The sleeps between attempts (``attempts - 1`` of them), jittered."""

@@ -42,6 +42,7 @@ from federation.cli.errors import EXIT_FAILURE, EXIT_USAGE
 from federation.client import FederationClient, ServiceError
 from federation.domain.errors import InvalidInput
 from federation.domain.manifests import load_documents
+from federation.files import MAX_MANIFEST_BYTES
 
 # Dependency ranks: lower is applied first.
 ORDER_PRIORITY_CLASSES = 10
@@ -116,12 +117,14 @@ class Line:
 
 
 def files(path: str) -> list[Path]:
-    """``path`` itself, or a directory's YAML/JSON files in name order (not recursive, like kubectl)."""
+    """``path`` itself, or a directory's YAML/JSON files in name order (not recursive, like kubectl).
+
+    Whether ``path`` can be read (it exists, is no symlink loop, is within the size limit)
+    is for the reader to say, naming the flag.
+    """
     p = Path(path)
     if p.is_dir():
         return sorted(f for f in p.iterdir() if f.is_file() and f.suffix in _SUFFIXES)
-    if not p.exists():
-        raise FileNotFoundError(2, "no such file", str(p))
     return [p]
 
 
@@ -166,14 +169,25 @@ def _kind_of(doc: Mapping[str, object], path: str, kinds: Mapping[str, Kind]) ->
 
 
 def read(paths: Sequence[str], read_text: Callable[[str], str]) -> tuple[list[Document], list[Line]]:
-    """Every document under ``paths`` (``-`` is stdin through ``read_text``)."""
+    """Every document under ``paths`` (``-`` is stdin through ``read_text``).
+
+    Each file is bounded by the reader; together they are bounded by ``MAX_MANIFEST_BYTES``
+    too, since every document is parsed (and kept) before the first is sent: a directory of
+    a thousand 16 MiB files would otherwise be read and parsed for hours.
+    """
     kinds = registry()
     docs: list[Document] = []
     errors: list[Line] = []
+    total = 0
     for arg in paths:
         targets = [arg] if arg == "-" else [str(f) for f in files(arg)]
         for target in targets:
-            got, bad = parse_text(read_text(target), target, kinds, start=len(docs) + len(errors))
+            text = read_text(target)
+            total += len(text)
+            if total > MAX_MANIFEST_BYTES:
+                raise InvalidInput("-f", f"the files hold over {MAX_MANIFEST_BYTES} characters together (at "
+                                         f"{target}); apply them in several runs")
+            got, bad = parse_text(text, target, kinds, start=len(docs) + len(errors))
             docs += got
             errors += bad
     return docs, errors

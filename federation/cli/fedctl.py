@@ -15,18 +15,20 @@ import math
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 
 import grpc
 
 from federation.cli import fedctl_format as fmt
+from federation.cli.durations import MAX_SECONDS
 from federation.cli.errors import EXIT_FAILURE, EXIT_USAGE, fail
-from federation.client import FederationClient, Reconnect, Retry, ServiceError, Tls
+from federation.client import MAX_RETRIES, FederationClient, Reconnect, Retry, ServiceError, Tls
 from federation.domain.errors import InvalidInput
 from federation.domain.manifests_fields import INT32, INT64, integer
+from federation.files import MAX_MANIFEST_BYTES, read_text
 from federation.v1 import queues_pb2, types_pb2
 
 DEFAULT_SERVER = "127.0.0.1:50051"
+MAX_RECONNECT_MS = 600_000  # ten minutes between reconnect attempts; gRPC's own maximum back-off is 120 s
 # Server answers that mean "your input is wrong" (exit 2) rather than "it failed" (exit 1).
 _USAGE_CODES = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE)
 
@@ -49,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per call")
     parser.add_argument("--retries", type=int, default=3,
                         help="re-send an idempotent call this many times when the server is UNAVAILABLE, with "
-                             "bounded back-off (default %(default)s; 0 = never)")
+                             f"bounded back-off (default %(default)s; 0 = never; at most {MAX_RETRIES})")
     parser.add_argument("--reconnect-max-ms", type=int, default=2000,
                         help="longest wait between reconnect attempts after losing the server (default %(default)s)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -149,9 +151,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _read(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
-    return Path(path).read_text(encoding="utf-8")
+    """A ``-f`` file or stdin, bounded (``federation/files.py``)."""
+    return read_text(path, "-f", MAX_MANIFEST_BYTES)
 
 
 def _quantities(values: Sequence[str], flag: str) -> dict[str, str]:
@@ -161,6 +162,8 @@ def _quantities(values: Sequence[str], flag: str) -> dict[str, str]:
             name, sep, qty = item.partition("=")
             if not sep or not name or not qty:
                 raise InvalidInput(flag, f"{item!r} is not RESOURCE=QUANTITY")
+            if name in out:  # the first value would be dropped without a word
+                raise InvalidInput(flag, f"{name} is given twice ({out[name]} and {qty})")
             out[name] = qty
     return out
 
@@ -218,6 +221,8 @@ async def _apply(c: FederationClient, args: argparse.Namespace) -> int:
     from federation.cli import apply
 
     docs, refused = apply.read(args.filename, _read)
+    if not docs and not refused:  # an empty rendering applied in CI must not pass as success (kubectl: an error)
+        raise InvalidInput("-f", f"no objects to apply in {', '.join(args.filename)}")
     if args.atomic and refused:
         lines = [*refused, apply.Line("nothing applied (--atomic)", EXIT_USAGE)]
     elif args.atomic:
@@ -255,10 +260,21 @@ async def _queue_write(c: FederationClient, args: argparse.Namespace) -> str:
     else:
         queues = [queue_from_flags(args)]
     write = c.create_queue if args.queue_command == "create" else c.update_queue
-    done = [await write(q) for q in queues]
-    if args.output == "json":
-        return fmt.json_many("queues", done)
-    return "\n".join(f"queue/{q.name} {args.queue_command}d" for q in done)
+    done: list[queues_pb2.Queue] = []
+
+    def report() -> str:
+        if args.output == "json":
+            return fmt.json_many("queues", done)
+        return "\n".join(f"queue/{q.name} {args.queue_command}d" for q in done)
+
+    for q in queues:
+        try:
+            done.append(await write(q))
+        except ServiceError:
+            if done:  # the file's earlier queues stay written: say so before the error line
+                print(report(), flush=True)
+            raise
+    return report()
 
 
 async def _run(c: FederationClient, args: argparse.Namespace) -> str | None:
@@ -341,7 +357,7 @@ async def _run(c: FederationClient, args: argparse.Namespace) -> str | None:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    return fmt.printable(" ".join(text.split()))
 
 
 def _check_token(token: str | None) -> None:
@@ -354,10 +370,21 @@ def _check_token(token: str | None) -> None:
 
 def _check_numbers(args: argparse.Namespace) -> None:
     """Numeric flags argparse takes but the call cannot: a timeout that is not a positive
-    finite number expires at once (DEADLINE_EXCEEDED, exit 1), and an integer outside its
-    proto field's range fails as ``Value out of range`` naming no flag."""
-    if not math.isfinite(args.timeout) or args.timeout <= 0:
-        raise InvalidInput("--timeout", f"must be a positive number of seconds, got {args.timeout}")
+    finite number, or one so long that now + timeout overflows gRPC's deadline (about 9e9 s),
+    expires at once (DEADLINE_EXCEEDED, exit 1); an integer outside its proto field's range
+    fails as ``Value out of range`` naming no flag; ``--retries`` sizes a list of back-off
+    delays per call (10**9 aborted the process in C++ ``bad_alloc``) and
+    ``--reconnect-max-ms`` is a C ``int`` channel argument (OverflowError traceback)."""
+    if not math.isfinite(args.timeout) or not 0 < args.timeout <= MAX_SECONDS:
+        raise InvalidInput("--timeout", f"must be a positive number of seconds up to {MAX_SECONDS} (10 years), "
+                           f"got {args.timeout}")
+    if not 0 <= args.retries <= MAX_RETRIES:
+        raise InvalidInput("--retries", f"must be between 0 and {MAX_RETRIES}, got {args.retries}")
+    if not 1 <= args.reconnect_max_ms <= MAX_RECONNECT_MS:
+        raise InvalidInput("--reconnect-max-ms", f"must be between 1 and {MAX_RECONNECT_MS}, "
+                           f"got {args.reconnect_max_ms}")
+    if getattr(args, "count", 0) < 0:
+        raise InvalidInput("--count", f"must not be negative (0 = follow), got {args.count}")
     for flag, attr, wire in (("--weight", "weight", INT32), ("--priority", "priority", INT32),
                              ("--from", "from_event", INT64)):
         if getattr(args, attr, None) is not None:
@@ -370,9 +397,6 @@ async def _main(args: argparse.Namespace, run: Callable[[FederationClient, argpa
     _check_token(token)
     _check_numbers(args)
     tls = Tls(args.ca, args.cert, args.key, args.server_name) if (args.ca or args.cert or args.key) else None
-    if args.retries < 0 or args.reconnect_max_ms < 1:
-        raise InvalidInput("--retries" if args.retries < 0 else "--reconnect-max-ms", "must not be negative"
-                           if args.retries < 0 else "must be at least 1")
     reconnect = Reconnect(min(100, args.reconnect_max_ms), min(100, args.reconnect_max_ms), args.reconnect_max_ms)
     async with FederationClient(args.server, token=token, tls=tls, timeout=args.timeout,
                                 retry=Retry(attempts=args.retries + 1), reconnect=reconnect) as client:

@@ -35,8 +35,24 @@ def json_many(key: str, msgs: Iterable[Message]) -> str:
     return dumps({key: [to_dict(m) for m in msgs]})
 
 
+def printable(text: str) -> str:
+    """``text`` with every character a terminal would act on shown as an escape (``\\x1b``, ``\\n``).
+
+    Free text comes from other parties — a tenant's cancel reason, a container's
+    termination message relayed by an agent — and was printed raw: ``ESC [2J`` cleared
+    an operator's screen, ``ESC ] 0;…`` retitled it, and a newline forged a line of output.
+    """
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+def _lines(lines: Iterable[str]) -> str:
+    return "\n".join(printable(line) for line in lines)
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    cells = [list(headers)] + [["" if c is None else str(c) for c in row] for row in rows]
+    cells = [list(headers)] + [["" if c is None else printable(str(c)) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)
 
@@ -85,7 +101,7 @@ def job_block(job: jobs_pb2.Job) -> str:
     for task in spec.tasks:
         res = ", ".join(f"{k}={v}" for k, v in sorted(task.resources.items()))
         lines.append(f"  - {task.name}: {task.replicas} x {{{res}}}")
-    return "\n".join(lines)
+    return _lines(lines)
 
 
 def explain_block(resp: jobs_pb2.ExplainJobResponse) -> str:
@@ -111,7 +127,7 @@ def explain_block(resp: jobs_pb2.ExplainJobResponse) -> str:
         lines.append(resp.topology_wait)
     if resp.message:
         lines.append(resp.message)
-    return "\n".join(lines)
+    return _lines(lines)
 
 
 def _quantities(q: dict[str, str] | object) -> str:
@@ -158,7 +174,8 @@ def audit_table(audit: audit_pb2.JobAudit) -> str:
 
 def event_line(ev: jobs_pb2.JobEvent) -> str:
     kind = jobs_pb2.JobEventType.Name(ev.type).removeprefix("JOB_EVENT_TYPE_").lower()
-    return f"{ev.event_id}  {when(ev.time)}  {ev.job.id}  {kind}  {state(ev.job.state)}  {ev.message}".rstrip()
+    line = f"{ev.event_id}  {when(ev.time)}  {ev.job.id}  {kind}  {state(ev.job.state)}  {ev.message}"
+    return printable(line.rstrip(" "))
 
 
 def _policy_ref(p: objects_pb2.Policy) -> str:
@@ -175,7 +192,7 @@ def policy_block(p: objects_pb2.Policy) -> str:
     lines = [f"policy:     {_policy_ref(p)}", f"priority:   {p.priority}", f"version:    {p.version}",
              f"updated:    {when(p.updated)}", f"jobs:       {', '.join(p.jobs) or '-'}",
              "spec:       " + json.dumps(spec, sort_keys=True)]
-    return "\n".join(lines)
+    return _lines(lines)
 
 
 def classes_table(classes: Iterable[objects_pb2.PriorityClass]) -> str:

@@ -10,24 +10,15 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
+from federation.cli.numbers import integer_flag
 from federation.wire.limits import DEFAULT_LIMITS, Limits
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def add_limit_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("input limits", "bounds on every request and snapshot "
                                                       "(docs/design/limits.md); refusals are INVALID_ARGUMENT")
     for f in fields(Limits):
-        group.add_argument(f"--{f.name.replace('_', '-')}", dest=f"limit_{f.name}", type=_positive,
+        group.add_argument(f"--{f.name.replace('_', '-')}", dest=f"limit_{f.name}", type=integer_flag(1),
                            default=getattr(DEFAULT_LIMITS, f.name), metavar="N",
                            help=f"default {getattr(DEFAULT_LIMITS, f.name)}")
 

@@ -41,10 +41,11 @@ from federation.demo.observe import Observer
 from federation.demo.report import Report, write_outputs
 from federation.demo.state import TERMINAL, DemoState, EventLine
 from federation.demo.view import PlainPrinter, live_view
+from federation.domain.errors import InvalidInput
 from federation.domain.jobs import Job, LifecyclePolicy
 from federation.domain.plans import PlanLimits
 from federation.service.auth import Authenticator, digest
-from federation.service.server import RunningServer, build_server, open_store
+from federation.service.server import RunningServer, StartupError, build_server, open_store
 from federation.sim.scenario import FaultEvent, Scenario, builtin_scenario_path, load_scenario
 from federation.sim.workload import ScenarioJob
 from federation.wire.convert import queue_to_proto
@@ -364,8 +365,13 @@ class Demo:
 
 
 def _prepare_out(options: DemoOptions) -> None:
+    """Create ``--out`` (refused in one line when it cannot be a directory: ``--out /dev/null``
+    was a ``FileExistsError`` traceback)."""
     out = Path(options.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInput("--out", f"{options.out}: {(exc.strerror or 'cannot be created').lower()}") from None
     if options.db is None:  # a fresh database each run
         for suffix in ("", "-wal", "-shm", "-journal"):
             (out / f"audit.db{suffix}").unlink(missing_ok=True)
@@ -399,6 +405,9 @@ def demo_main(options: DemoOptions) -> int:
         except DemoError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+        except StartupError as exc:  # the audit database (--db) cannot be opened or is not at the latest schema
+            print(f"error: --db: {' '.join(str(exc).split())}", file=sys.stderr)
+            return 1
         except KeyboardInterrupt:
             print("federation demo: interrupted", file=sys.stderr)
             return 130

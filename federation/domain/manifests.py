@@ -56,6 +56,7 @@ __all__ = [
     "load_queue_manifest",
     "load_queue_manifests",
     "load_queues",
+    "parse_yaml",
     "resolve_priority_class",
 ]
 
@@ -83,34 +84,45 @@ MANIFEST_MAX_DEPTH = TEMPLATE_MAX_DEPTH + 32
 
 
 _TOO_DEEP = f"is nested too deep (the limit is {MANIFEST_MAX_DEPTH} levels)"
+# Values a document may hold once its aliases are expanded. A Kubernetes object is at most
+# 1.5 MiB (etcd's limit), at least a byte or two of JSON per value; ten aliases of ten
+# aliases, nine levels down (a "billion laughs" in 400 bytes), stay shared while loaded but
+# whatever walks or serialises the document (a pod template becomes JSON) visits 10**9 values.
+MANIFEST_MAX_VALUES = 1_000_000
 
 
-class _TooDeepError(Exception):
-    """A document nests deeper than ``MANIFEST_MAX_DEPTH`` or through a recursive alias."""
+class _RefusedError(Exception):
+    """A document nests deeper than ``MANIFEST_MAX_DEPTH``, through a recursive alias, or
+    repeats a key in one mapping."""
 
 
 class _BoundedLoader(yaml.SafeLoader):
-    """``SafeLoader`` refusing documents deeper than ``MANIFEST_MAX_DEPTH``.
+    """``SafeLoader`` refusing documents deeper than ``MANIFEST_MAX_DEPTH`` and duplicate keys.
 
     Why in the composer: PyYAML composes recursively, so 2,000 nested ``[`` end in a
     ``RecursionError``; counting depth on the way down stops it early, and a height per
     node on the way up (aliases reuse their anchor's) also bounds alias chains and refuses
     recursive aliases (``&a [*a]``) in time linear in the text, before anything walks them.
+    The same pass counts the values each node holds with its aliases expanded and refuses
+    more than ``MANIFEST_MAX_VALUES`` (an alias "bomb"). A key repeated in one mapping is
+    refused there too: PyYAML keeps the last value and drops the first without a word
+    (``weight: 3`` then ``weight: 7`` applied weight 7), where kubectl refuses the file.
     """
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._depth = 0
         self._heights: dict[int, int] = {}
+        self._sizes: dict[int, int] = {}
 
     def compose_document(self) -> yaml.Node | None:
-        self._heights = {}  # nodes of this document stay alive, so their ids are unique
+        self._heights, self._sizes = {}, {}  # nodes of this document stay alive, so their ids are unique
         return super().compose_document()
 
     def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         alias = self.check_event(yaml.AliasEvent)
         if self._depth >= MANIFEST_MAX_DEPTH:
-            raise _TooDeepError
+            raise _RefusedError
         self._depth += 1
         try:
             node = super().compose_node(parent, index)
@@ -118,6 +130,8 @@ class _BoundedLoader(yaml.SafeLoader):
             self._depth -= 1
         if node is not None and not alias:
             self._heights[id(node)] = self._height(node)
+            if isinstance(node, yaml.MappingNode):
+                _unique_keys(node)
         return node
 
     def _height(self, node: yaml.Node) -> int:
@@ -126,37 +140,56 @@ class _BoundedLoader(yaml.SafeLoader):
         children = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else node.value
         heights = [self._heights.get(id(child)) for child in children]
         if None in heights:  # an alias to a node still being composed: a cycle
-            raise _TooDeepError("refers to itself through a YAML alias")
+            raise _RefusedError("refers to itself through a YAML alias")
         height = 1 + max((h for h in heights if h is not None), default=0)
         if height > MANIFEST_MAX_DEPTH:
-            raise _TooDeepError
+            raise _RefusedError
+        size = 1 + sum(self._sizes.get(id(child), 1) for child in children)
+        if size > MANIFEST_MAX_VALUES:
+            raise _RefusedError(f"holds over {MANIFEST_MAX_VALUES} values once its YAML aliases are expanded")
+        self._sizes[id(node)] = size
         return height
 
 
-def _parse_all(text: str) -> list[object]:
-    """Every document of ``text``; a too-deep one is refused by its index in the file."""
+def _unique_keys(node: yaml.MappingNode) -> None:
+    seen: set[tuple[str, str]] = set()
+    for key, _ in node.value:
+        if isinstance(key, yaml.ScalarNode):
+            if (key.tag, key.value) in seen:
+                raise _RefusedError(f"duplicate key {key.value!r} at line {key.start_mark.line + 1}, column "
+                                    f"{key.start_mark.column + 1} (a mapping names each key once)")
+            seen.add((key.tag, key.value))
+
+
+def parse_yaml(text: str) -> list[object]:
+    """Every document of ``text``, each bounded in depth and without duplicate keys.
+
+    Refusals are ``InvalidInput``: a syntax error has path ``""`` and names the line and
+    column; a too-deep document or a duplicate key names the document by its index.
+    """
     raw: list[object] = []
     try:
         for doc in yaml.load_all(text, Loader=_BoundedLoader):  # a SafeLoader
             raw.append(doc)
-    except _TooDeepError as exc:
+    except _RefusedError as exc:
         raise InvalidInput(f"documents[{len(raw)}]", str(exc) or _TOO_DEEP) from None
     except RecursionError:
         raise InvalidInput(f"documents[{len(raw)}]", _TOO_DEEP) from None
-    return raw
-
-
-def load_documents(text: str) -> list[tuple[int, Mapping[str, object]]]:
-    """Non-empty documents with their index in the file (``---`` separators count)."""
-    try:
-        raw = _parse_all(text)
+    except ValueError as exc:  # a scalar Python cannot build: a 5,000-digit integer, a 13th month
+        reason = str(exc).split(";")[0]
+        raise InvalidInput(f"documents[{len(raw)}]", f"holds a value that cannot be read: {reason}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         raise InvalidInput("", f"invalid YAML{where}: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
         raise InvalidInput("", f"invalid YAML: {exc}") from None
-    return [(i, mapping(doc, f"documents[{i}]")) for i, doc in enumerate(raw) if doc is not None]
+    return raw
+
+
+def load_documents(text: str) -> list[tuple[int, Mapping[str, object]]]:
+    """Non-empty documents with their index in the file (``---`` separators count)."""
+    return [(i, mapping(doc, f"documents[{i}]")) for i, doc in enumerate(parse_yaml(text)) if doc is not None]
 
 
 def _check_kind(doc: Mapping[str, object], index: int, kinds: Mapping[str, str], hint: str) -> str:

@@ -101,6 +101,11 @@ def labels(value: object, path: str) -> dict[str, str]:
     return out
 
 
+# Digits of an integer key given as a string: int64 has 19, and past 4,300 ``int()`` raises
+# a ValueError of its own (a traceback, not a refusal naming the key).
+_KEY_DIGITS = 19
+
+
 def int_key(key: object, path: str) -> int:
     """A mapping key that must be an integer (YAML may give ``1`` or ``"1"``)."""
     if isinstance(key, bool):
@@ -108,6 +113,8 @@ def int_key(key: object, path: str) -> int:
     if isinstance(key, int):
         return key
     if isinstance(key, str) and key.strip().lstrip("-").isdigit():
+        if len(key.strip().lstrip("-")) > _KEY_DIGITS:
+            raise InvalidInput(path, f"key has more than {_KEY_DIGITS} digits")
         return int(key)
     raise InvalidInput(path, f"key must be an integer, got {key!r}")
 

@@ -8,24 +8,43 @@ because a silently ignored typo would change what a benchmark measures.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources as package_files
 from pathlib import Path
 
-import yaml
-
 from federation.domain.errors import InvalidInput
+from federation.domain.manifests import parse_yaml
+from federation.domain.manifests_fields import INT32, integer
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
+from federation.files import MIB, read_text
 from federation.sim import fields as f
 from federation.sim.clusters import ClusterSpec, cluster
 from federation.sim.workload import GenerateSpec, ScenarioJob, explicit_job, generate, generate_spec, reference_node
+from federation.wire.limits import DEFAULT_LIMITS
 
 FAULT_KINDS = ("nodeFail", "nodeRecover", "clusterDown", "clusterUp", "podFail")
 _TOP_KEYS = ("name", "seed", "clusters", "queues", "jobs", "generate", "commModel", "events")
 _QUEUE_KEYS = ("name", "weight", "priority", "capability", "guarantee", "reclaimable", "parent")
+
+# How much one scenario may ask the simulator to build (docs/design/simulator.md). Checked on
+# the parsed document before anything is built: ``generate.count: 10**9`` drew jobs for
+# hours and ``nodeGroups[].count: 10**9`` ended in MemoryError. A member cluster, a task
+# and a job are bounded as the service bounds them (``wire/limits.py``); the totals keep a
+# whole run within minutes and a few hundred MB.
+MAX_SCENARIO_BYTES = 4 * MIB  # the largest shipped scenario is 84 KiB; PyYAML parses ~0.1 MiB/s
+MAX_NODES = 50_000  # over all clusters
+MAX_NODE_LABEL_ENTRIES = 2_000_000  # every node carries its group's labels
+MAX_QUEUES = 10_000
+MAX_JOBS = 100_000  # explicit and generated
+MAX_PODS = 2_000_000  # replicas over all jobs (a generated job counts its largest draw)
+MAX_EVENTS = 100_000
+# Building a cluster's tree tests each distinct regexMatch/labelMatch selector against every
+# node (about 2 µs a test): 5,000 patterns over 20,000 nodes took 220 s to load.
+MAX_SELECTOR_SCANS = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -126,22 +145,144 @@ def _check_targets(events: tuple[FaultEvent, ...], clusters: tuple[ClusterSpec, 
 
 
 def _check_parents(queues: tuple[Queue, ...]) -> None:
-    """Every parent is a queue of the scenario (or root) and the parents form a tree."""
+    """Every parent is a queue of the scenario (or root) and the parents form a tree.
+
+    Linear: each queue's chain is walked once, up to the first queue already known to
+    reach the root (a 10,000-queue chain walked from every queue took 5e7 steps).
+    """
     by_name = {q.name: q for q in queues}
+    rooted: set[str] = set()
     for i, q in enumerate(queues):
         if q.parent is not None and q.parent not in by_name:
             raise InvalidInput(f"queues[{i}].parent", f"unknown parent queue {q.parent!r} (a queue here, or root)")
-        seen, cursor = {q.name}, q.parent
-        while cursor is not None:
-            if cursor in seen:
+    for i, q in enumerate(queues):
+        chain, cursor = {q.name}, q.parent
+        while cursor is not None and cursor not in rooted:
+            if cursor in chain:
                 raise InvalidInput(f"queues[{i}].parent", f"parent {q.parent!r} makes a cycle")
-            seen.add(cursor)
+            chain.add(cursor)
             cursor = by_name[cursor].parent
+        rooted.update(chain)
+
+
+def _int(value: object) -> int:
+    """``value`` if it is a non-negative integer, else 0 (a wrong value is the strict readers' to refuse)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _items(data: Mapping[str, object], key: str) -> list[tuple[int, Mapping[str, object]]]:
+    value = data.get(key)
+    return [(i, item) for i, item in enumerate(value) if isinstance(item, Mapping)] if isinstance(value, list) else []
+
+
+def _at_most(path: str, value: int, limit: int, what: str) -> None:
+    if value > limit:
+        raise InvalidInput(path, f"{value} is over the limit of {limit} {what}")
+
+
+def _check_nodes(data: Mapping[str, object]) -> None:
+    limits = DEFAULT_LIMITS
+    nodes = label_entries = 0
+    for i, member in _items(data, "clusters"):
+        in_cluster = 0
+        for j, group in _items(member, "nodeGroups"):
+            path = f"clusters[{i}].nodeGroups[{j}]"
+            count = _int(group.get("count"))
+            in_cluster += count
+            nodes += count
+            _at_most(f"{path}.count", in_cluster, limits.max_snapshot_nodes, "nodes per cluster")
+            _at_most(f"{path}.count", nodes, MAX_NODES, "nodes in a scenario")
+            labels = group.get("labels")
+            per_node = len(labels) if isinstance(labels, Mapping) else 0
+            _at_most(f"{path}.labels", per_node, limits.max_node_labels, "labels per node")
+            label_entries += count * per_node
+            _at_most(f"{path}.labels", label_entries, MAX_NODE_LABEL_ENTRIES, "node labels in a scenario")
+        hyper = member.get("hyperNodes")
+        if isinstance(hyper, list):
+            _at_most(f"clusters[{i}].hyperNodes", len(hyper), limits.max_snapshot_hypernodes, "HyperNodes per cluster")
+            _at_most(f"clusters[{i}].hyperNodes", _scanning_selectors(hyper) * in_cluster, MAX_SELECTOR_SCANS,
+                     "node matches (distinct regexMatch and labelMatch selectors times the cluster's nodes)")
+
+
+def _scanning_selectors(hypernodes: list[object]) -> int:
+    """Distinct member selectors that test every node of the cluster (regexMatch, labelMatch)."""
+    seen: set[str] = set()
+    for hn in hypernodes:
+        spec = hn.get("spec") if isinstance(hn, Mapping) else None
+        members = spec.get("members") if isinstance(spec, Mapping) else None
+        for m in members if isinstance(members, list) else ():
+            selector = m.get("selector") if isinstance(m, Mapping) else None
+            if isinstance(selector, Mapping):
+                seen.update(repr(selector[k]) for k in ("regexMatch", "labelMatch") if k in selector)
+    return len(seen)
+
+
+def _largest_generated_job(spec: Mapping[str, object]) -> tuple[str, int]:
+    """The pods of the largest job ``generate`` may draw, and the path of that draw."""
+    per_pod = _int(spec.get("gpusPerPod")) or 8
+    mix = spec.get("gpusPerJob")
+    gpus = [(key, _int(key if isinstance(key, int) else int(key) if isinstance(key, str) and key.isdigit()
+                       and len(key) < 100 else 0))
+            for key in mix] if isinstance(mix, Mapping) else []
+    key, most = max(gpus, key=lambda item: item[1], default=("", 0))
+    return f"generate.gpusPerJob.{key}", math.ceil(most / per_pod)
+
+
+def _check_workload(data: Mapping[str, object]) -> None:
+    limits = DEFAULT_LIMITS
+    jobs = data.get("jobs")
+    explicit = len(jobs) if isinstance(jobs, list) else 0
+    _at_most("jobs", explicit, MAX_JOBS, "jobs in a scenario")
+    pods = 0
+    for i, job in _items(data, "jobs"):
+        tasks = _items(job, "tasks")
+        _at_most(f"jobs[{i}].tasks", len(tasks), limits.max_tasks_per_job, "tasks per job")
+        in_job = 0
+        for j, task in tasks:
+            replicas = _int(task.get("replicas"))
+            _at_most(f"jobs[{i}].tasks[{j}].replicas", replicas, limits.max_replicas_per_task, "replicas per task")
+            in_job += replicas
+        _at_most(f"jobs[{i}].tasks", in_job, limits.max_replicas_per_job, "replicas per job (sum over tasks)")
+        pods += in_job
+    _at_most("jobs", pods, MAX_PODS, "pods in a scenario (replicas over all jobs)")
+    spec = data.get("generate")
+    if isinstance(spec, Mapping):
+        count = _int(spec.get("count"))
+        _at_most("generate.count", explicit + count, MAX_JOBS, "jobs in a scenario (explicit and generated)")
+        path, largest = _largest_generated_job(spec)
+        _at_most(path, largest, limits.max_replicas_per_task, "pods per generated job (gpusPerJob / gpusPerPod)")
+        _at_most("generate.count", pods + count * largest, MAX_PODS,
+                 "pods in a scenario (replicas over all jobs, a generated job counted at its largest draw)")
+    for key, limit in (("queues", MAX_QUEUES), ("events", MAX_EVENTS)):
+        items = data.get(key)
+        if isinstance(items, list):
+            _at_most(key, len(items), limit, f"{key} in a scenario")
+    _check_priorities(data)
+
+
+def _check_priorities(data: Mapping[str, object]) -> None:
+    """Priorities travel as int32 (Volcano's, and the wire's): the demo sends each job and
+    queue to the service, where ``priority: 10**30`` was a ``Value out of range`` traceback."""
+    for key in ("jobs", "queues"):
+        for i, item in _items(data, key):
+            value = item.get("priority")
+            if isinstance(value, int) and not isinstance(value, bool):
+                integer(value, f"{key}[{i}].priority", wire=INT32)
+    spec = data.get("generate")
+    mix = spec.get("priorityMix") if isinstance(spec, Mapping) else None
+    for key in mix if isinstance(mix, Mapping) else ():
+        integer(f.int_key(key, f"generate.priorityMix.{key}"), f"generate.priorityMix.{key}", wire=INT32)
 
 
 def parse_scenario(document: object) -> Scenario:
-    """Validate a parsed YAML document into a ``Scenario`` (raises ``InvalidInput``)."""
+    """Validate a parsed YAML document into a ``Scenario`` (raises ``InvalidInput``).
+
+    The sizes are checked first (``MAX_*``), on the document as parsed, so that nothing
+    is built for a scenario that would take hours or gigabytes.
+    """
     data = f.strict(document, "", _TOP_KEYS, required=("name", "clusters"))
+    _check_nodes(data)
+    _check_workload(data)
     name = f.string(data["name"], "name")
     seed = f.optional(data, "seed", 0, f.integer, "")
     clusters_raw = f.sequence(data["clusters"], "clusters")
@@ -149,9 +290,11 @@ def parse_scenario(document: object) -> Scenario:
         raise InvalidInput("clusters", "at least one cluster is required")
     clusters = tuple(cluster(c, f"clusters[{i}]") for i, c in enumerate(clusters_raw))
     seen_nodes: dict[str, str] = {}
+    seen_clusters: set[str] = set()
     for i, member in enumerate(clusters):
-        if any(member.name == other.name for other in clusters[:i]):
+        if member.name in seen_clusters:
             raise InvalidInput(f"clusters[{i}].name", f"duplicate cluster {member.name!r}")
+        seen_clusters.add(member.name)
         for node in member.nodes:
             if node.name in seen_nodes:
                 raise InvalidInput(f"clusters[{i}].nodeGroups",
@@ -163,23 +306,23 @@ def parse_scenario(document: object) -> Scenario:
     if not queues:
         raise InvalidInput("queues", "at least one queue is required")
     queue_names = [q.name for q in queues]
-    for i, qname in enumerate(queue_names):
-        if qname in queue_names[:i]:
-            raise InvalidInput(f"queues[{i}].name", f"duplicate queue {qname!r}")
+    if len(set(queue_names)) < len(queue_names):
+        i = next(i for i, qname in enumerate(queue_names) if qname in queue_names[:i])
+        raise InvalidInput(f"queues[{i}].name", f"duplicate queue {queue_names[i]!r}")
     _check_parents(queues)
     cluster_names = [c.name for c in clusters]
-    explicit: list[ScenarioJob] = []
+    explicit: dict[str, ScenarioJob] = {}
     for i, raw in enumerate(f.listed(data, "jobs", "")):
         job = explicit_job(raw, f"jobs[{i}]", queue_names, cluster_names)
-        if any(job.job.name == other.job.name for other in explicit):
+        if job.job.name in explicit:
             raise InvalidInput(f"jobs[{i}].name", f"duplicate job {job.job.name!r}")
-        explicit.append(job)
+        explicit[job.job.name] = job
     spec = f.optional(data, "generate", None, lambda v, p: generate_spec(v, p, queue_names), "")
     generated: tuple[ScenarioJob, ...] = ()
     if spec is not None and spec.count > 0:
         reference = reference_node([n.allocatable for c in clusters for n in c.nodes], "generate")
-        generated = generate(spec, seed, reference, {j.job.name: j for j in explicit})
-    order = sorted(enumerate([*explicit, *generated]), key=lambda item: (item[1].submit_at, item[0]))
+        generated = generate(spec, seed, reference, explicit)
+    order = sorted(enumerate([*explicit.values(), *generated]), key=lambda item: (item[1].submit_at, item[0]))
     jobs = tuple(job for _, job in order)
     events = tuple(_event(e, f"events[{i}]") for i, e in enumerate(f.listed(data, "events", "")))
     _check_targets(events, clusters, {j.job.name for j in jobs})
@@ -195,28 +338,33 @@ def parse_scenario(document: object) -> Scenario:
     )
 
 
-def load_scenario(path_or_text: str | os.PathLike[str]) -> Scenario:
+def load_scenario(path_or_text: str | os.PathLike[str], source: str = "--scenario") -> Scenario:
     """Load a scenario from a file path, a built-in scenario name, or YAML text.
 
-    A string is a path when such a file exists, a built-in name (``demo``,
-    ``fragmented``…) when one is shipped in the package, and YAML text otherwise.
+    A string with a newline is YAML text; any other is a path when such a file exists,
+    else the name of a built-in scenario (``demo``, ``fragmented``…). A file is read
+    bounded (``MAX_SCENARIO_BYTES``, ``federation/files.py``); refusals of the file itself
+    name ``source`` (the flag that gave it), those of its content the field path.
     """
     text: str
-    if isinstance(path_or_text, os.PathLike) or ("\n" not in path_or_text and Path(path_or_text).is_file()):
-        text = Path(path_or_text).read_text(encoding="utf-8")
-    elif "\n" not in path_or_text and path_or_text in builtin_scenarios():
+    if isinstance(path_or_text, os.PathLike):
+        text = read_text(os.fspath(path_or_text), source, MAX_SCENARIO_BYTES)
+    elif "\n" in path_or_text:
+        text = path_or_text
+    elif os.path.lexists(path_or_text):
+        text = read_text(path_or_text, source, MAX_SCENARIO_BYTES)
+    elif path_or_text in builtin_scenarios():
         text = builtin_scenario_path(path_or_text).read_text(encoding="utf-8")
     else:
-        text = path_or_text
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else ""
-        raise InvalidInput(where, f"not valid YAML: {exc}") from exc
-    if document is None or isinstance(document, str):
-        raise InvalidInput("", "a scenario must be a YAML mapping (is the path right?)")
-    return parse_scenario(document)
+        raise InvalidInput(source, f"{path_or_text}: no such file or built-in scenario "
+                                   f"(built-in: {', '.join(builtin_scenarios())})")
+    documents = parse_yaml(text)
+    if len(documents) > 1:
+        raise InvalidInput("documents[1]", f"a scenario is one YAML document, found {len(documents)}")
+    if not documents or not isinstance(documents[0], Mapping):
+        got = type(documents[0]).__name__ if documents else "nothing"
+        raise InvalidInput("", f"a scenario must be a YAML mapping, got {got}")
+    return parse_scenario(documents[0])
 
 
 def builtin_scenarios() -> tuple[str, ...]:

@@ -8,6 +8,8 @@ import pytest
 
 from federation.cli import apply
 from federation.cli.errors import EXIT_USAGE
+from federation.cli.fedctl import _read
+from federation.domain.errors import InvalidInput
 
 JOB = """apiVersion: batch.volcano.sh/v1alpha1
 kind: Job
@@ -64,9 +66,10 @@ def test_directory_reads_yaml_and_json_files_in_name_order(tmp_path: Path) -> No
         "queue/research", "queue/other", "job/train"]
 
 
-def test_a_missing_path_is_a_file_not_found(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError):
-        apply.files(str(tmp_path / "absent.yaml"))
+def test_a_missing_path_is_refused_by_the_reader_naming_the_flag(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput) as info:
+        apply.read([str(tmp_path / "absent.yaml")], _read)
+    assert info.value.path == "-f" and info.value.rule.endswith("absent.yaml: no such file")
 
 
 def test_registering_a_kind_twice_is_refused() -> None:

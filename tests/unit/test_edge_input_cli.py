@@ -8,13 +8,20 @@ None of these needs a server: each is refused before the first call.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
 from federation.cli.fedctl import main
 from federation.domain.errors import InvalidInput
-from federation.domain.manifests import MANIFEST_MAX_DEPTH, load_documents, load_manifests, load_queues
+from federation.domain.manifests import (
+    MANIFEST_MAX_DEPTH,
+    MANIFEST_MAX_VALUES,
+    load_documents,
+    load_manifests,
+    load_queues,
+)
 from federation.domain.manifests_fields import INT32, INT64, integer
 
 JOB = """\
@@ -50,6 +57,39 @@ def test_too_deep_documents_are_refused(text: str, path: str, rule: str) -> None
     with pytest.raises(InvalidInput) as info:
         load_documents(text)
     assert info.value.path == path and rule in info.value.rule
+
+
+@pytest.mark.parametrize(("text", "path", "where"), [
+    pytest.param("kind: Queue\nspec:\n  weight: 3\n  weight: 7\n", "documents[0]", "'weight' at line 4",
+                 id="a repeated spec key"),
+    pytest.param("kind: Queue\n---\na: {b: 1, 'b': 2}\n", "documents[1]", "'b' at line 3", id="quoted or not"),
+])
+def test_a_repeated_key_is_refused_not_silently_replaced(text: str, path: str, where: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        load_documents(text)
+    assert info.value.path == path and f"duplicate key {where}" in info.value.rule
+
+
+def _laughs(levels: int) -> str:
+    """Ten aliases of ten aliases, ``levels`` deep: 10**levels values from a few hundred bytes."""
+    return "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, levels))
+
+
+def test_an_alias_bomb_is_refused_before_anything_walks_it() -> None:
+    """A Job whose pod template held this (``env[0].value: *a8``) kept ``fedctl submit``
+    busy for over a minute while its memory grew: the template is serialised to JSON."""
+    started = time.monotonic()
+    with pytest.raises(InvalidInput) as info:
+        load_documents("kind: Queue\n---\n" + _laughs(9))
+    assert time.monotonic() - started < 2
+    assert info.value.path == "documents[1]" and f"over {MANIFEST_MAX_VALUES} values" in info.value.rule
+    assert len(load_documents(_laughs(5))[0][1]) == 5  # 10**5 values shared by aliases are fine
+
+
+def test_merge_keys_and_equal_keys_in_sibling_mappings_are_not_duplicates() -> None:
+    [(_, doc)] = load_documents("x: &x {a: 1}\ny: {<<: *x, a: 2}\nz: [{a: 1}, {a: 2}]\n")
+    assert doc["y"] == {"a": 2} and doc["z"] == [{"a": 1}, {"a": 2}]
 
 
 def test_documents_within_the_limit_and_shared_aliases_load() -> None:
@@ -97,6 +137,17 @@ def test_a_queue_weight_out_of_int32_names_the_field() -> None:
     pytest.param(["queue", "create", "q", "--weight", "99999999999999999999"], "--weight", id="weight"),
     pytest.param(["queue", "update", "q", "--priority", "3000000000"], "--priority", id="priority"),
     pytest.param(["watch", "--from", "99999999999999999999"], "--from", id="from"),
+    pytest.param(["--timeout", "1e10", "list", "jobs"], "--timeout", id="a timeout past gRPC's deadline range"),
+    pytest.param(["--retries", "1000000000", "list", "jobs"], "--retries", id="a billion retries"),
+    pytest.param(["--retries", "-1", "list", "jobs"], "--retries", id="negative retries"),
+    pytest.param(["--reconnect-max-ms", "99999999999", "list", "jobs"], "--reconnect-max-ms",
+                 id="a reconnect back-off past a C int"),
+    pytest.param(["--reconnect-max-ms", "0", "list", "jobs"], "--reconnect-max-ms", id="no reconnect back-off"),
+    pytest.param(["watch", "--count", "-5"], "--count", id="a negative count"),
+    pytest.param(["queue", "create", "q", "--capability", "cpu=8", "--capability", "cpu=16"], "--capability",
+                 id="a resource capped twice"),
+    pytest.param(["queue", "update", "q", "--guarantee", "cpu=1,memory=1Gi,cpu=2"], "--guarantee",
+                 id="a resource guaranteed twice"),
 ])
 def test_bad_flags_exit_2_with_one_line_naming_the_flag(
         argv: list[str], named: str, capsys: pytest.CaptureFixture[str]) -> None:
