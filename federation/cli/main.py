@@ -178,8 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _db(args: argparse.Namespace) -> int:
     """``federation db upgrade|downgrade``: a database that cannot be reached is one line, exit 1."""
-    from federation.store.errors import StoreError
-    from federation.store.migrate import downgrade, upgrade
+    from federation.store.errors import StoreError, UnknownRevision
+    from federation.store.migrate import current, downgrade, upgrade
 
     where = args.db.split("@")[-1]
     try:
@@ -187,9 +187,11 @@ def _db(args: argparse.Namespace) -> int:
             upgrade(args.db, args.revision)
         else:
             downgrade(args.db, args.revision)
+    except UnknownRevision as exc:
+        return fail(f"revision {exc}", EXIT_USAGE)
     except StoreError as exc:
         return fail(f"--db: {where}: {' '.join(str(exc).split())}", EXIT_FAILURE)
-    print(f"database at {where} is at revision {args.revision}")
+    print(f"database at {where} is at revision {current(args.db) or 'base'}")
     return 0
 
 

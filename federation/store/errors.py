@@ -82,6 +82,14 @@ class StaleEpoch(StoreError):
         super().__init__(f"cluster {cluster!r}: epoch {epoch} is stale (current epoch {current}); agent is fenced")
 
 
+class UnknownRevision(StoreError):
+    """A schema revision migrations cannot go to (no such revision, or not in that direction)."""
+
+    def __init__(self, revision: str, why: str) -> None:
+        self.revision = revision
+        super().__init__(f"{revision}: {why}")
+
+
 class Unavailable(StoreError):
     """The database could not be reached (or is locked); the call may be retried.
 

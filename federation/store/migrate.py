@@ -14,9 +14,11 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
 from sqlalchemy import Connection, Engine, text
 
 from federation.store.engine import Database, make_engine, translated
+from federation.store.errors import UnknownRevision
 
 
 def migrations_dir() -> Path:
@@ -72,10 +74,13 @@ def _with_connection(target: str | Engine, action: str, revision: str) -> None:
         with Database(engine).core_write() as conn:
             _serialised(conn)
             cfg = config(connection=conn)
-            if action == "upgrade":
-                command.upgrade(cfg, revision)
-            else:
-                command.downgrade(cfg, revision)
+            try:
+                if action == "upgrade":
+                    command.upgrade(cfg, revision)
+                else:
+                    command.downgrade(cfg, revision)
+            except CommandError as exc:  # alembic's word for a revision it cannot resolve or reach
+                raise UnknownRevision(revision, " ".join(str(exc).split())) from None
     finally:
         if not isinstance(target, Engine):
             engine.dispose()

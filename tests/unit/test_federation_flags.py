@@ -81,3 +81,19 @@ def test_demo_with_an_unreachable_database_is_one_line_exit_1(
     code = main(["demo", "--plain", "--out", str(tmp_path / "out"), "--db", f"sqlite:///{tmp_path}/no/such/dir/a.db"])
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1 and err.startswith("error: --db: sqlite:///"), err
+
+
+def test_db_revisions_that_do_not_exist_exit_2_and_the_real_revision_is_reported(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--revision nonsense`` was an alembic traceback; the success line printed the revision
+    asked for, even when an upgrade "to" an older one left the database at head."""
+    db = f"sqlite:///{tmp_path}/f.db"
+    assert main(["db", "upgrade", "--db", db]) == 0
+    head = capsys.readouterr().out.split()[-1]
+    assert main(["db", "downgrade", "--db", db, "--revision", "nonsense"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: revision nonsense: "), err
+    assert main(["db", "upgrade", "--db", db, "--revision", "0001"]) == 0
+    assert capsys.readouterr().out.split()[-1] == head
+    assert main(["db", "downgrade", "--db", db, "--revision", "base"]) == 0
+    assert capsys.readouterr().out.split()[-1] == "base"
