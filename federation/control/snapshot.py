@@ -36,11 +36,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.jobflows import READY, flow_gate
+from federation.domain.jobs import Job
 from federation.domain.plans import FederationSnapshot, PendingJob, Placement, RunningJob
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
@@ -50,6 +52,8 @@ from federation.propagation.matching import govern
 from federation.propagation.taints import DEFAULT_FAILOVER_GRACE_SECONDS, evicting_taints, eviction
 from federation.propagation.works import growing_pods, reflected_in_snapshot
 from federation.store import ClusterRecord, Conflict, JobRecord, Store, WorkRecord
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -215,7 +219,7 @@ def build(
         lost = rec.cluster in by_name and by_name[rec.cluster].lost
         work = work_of.get(rec.job.name)
         if work is not None and work.cluster == rec.cluster:
-            placement = placement_from_payload(rec.name, work.payload)
+            placement = _known_pods(rec.job, placement_from_payload(rec.name, work.payload))
         else:
             placement = Placement(rec.name, rec.cluster, rec.hypernode or "", rec.tier or 0)
             if work is None and rec.state == JobState.PLACED and not lost:
@@ -296,3 +300,19 @@ def _digest(snapshot: FederationSnapshot, versions: Mapping[str, int],
         for n in c.nodes:
             h.update(f"{n.name}:{sorted(n.free.amounts.items())}:{n.usable}:{n.taints};".encode())
     return h.hexdigest()[:16]
+
+
+def _known_pods(job: Job, placement: Placement) -> Placement:
+    """The placement without pods of tasks the job does not have.
+
+    Central refuses such pods in a status report (``service/agent_status.py``), but a Work
+    recorded by an earlier release may hold one, and the planner looks every pod's task
+    up: one such pod would fail every round of the whole federation.
+    """
+    tasks = {t.name for t in job.tasks}
+    kept = tuple(p for p in placement.pods if p.task in tasks)
+    if len(kept) == len(placement.pods):
+        return placement
+    log.warning("job %s: ignoring %d recorded pods of tasks it does not have", job.name,
+                len(placement.pods) - len(kept))
+    return replace(placement, pods=kept)

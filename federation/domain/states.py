@@ -75,6 +75,8 @@ UNSCHEDULABLE_EVENT, WAITING_EVENT = "Unschedulable", "Waiting"
 GROWN_EVENT = "Grown"
 # A member cluster could not honour part of a job as asked (agents/core/priority.py); it runs on.
 WARNING_EVENT = "Warning"
+# A member cluster's agent restarted pods of a job under its restart policies.
+RESTARTED_EVENT = "Restarted"
 
 
 def pending_event(unschedulable: bool) -> str:

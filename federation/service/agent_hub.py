@@ -32,6 +32,9 @@ stream plumbing and the lost-agent watchdog. Why each rule:
   age or rejuvenate a cluster. The watchdog re-reads that time for each cluster right
   before marking it lost (never a ``now`` taken before an earlier await), and the store
   re-checks the cluster's last recorded heartbeat in the same transaction that marks it.
+- **An agent that does not read is slowed, not buffered.** At most ``OUTBOX_LIMIT``
+  answers and Works wait for it (``agent_session``); then its stream's worker waits and
+  gRPC's flow control stops its writes.
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -54,12 +56,12 @@ from federation.metrics.instruments import NO_METRICS, ServiceMetrics
 from federation.propagation.failover import loss_reason, lost_clusters
 from federation.propagation.taints import UNREACHABLE, unreachable_taint
 from federation.propagation.works import work_from_payload
-from federation.service.agent_inbox import Inbox
 from federation.service.agent_messages import ack, fence, rejection
+from federation.service.agent_session import Session
 from federation.service.agent_status import StatusHandler
 from federation.service.auth import Authenticator, PermissionDenied
 from federation.service.snapshot_parsing import SnapshotParsing, Superseded
-from federation.store import NotFound, StaleEpoch, Store, StoreError, Unavailable
+from federation.store import JobRecord, NotFound, StaleEpoch, Store, StoreError, Unavailable
 from federation.store.leases import NotLeader
 from federation.v1 import agent_pb2, agent_pb2_grpc
 from federation.wire.convert import snapshot_from_proto, timestamp_from_proto, work_to_proto
@@ -69,35 +71,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 HELLO_TIMEOUT_SECONDS = 5.0
+SYNC_READ_CHUNK = 500  # jobs read per query when Works are sent (bound-parameter limits of the databases)
 STORE_RETRIES = 3
-
-
-@dataclass(eq=False)
-class Session:
-    """One agent stream: what was sent to it and the queue of what is to be sent."""
-
-    cluster: str
-    epoch: int
-    agent_id: str
-    out: asyncio.Queue[agent_pb2.CentralMessage | None] = field(default_factory=asyncio.Queue)
-    inbox: Inbox = field(default_factory=Inbox)  # received, store work not yet done
-    # job -> (work id, version, generation) of the Work last sent
-    sent: dict[str, tuple[int, int, int]] = field(default_factory=dict)
-    dirty: asyncio.Event = field(default_factory=asyncio.Event)
-    closed: bool = False
-
-    def send(self, msg: agent_pb2.CentralMessage) -> None:
-        if not self.closed:
-            self.out.put_nowait(msg)
-
-    def close(self, last: agent_pb2.CentralMessage | None = None) -> None:
-        """End the stream after ``last`` (a Fence, say); idempotent."""
-        if self.closed:
-            return
-        if last is not None:
-            self.out.put_nowait(last)
-        self.closed = True
-        self.out.put_nowait(None)
 
 
 class AgentHub(agent_pb2_grpc.AgentServiceServicer):
@@ -176,6 +151,11 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         """Open agent streams; safe to call from another thread (the metrics exporter)."""
         return sum(1 for s in list(self._sessions.values()) if not s.closed)
 
+    def queued(self, cluster: str) -> int:
+        """Messages waiting for ``cluster``'s agent to read them (at most ``OUTBOX_LIMIT``)."""
+        session = self._sessions.get(cluster)
+        return session.queued() if session is not None else 0
+
     # ------------------------------------------------------------------ called by others
     def notify_works_changed(self, cluster: str) -> None:
         """Push the cluster's new, changed or withdrawn works to its connected agent (if any)."""
@@ -214,8 +194,12 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         check_hello(hello)  # before it is registered, stored or logged
         self._auth.authorize_cluster(context, hello.cluster)
         reg = await self._call(self._store.clusters.register, hello.cluster, hello.epoch, agent_id=hello.agent_id)
-        if not reg.accepted:
-            current = reg.previous_epoch if reg.previous_epoch is not None else reg.cluster.epoch
+        old = self._sessions.get(hello.cluster)
+        # A newer leader may have registered after us and connected before our registration
+        # returned (threads hand back in any order): its open stream is as good as the record.
+        newer = old.epoch if old is not None and not old.closed and old.epoch > hello.epoch else None
+        if not reg.accepted or newer is not None:
+            current = newer or (reg.previous_epoch if reg.previous_epoch is not None else reg.cluster.epoch)
             log.warning("fenced agent %s of cluster %s: epoch %d < current %d", hello.agent_id, hello.cluster,
                         hello.epoch, current, extra=fields(cluster=hello.cluster, agent=hello.agent_id,
                                                            epoch=hello.epoch))
@@ -225,7 +209,6 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         # Every event of this stream's task, and of the tasks it starts, carries these fields.
         set_fields(cluster=hello.cluster, agent=hello.agent_id, epoch=hello.epoch)
         session = Session(hello.cluster, hello.epoch, hello.agent_id)
-        old = self._sessions.get(hello.cluster)
         if old is not None:
             old.close(fence(f"superseded by agent {hello.agent_id} (epoch {hello.epoch})", hello.epoch)
                       if old.epoch < hello.epoch else None)
@@ -243,7 +226,7 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
             yield ack("sync", str(len(works)), hello.epoch)
             pusher = asyncio.create_task(self._push(session), name=f"agent-push-{hello.cluster}")
             while True:
-                out = await session.out.get()
+                out = await session.next()
                 if out is None:
                     break
                 yield out
@@ -258,15 +241,31 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
             log.info("agent %s of cluster %s disconnected", hello.agent_id, hello.cluster)
 
     async def _desired(self, session: Session) -> list[agent_pb2.CentralMessage]:
-        """Every active Work of the session's cluster, as messages; records them as sent."""
+        """Every active Work of the session's cluster, as messages; records them as sent.
+        A Work whose job was deleted since the listing is left out (its withdrawal)."""
         works = await self._call(self._store.works.active, session.cluster)
+        records = await self._jobs(session, [w.job for w in works])
         out: list[agent_pb2.CentralMessage] = []
         for work in works:
-            record = await self._call(self._store.jobs.get, work.job)
+            record = records.get(work.job)
+            if record is None:
+                continue
             out.append(agent_pb2.CentralMessage(work=work_to_proto(
                 work_from_payload(work.id, record.job, work.version, work.payload))))
             session.sent[work.job] = (work.id, work.version, payload_generation(work.payload))
         return out
+
+    async def _jobs(self, session: Session, names: list[str]) -> dict[str, JobRecord]:
+        """The jobs of ``names`` that exist, ``SYNC_READ_CHUNK`` to a query; stops early
+        (returning nothing) once the session is closed. Why chunks: one query per Work made
+        a reconnect of a cluster running 1,000 jobs cost 1,000 round trips on the threads
+        every RPC shares, and a superseded stream kept paying them."""
+        records: dict[str, JobRecord] = {}
+        for start in range(0, len(names), SYNC_READ_CHUNK):
+            if session.closed:
+                return {}
+            records.update(await self._call(self._store.jobs.get_many, names[start:start + SYNC_READ_CHUNK]))
+        return records
 
     async def _push(self, session: Session) -> None:
         """Send the differences between what the agent was sent and what should run now."""
@@ -290,17 +289,17 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
                     reason = (await self._call(self._store.works.get, work_id)).message or "withdrawn"
                 except NotFound:  # deleted with its job (its queue was deleted): withdrawn all the same
                     reason = "withdrawn (the job was deleted)"
-                session.send(agent_pb2.CentralMessage(cancel=agent_pb2.Cancel(
+                await session.send(agent_pb2.CentralMessage(cancel=agent_pb2.Cancel(
                     work_id=str(work_id), job=job, version=version, reason=reason)))
                 del session.sent[job]
-        for job, work in sorted(active.items()):
-            if session.sent.get(job) == (work.id, work.version, payload_generation(work.payload)):
-                continue  # a grown Work (same version, next generation) is sent again
-            try:
-                record = await self._call(self._store.jobs.get, job)
-            except NotFound:  # deleted since the Works were listed: its Work went with it
+        changed = {job: work for job, work in sorted(active.items())
+                   if session.sent.get(job) != (work.id, work.version, payload_generation(work.payload))}
+        records = await self._jobs(session, list(changed))  # a grown Work (next generation) is sent again
+        for job, work in changed.items():
+            record = records.get(job)
+            if record is None:  # deleted since the Works were listed: its Work went with it
                 continue
-            session.send(agent_pb2.CentralMessage(work=work_to_proto(
+            await session.send(agent_pb2.CentralMessage(work=work_to_proto(
                 work_from_payload(work.id, record.job, work.version, work.payload))))
             if job not in session.sent:  # a new Work, not a new version of one already sent
                 self._metrics.work_dispatched(self._clock() - work.created_at.timestamp())
@@ -369,12 +368,12 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         except InvalidInput as exc:
             log.warning("status report of %s rejected: %s", session.cluster, exc)
             for _ in range(count):
-                session.send(rejection("status-rejected", exc, session.epoch, reported))
+                await session.send(rejection("status-rejected", exc, session.epoch, reported))
             return
         for reply in replies:
-            session.send(reply)
+            await session.send(reply)
         for _ in range(count):  # one ack per report received, coalesced or not
-            session.send(ack("status", reported, session.epoch))
+            await session.send(ack("status", reported, session.epoch))
 
     async def _snapshot(self, session: Session, msg: Any) -> None:
         try:
@@ -391,12 +390,12 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
         except InvalidInput as exc:
             await self._call(self._store.clusters.record_tree_error, session.cluster, session.epoch, str(exc))
             log.warning("snapshot of %s rejected: %s", session.cluster, exc)
-            session.send(rejection("snapshot-rejected", exc, session.epoch))
+            await session.send(rejection("snapshot-rejected", exc, session.epoch))
             return
         await self._call(self._store.clusters.record_snapshot, session.epoch, snapshot)
         # takenAt was range-checked with the rest (check_snapshot): fromtimestamp cannot raise here.
         taken = datetime.fromtimestamp(timestamp_from_proto(msg.taken_at), tz=UTC).isoformat()
-        session.send(ack("snapshot", taken, session.epoch))
+        await session.send(ack("snapshot", taken, session.epoch))
         self._rounds.trigger("snapshot")
 
     def _parse_snapshot(self, msg: Any) -> Any:

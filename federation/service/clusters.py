@@ -25,6 +25,7 @@ from federation.service.views import cluster_to_view
 from federation.store.records import ClusterRecord
 from federation.v1 import clusters_pb2, clusters_pb2_grpc
 from federation.wire.base import build
+from federation.wire.limits import DEFAULT_LIMITS, Limits, check_taint_request
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -34,27 +35,33 @@ class Trigger(Protocol):
 
 
 def taints_after(current: tuple[Taint, ...], request: clusters_pb2.TaintClusterRequest,
-                 now: float) -> tuple[Taint, ...]:
+                 now: float, limits: Limits = DEFAULT_LIMITS) -> tuple[Taint, ...]:
     """The admin taints after ``request`` (kubectl taint semantics); refusals name the field.
     A NoExecute taint records ``now`` as its time added (kept when it is set again), from
-    which the jobs' ``tolerationSeconds`` count (propagation/taints.py)."""
-    out = list(current)
+    which the jobs' ``tolerationSeconds`` count (propagation/taints.py). Bounded first
+    (``check_taint_request``) and linear in the taints: it runs on the event loop."""
+    check_taint_request(request, limits)
+    out = {(t.key, t.effect): t for t in current}
     for i, spec in enumerate(request.remove):
         key, _, effect = spec.partition(":")
         if not key:
             raise InvalidInput(f"remove[{i}]", "must be KEY or KEY:EFFECT")
-        kept = [t for t in out if not (t.key == key and effect in ("", t.effect))]
-        if len(kept) == len(out):
-            raise InvalidInput(f"remove[{i}]", f"cluster {request.name!r} has no admin taint {spec!r}")
-        out = kept
+        gone = [k for k in out if k[0] == key and effect in ("", k[1])]
+        if not gone:
+            raise InvalidInput(f"remove[{i}]", f"cluster {request.name!r} has no admin taint {spec[:300]!r}")
+        for k in gone:
+            del out[k]
     for i, msg in enumerate(request.add):
         taint = build(f"add[{i}]", Taint, key=msg.key, value=msg.value, effect=msg.effect or "NoSchedule")
-        same = next((t for t in out if (t.key, t.effect) == (taint.key, taint.effect)), None)
+        same = out.pop((taint.key, taint.effect), None)  # set again: it moves last, as before
         if taint.effect == "NoExecute":
             since = same.time_added if same is not None and same.value == taint.value else None
             taint = replace(taint, time_added=since if since is not None else now)
-        out = [t for t in out if t is not same] + [taint]
-    return tuple(out)
+        out[(taint.key, taint.effect)] = taint
+    if len(out) > limits.max_node_taints:
+        raise InvalidInput("add", f"cluster {request.name!r} would have {len(out)} admin taints, over the limit "
+                                  f"of {limits.max_node_taints}")
+    return tuple(out.values())
 
 
 class _Queues(Protocol):
@@ -78,8 +85,9 @@ class ClusterStore(Protocol):
 
 class ClusterServicer(clusters_pb2_grpc.ClusterServiceServicer):
     def __init__(self, store: ClusterStore, auth: Authenticator, rounds: Trigger | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, limits: Limits = DEFAULT_LIMITS) -> None:
         self._clock = clock
+        self._limits = limits
         self._store = store
         self._auth = auth
         self._rounds = rounds
@@ -88,8 +96,9 @@ class ClusterServicer(clusters_pb2_grpc.ClusterServiceServicer):
         self._auth.require_admin(context)
         if not request.name:
             raise InvalidInput("name", "must not be empty")
+        check_taint_request(request, self._limits)  # before the store is read
         record: ClusterRecord = await asyncio.to_thread(self._store.clusters.get, request.name)
-        taints = taints_after(record.admin_taints, request, self._clock())
+        taints = taints_after(record.admin_taints, request, self._clock(), self._limits)
         updated: ClusterRecord = await asyncio.to_thread(self._store.clusters.set_admin_taints, request.name, taints)
         if self._rounds is not None:
             self._rounds.trigger("taint")

@@ -37,7 +37,7 @@ from federation.store.lifecycle import (
 )
 from federation.store.models import JobEventRow, JobRow, QueueRow, WorkRow
 from federation.store.records import EventPage, JobRecord, Page, QueueUsage, Submitted
-from federation.store.reported_events import add_reported_events
+from federation.store.reported_events import add_reported_events, check_reporter
 
 
 def _check_version(row: JobRow, expected: int | None) -> None:
@@ -272,14 +272,16 @@ class JobRepository:
             return job_record(row)
 
     def record_reported(self, name: str, events: Sequence[tuple[str, str]], *, restarts: int, work_id: int,
-                        max_events: int, notice: str) -> tuple[JobRecord, int]:
+                        cluster: str, epoch: int, max_events: int, notice: str) -> tuple[JobRecord, int]:
         """One status report's events (type, message) about ``work_id`` and the restarts
         they count, in one transaction, while ``work_id`` is the job's active Work (as for
-        ``transition``). At most ``max_events`` such events are kept per job, then
-        ``notice`` once (``reported_events``); the restart count and the message (the last
-        event's) always move. Returns the job and how many events were not stored."""
+        ``transition``) and ``epoch`` is ``cluster``'s current agent (``StaleEpoch``). At
+        most ``max_events`` such events are kept per job, then ``notice`` once
+        (``reported_events``); the restart count and the message (the last event's) always
+        move. Returns the job and how many events were not stored."""
         now = self._db.now()
         with self._db.write() as session:
+            check_reporter(session, cluster, epoch)
             row = lock_job(session, name)
             _check_work(session, name, work_id)
             row.restarts += restarts
@@ -295,6 +297,15 @@ class JobRepository:
         """The newest event id (where a watcher that wants only new events starts)."""
         with self._db.read() as session:
             return int(session.scalar(select(func.coalesce(func.max(JobEventRow.id), 0))) or 0)
+
+    def count_events(self, after_id: int, upto_id: int) -> int:
+        """How many events have ids in (``after_id``, ``upto_id``]: the event feed compares
+        it with what it holds in memory to learn that some of those events were deleted
+        (with their queue), since a deletion leaves no event of its own."""
+        stmt = select(func.count()).select_from(JobEventRow).where(JobEventRow.id > after_id,
+                                                                   JobEventRow.id <= upto_id)
+        with self._db.read() as session:
+            return int(session.scalar(stmt) or 0)
 
     def events_since(
         self,

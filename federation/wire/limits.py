@@ -24,7 +24,7 @@ from federation.domain.errors import InvalidInput
 from federation.domain.names import dns_label, dns_subdomain, label_value, qualified_name
 from federation.domain.nodes import TAINT_EFFECTS
 from federation.domain.patterns import PATTERN_MAX_CHARS
-from federation.v1 import agent_pb2, types_pb2
+from federation.v1 import agent_pb2, clusters_pb2, types_pb2
 
 MIB = 1024 * 1024
 # Fixed, not ``Limits`` fields: agents must agree with them (docs/design/limits.md).
@@ -57,6 +57,7 @@ class Limits:
     max_hypernode_members: int = 20_000
     max_node_labels: int = 512
     max_node_taints: int = 128
+    max_job_events: int = 1000  # restarts and warnings the clusters' status reports store per job
     max_request_bytes: int = 4 * MIB  # every RPC but the agent stream
     max_agent_message_bytes: int = 64 * MIB  # one agent stream message (a 15,000-node snapshot is ~10 MiB)
 
@@ -262,6 +263,15 @@ def check_hello(msg: agent_pb2.Hello, path: str = "hello") -> None:
     _text(f"{path}.agentId", msg.agent_id, AGENT_ID_MAX_CHARS)
     if not msg.agent_id.isprintable():
         raise InvalidInput(f"{path}.agentId", "must be printable characters (no newlines or control characters)")
+
+
+def check_taint_request(msg: clusters_pb2.TaintClusterRequest, limits: Limits = DEFAULT_LIMITS) -> None:
+    """Bound ``TaintCluster`` before it is applied. Admin taints are stored with the cluster
+    and listed to every tenant, like the cluster taints of a snapshot, so they share that
+    cap (``max_node_taints``); unbounded, 8,000 taints in one request (167 KB) once held
+    the event loop for 4.4 s."""
+    _count("add", msg.add, limits.max_node_taints, "taints")
+    _count("remove", msg.remove, limits.max_node_taints, "taints to remove")
 
 
 def _status_pods(pods: Sequence[agent_pb2.PodStatus], path: str, limits: Limits) -> None:

@@ -139,8 +139,9 @@ async def _east(srv: RunningServer) -> AsyncIterator[Stream]:
             call.cancel()
 
 
-async def _work(srv: RunningServer, stream: Stream, job: str) -> agent_pb2.Work:
-    """Submit a one-pod job pinned to east and wait for its Work on the stream."""
+async def _work(srv: RunningServer, stream: Stream, job: str, *, replicas: int = 1,
+                min_available: int | None = None) -> agent_pb2.Work:
+    """Submit a job (one pod unless told) pinned to east and wait for its Work on the stream."""
     snap = _snapshot(*GOOD_TREE)
     for node in snap.nodes:  # room for servicekit's pod (4 cpu, 16Gi, one GPU)
         node.allocatable["memory"] = node.free["memory"] = "512Gi"
@@ -148,7 +149,9 @@ async def _work(srv: RunningServer, stream: Stream, job: str) -> agent_pb2.Work:
     await stream.next("snapshot")
     async with client(srv, ADMIN) as admin:
         await admin.create_queue(queue("research"))
-        msg = spec(job, replicas=1, gpus="1")
+        msg = spec(job, replicas=replicas, gpus="1")
+        if min_available is not None:
+            msg.min_available = min_available
         msg.propagation.cluster_affinity.cluster_names.append("east")
         await admin.submit_job(msg)
     return (await stream.next("work")).work
@@ -198,5 +201,24 @@ async def test_a_report_on_a_malformed_or_foreign_work_is_answered_status_reject
         assert (answer.what, answer.id, answer.rejection.field_path) == (
             "status-rejected", "not-a-number@1", "status.work_id")
         store.works.get(int(work.work_id))  # still there, still east's
+        await east.send(status=_report(work))
+        assert (await east.next("status", "status-rejected")).ack.what == "status"
+
+
+@pytest.mark.parametrize("work_id", [
+    pytest.param("9" * 30, id="beyond int64 (SQLite OverflowError: never answered)"),
+    pytest.param("9223372036854775808", id="2**63"),
+    pytest.param("-5", id="negative"),
+    pytest.param("\u0665", id="an Arabic-Indic digit int() accepts"),
+    pytest.param(" 5", id="padded"),
+    pytest.param("1_0", id="underscore int() accepts"),
+])
+async def test_a_work_id_that_is_no_stored_id_is_rejected_not_looked_up(store: Store, work_id: str) -> None:
+    async with running(store, secured(), control_loop=True) as srv, _east(srv) as east:
+        work = await _work(srv, east, "ids")
+        await east.send(status=agent_pb2.WorkStatus(work_id=work_id, job="ids", version=1))
+        answer = (await east.next("status", "status-rejected")).ack
+        assert (answer.what, answer.rejection.field_path) == ("status-rejected", "status.work_id"), answer
+        assert answer.id == f"{work_id}@1"
         await east.send(status=_report(work))
         assert (await east.next("status", "status-rejected")).ack.what == "status"
