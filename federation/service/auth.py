@@ -131,7 +131,9 @@ class Authenticator:
         if not isinstance(raw_admins, Sequence) or isinstance(raw_admins, str):
             raise ValueError("tokens file: admins must be a list of tenant names")
         known = set(tenants.values())
-        for name in raw_admins:
+        for i, name in enumerate(raw_admins):
+            if not isinstance(name, str):
+                raise ValueError(f"tokens file: admins entry {i} must be a tenant name")
             if name not in known:
                 raise ValueError(f"tokens file: admins names {name!r}, which no tenants entry maps to")
         return cls(tenants=tenants, clusters=clusters, admins=frozenset(raw_admins), plain_tokens=plain)

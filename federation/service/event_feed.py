@@ -14,6 +14,19 @@ A watcher whose cursor is older than the buffer (resuming, or replaying history 
 is served from the store in pages of ``page`` events, each page rendered with one job
 query, until it reaches the buffer; only such a watcher touches the store.
 
+Bounded in bytes as well as in events: an event carries its job's spec (up to 1 MiB with
+its pod templates), so 4,096 events of big jobs held about 8 GiB and a replayed page of
+500 about 1 GiB. The buffer keeps at most ``capacity_bytes`` (older events are then
+replayed from the store), and a page stops once it holds ``page_bytes``, its jobs read
+``RENDER_CHUNK`` at a time.
+
+Deleted events: deleting a queue deletes its jobs and their events, and a queue of the
+same name may then be created for another tenant, who may watch it from event 0. The
+buffer must not outlive what it copies, so each poll first counts the stored events in
+the buffer's range (one indexed count) and drops the whole buffer when the count differs
+(watchers behind it then replay from the store, which holds only what is left); a
+deletion in this process drops the queue's events at once (``forget``).
+
 Sending to many streams stays cheap on the event loop (the busy half of the fan-out
 benchmark, docs/benchmarks.md):
 - each event is serialized once, by the poller in its worker thread (``FeedItem.wire``),
@@ -62,6 +75,10 @@ log = logging.getLogger(__name__)
 
 # Watchers woken per turn of the event loop (module doc).
 WAKE_CHUNK = 16
+MIB = 1024 * 1024
+# Events rendered per job query: a page's jobs are read in chunks, so a page of big jobs
+# stops at its byte budget without reading the rest (module doc).
+RENDER_CHUNK = 16
 # The shortest time between two polls (module doc: coalescing); `federation serve --watch-coalesce-ms`.
 DEFAULT_COALESCE_SECONDS = 0.05
 # The window grows by this much per open watcher, up to MAX_COALESCE_SECONDS (module doc).
@@ -82,6 +99,11 @@ class FeedItem:
         object.__setattr__(self, "framed", frame(self.wire))  # once per event, in the poller's thread
 
     @property
+    def size(self) -> int:
+        """The bytes it holds (both forms): what the feed's byte budgets count."""
+        return len(self.wire) + len(self.framed)
+
+    @property
     def view(self) -> jobs_pb2.JobEvent:
         return jobs_pb2.JobEvent.FromString(self.wire)
 
@@ -90,9 +112,10 @@ class EventFeed:
     """Poll the event table once for everyone; broadcast in memory; replay history from the store."""
 
     def __init__(self, store: Any, *, poll_seconds: float = 0.2, capacity: int = 4096, page: int = 500,
-                 coalesce_seconds: float = DEFAULT_COALESCE_SECONDS) -> None:
-        if coalesce_seconds < 0 or poll_seconds <= 0:
-            raise ValueError("EventFeed: poll_seconds > 0 and coalesce_seconds >= 0")
+                 coalesce_seconds: float = DEFAULT_COALESCE_SECONDS, capacity_bytes: int = 64 * MIB,
+                 page_bytes: int = 8 * MIB) -> None:
+        if coalesce_seconds < 0 or poll_seconds <= 0 or min(capacity, page, capacity_bytes, page_bytes) < 1:
+            raise ValueError("EventFeed: poll_seconds > 0, coalesce_seconds >= 0, positive capacities and pages")
         self._store = store
         self._poll = poll_seconds
         self._coalesce = coalesce_seconds
@@ -100,7 +123,10 @@ class EventFeed:
         self._page = page
         self._items: deque[FeedItem] = deque()
         self._capacity = capacity
-        self._floor = 0  # every event with id in (floor, cursor] is in _items
+        self._capacity_bytes = capacity_bytes
+        self._page_bytes = page_bytes
+        self._held = 0  # bytes of _items
+        self._floor = 0  # every stored event with id in (floor, cursor] is in _items
         self._cursor = 0
         self._waiters: list[asyncio.Future[None]] = []  # watchers waiting for the next event
         self._to_wake: deque[asyncio.Future[None]] = deque()  # woken WAKE_CHUNK per turn by _waker
@@ -127,6 +153,23 @@ class EventFeed:
             raise
         self._floor = self._cursor = latest
         self._task = asyncio.create_task(self._run(), name="event-feed")
+
+    def forget(self, queue: str) -> None:
+        """Drop the buffered events of ``queue``: it was deleted in this process, and its
+        events with it (a later queue of that name, maybe another tenant's, must not
+        replay them). Another process's deletion is found by the next poll (module doc)."""
+        self._items = deque(item for item in self._items if item.queue != queue)
+        self._held = sum(item.size for item in self._items)
+
+    @property
+    def cursor(self) -> int:
+        """The newest event id the feed has read."""
+        return self._cursor
+
+    @property
+    def held_bytes(self) -> int:
+        """The bytes of the events held in memory (at most ``capacity_bytes``)."""
+        return self._held
 
     def wake(self) -> None:
         """Poll now (a submit or cancel in this process just wrote an event)."""
@@ -178,25 +221,58 @@ class EventFeed:
                 await asyncio.sleep(rest)
 
     async def _poll_once(self) -> bool:
-        """Read, render and publish one page; True if the page was full (more may be waiting)."""
+        """Read, render and publish one page; True if the page was full (more may be waiting).
+
+        First drop the buffer if the store no longer holds every event in it (module doc:
+        deleted events), so no watcher is served an event that went with its queue.
+        """
         self.polls += 1
-        events, cursor = await asyncio.to_thread(self._read_page, self._cursor, None)
+        floor, start = self._floor, self._cursor
+        stale, events, cursor = await asyncio.to_thread(self._poll_read, floor, start, len(self._items))
+        if stale:
+            self._items.clear()
+            self._held = 0
+            self._floor = start  # watchers behind it replay from the store, which has only what is left
         for item in events:
             self._items.append(item)
-            if len(self._items) > self._capacity:
-                self._floor = self._items.popleft().id
+            self._held += item.size
+            while self._items and (len(self._items) > self._capacity or self._held > self._capacity_bytes):
+                oldest = self._items.popleft()
+                self._held -= oldest.size
+                self._floor = oldest.id
         if cursor != self._cursor or events:
             self._cursor = cursor
             self._notify()
-        return len(events) >= self._page
+        return len(events) >= self._page or sum(item.size for item in events) >= self._page_bytes
+
+    def _poll_read(self, floor: int, cursor: int, held: int) -> tuple[bool, list[FeedItem], int]:
+        """Whether the buffer (``held`` events in (floor, cursor]) holds events the store no
+        longer has, and the next page after ``cursor`` (in a worker thread)."""
+        stale = held > 0 and self._store.jobs.count_events(floor, cursor) != held
+        return (stale, *self._read_page(cursor, None))
 
     def _read_page(self, after: int, queues: Collection[str] | None) -> tuple[list[FeedItem], int]:
-        """One page of events after ``after`` rendered with their jobs (two queries, in a worker thread)."""
+        """One page of events after ``after`` rendered with their jobs (in a worker thread),
+        and the cursor after it: the page ends early, at an event's id, once it holds
+        ``page_bytes`` (module doc).
+
+        An event whose job is gone by the time its job is read is left out: it was deleted
+        with the job (and its queue), and its queue's name may already belong to another tenant.
+        """
         page = self._store.jobs.events_since(after, limit=self._page, queues=queues)
         events: tuple[JobEvent, ...] = page.events
-        records = self._store.jobs.get_many({ev.job for ev in events})
-        return [FeedItem(ev.id, ev.queue, event_to_view(ev, records.get(ev.job)).SerializeToString())
-                for ev in events], page.cursor
+        out: list[FeedItem] = []
+        size = 0
+        for start in range(0, len(events), RENDER_CHUNK):
+            chunk = events[start:start + RENDER_CHUNK]
+            records = self._store.jobs.get_many({ev.job for ev in chunk})
+            for i, ev in enumerate(chunk):
+                if size >= self._page_bytes:
+                    return out, events[start + i - 1].id  # resume after the last event read
+                if ev.job in records:
+                    out.append(FeedItem(ev.id, ev.queue, event_to_view(ev, records[ev.job]).SerializeToString()))
+                    size += out[-1].size
+        return out, page.cursor
 
     def _notify(self) -> None:
         """Wake every waiting watcher, ``WAKE_CHUNK`` per turn of the loop (module doc)."""

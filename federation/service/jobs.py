@@ -330,6 +330,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         if states == [""]:
             raise InvalidInput("state", f"unknown job state {request.state}")
         if request.queue:
+            dns_label(request.queue, "queue")  # a filter no queue can match is refused, not answered empty
             await self._visible_queues(who, request.queue)
         page = await self._call(
             self._store.jobs.list, queue=request.queue or None, states=states,

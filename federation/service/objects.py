@@ -122,7 +122,7 @@ class ObjectServicer(objects_pb2_grpc.ObjectServiceServicer):
                            context: Context) -> objects_pb2.ListPoliciesResponse:
         who = self._auth.require_tenant(context)
         records: list[PolicyRecord] = await self._call(self._store.policies.list)
-        claims: dict[str, str] = await asyncio.to_thread(self._store.policies.claims,
+        claims: dict[str, str] = await asyncio.to_thread(self._store.policies.claims, unfinished=True,
                                                          queues=await self._usable_queues(who))
         jobs: dict[str, list[str]] = {}
         for job, ref in sorted(claims.items()):

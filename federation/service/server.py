@@ -317,8 +317,8 @@ async def build_server(
     jobs_pb2_grpc.add_JobServiceServicer_to_server(jobs, server)
     # The QueueService invalidates the submit path's queue cache, so an owner removed here loses
     # SubmitJob and WatchJobs access at once in this process (other replicas: within its ttl).
-    queues_pb2_grpc.add_QueueServiceServicer_to_server(QueueServicer(store, auth, jobs.queues), server)
-    clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth, rounds, clock), server)
+    queues_pb2_grpc.add_QueueServiceServicer_to_server(QueueServicer(store, auth, jobs.queues, jobs.feed), server)
+    clusters_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(store, auth, rounds, clock, limits), server)
     audit_pb2_grpc.add_AuditServiceServicer_to_server(AuditServicer(store, auth), server)
     objects_pb2_grpc.add_ObjectServiceServicer_to_server(
         ObjectServicer(store, auth, rounds=rounds, on_classes_changed=jobs.classes.invalidate), server)

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Protocol
 
 from federation.domain.errors import InvalidInput
+from federation.domain.names import dns_label
 from federation.domain.queues import Queue
 from federation.service.auth import Identity, PermissionDenied, check_queue, may_use_queue
 from federation.service.event_feed import EventFeed, FeedItem
@@ -50,6 +51,7 @@ class Watches:
         if request.from_event_id < 0:
             raise InvalidInput("from_event_id", "must not be negative")
         if request.queue:
+            dns_label(request.queue, "queue")  # a name no queue can have is refused, not watched forever
             await self.check(who, request.queue)
         cursor = request.from_event_id
         narrow = [request.queue] if request.queue else None

@@ -24,6 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from federation.domain.errors import InvalidInput
 from federation.domain.manifests_karmada import parse_policy_object
 from federation.domain.policies import PolicyObject, PriorityClass
+from federation.domain.states import TERMINAL_STATES
 from federation.store.engine import Database
 from federation.store.errors import AlreadyExists, NotFound
 from federation.store.models import JobRow, PolicyClaimRow, PolicyRow, PriorityClassRow
@@ -49,10 +50,20 @@ def _policy_of(row: PolicyRow) -> PolicyRecord:
     return PolicyRecord(parse_policy_object(row.document, ""), row.document, row.version, row.updated_at)
 
 
-def _claims_in(queues: Collection[str]) -> ColumnElement[bool]:
-    """The claims on jobs of ``queues``. Why: a claim names a job, and a tenant may learn
-    only the jobs of queues it may use (the rule ListJobs applies)."""
-    return PolicyClaimRow.job.in_(select(JobRow.name).where(JobRow.queue.in_(list(queues))))
+def _claims_in(queues: Collection[str] | None, *, unfinished: bool) -> ColumnElement[bool] | None:
+    """The claims on jobs of ``queues`` (None: every queue), only of unfinished jobs with
+    ``unfinished``. Why the queues: a claim names a job, and a tenant may learn only the
+    jobs of queues it may use (the rule ListJobs applies). Why unfinished: a listing says
+    which jobs a policy governs now; a finished job's claim stays for ``explain``, and
+    listing those would grow every answer with all the jobs a policy ever governed."""
+    jobs = select(JobRow.name)
+    if queues is not None:
+        jobs = jobs.where(JobRow.queue.in_(list(queues)))
+    if unfinished:
+        jobs = jobs.where(JobRow.state.not_in(list(TERMINAL_STATES)))
+    elif queues is None:
+        return None
+    return PolicyClaimRow.job.in_(jobs)
 
 
 def _class_of(row: PriorityClassRow) -> PriorityClassRecord:
@@ -123,22 +134,26 @@ class PolicyRepository:
     # ------------------------------------------------------------------ claims
 
     def claims(self, jobs: builtins.list[str] | None = None, *,
-               queues: Collection[str] | None = None) -> dict[str, str]:
+               queues: Collection[str] | None = None, unfinished: bool = False) -> dict[str, str]:
         """job -> ref of the policy governing it (all jobs, or only ``jobs``; with
-        ``queues``, only the jobs of those queues: a tenant's view)."""
+        ``queues``, only the jobs of those queues: a tenant's view; with ``unfinished``,
+        only jobs that have not finished: what the policies govern now)."""
         stmt = select(PolicyClaimRow.job, PolicyClaimRow.policy)
         if jobs is not None:
             stmt = stmt.where(PolicyClaimRow.job.in_(jobs))
-        if queues is not None:
-            stmt = stmt.where(_claims_in(queues))
+        scope = _claims_in(queues, unfinished=unfinished)
+        if scope is not None:
+            stmt = stmt.where(scope)
         with self._db.read() as session:
             return {job: ref for job, ref in session.execute(stmt)}
 
     def claimed_by(self, ref: str, *, queues: Collection[str] | None = None) -> builtins.list[str]:
-        """The jobs ``ref`` governs, by name (with ``queues``, only the jobs of those queues)."""
+        """The unfinished jobs ``ref`` governs now, by name (with ``queues``, only the jobs
+        of those queues)."""
         stmt = select(PolicyClaimRow.job).where(PolicyClaimRow.policy == ref)
-        if queues is not None:
-            stmt = stmt.where(_claims_in(queues))
+        scope = _claims_in(queues, unfinished=True)
+        if scope is not None:
+            stmt = stmt.where(scope)
         with self._db.read() as session:
             return list(session.scalars(stmt.order_by(PolicyClaimRow.job)))
 

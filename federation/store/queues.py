@@ -3,15 +3,17 @@
 A queue's parent must exist (foreign key) and parents may not form a cycle; deleting a
 queue that is some queue's parent, or that holds jobs which have not finished, is a
 ``Conflict``. Deleting a queue whose jobs have all finished removes those jobs and their
-events with it (cascade): the queue's history goes with the queue, while the planning
-audit (rounds and decisions) stays.
+events with it (cascade), and its counts in each round (``placement_round_queues``, what
+a tenant sees of a round): the queue's history goes with the queue, so a queue created
+later under the same name, maybe for another tenant, starts with none of it. The
+planning audit (rounds with their totals, and decisions) stays for admins.
 """
 
 from __future__ import annotations
 
 import builtins
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -23,7 +25,7 @@ from federation.store import paging
 from federation.store.codec import resources_from_json, resources_to_json
 from federation.store.engine import Database
 from federation.store.errors import AlreadyExists, Conflict, NotFound
-from federation.store.models import JobRow, QueueRow
+from federation.store.models import JobRow, QueueRow, RoundQueueRow
 from federation.store.records import Page
 
 
@@ -148,6 +150,7 @@ class QueueRepository:
             children = session.scalars(select(QueueRow.name).where(QueueRow.parent == name).limit(5)).all()
             if children:
                 raise Conflict(f"queue {name!r} is the parent of {', '.join(children)}")
+            session.execute(delete(RoundQueueRow).where(RoundQueueRow.queue == name))
             session.delete(row)
             try:
                 session.flush()

@@ -6,6 +6,7 @@ refusal itself overflowed gRPC's header limit."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 from typing import Any
 
@@ -91,5 +92,26 @@ async def test_cancel_reason_state_filter_and_name_are_bounded(store: Store) -> 
             assert err.message == "state: unknown job state 99"
             err = await refused(nlp.get_job("n" * 100_000), CODE.INVALID_ARGUMENT)
             assert err.message.startswith("name:") and len(err.message) < 4096
-            err = await refused(nlp.get_queue("q" * 100_000), CODE.NOT_FOUND)
-            assert len(err.message) < 4096 and err.message.endswith("characters, cut)")
+            err = await refused(nlp.get_queue("q" * 100_000), CODE.INVALID_ARGUMENT)
+            assert err.message.startswith("name:") and len(err.message) < 4096
+
+
+async def test_a_queue_name_that_cannot_exist_is_invalid_argument_not_a_silent_empty_answer(store: Store) -> None:
+    """A watch on such a queue was accepted and never ended (an admin's) or said "no such
+    queue" (a tenant's); a listing answered an empty page: the field was never checked."""
+    async with running(store, secured()) as srv:
+        await _queues(srv)
+        async with client(srv, NLP) as nlp, client(srv, ADMIN) as admin:
+            for c in (nlp, admin):
+                for bad in ("q" * 100_000, "Nlp-Q", "nlp_q"):
+                    for batched in (True, False):
+                        err = await refused(asyncio.wait_for(anext(c.watch_jobs(0, bad, batched=batched)), 30),
+                                            CODE.INVALID_ARGUMENT)
+                        assert err.message.startswith("queue: must be a DNS-1123 label"), err.message
+                    err = await refused(c.list_jobs(queue=bad), CODE.INVALID_ARGUMENT)
+                    assert err.message.startswith("queue: must be a DNS-1123 label"), err.message
+                    err = await refused(c.get_queue(bad), CODE.INVALID_ARGUMENT)
+                    assert err.message.startswith("name: must be a DNS-1123 label"), err.message
+            err = await refused(admin.delete_queue("Nlp-Q"), CODE.INVALID_ARGUMENT)
+            assert err.message.startswith("name: must be a DNS-1123 label"), err.message
+            await refused(nlp.get_queue("nowhere"), CODE.NOT_FOUND)  # a valid name nobody created

@@ -48,3 +48,21 @@ async def test_a_tenant_sees_only_its_own_jobs_under_a_shared_policy(store: Stor
             assert list((await c.get_policy("ClusterPropagationPolicy", "", "everywhere")).jobs) == jobs
             [listed] = await c.list_policies()
             assert list(listed.jobs) == jobs
+
+
+async def test_a_policy_lists_the_jobs_it_governs_now_not_every_job_it_ever_governed(store: Store) -> None:
+    """``Policy.jobs`` is "jobs this policy governs now": a finished job's claim stays on
+    record (ExplainJob still names its policy), but listing it made every policy's answer
+    grow with all the jobs it ever governed, until it no longer fit in a message."""
+    async with running(store, secured()) as srv, client(srv, ADMIN) as admin, client(srv, NLP) as nlp:
+        await admin.create_queue(queue("nlp-q", "nlp"))
+        await admin.apply_policy(_everywhere())
+        await nlp.submit_job(spec("nlp-1", "nlp-q"))
+        await nlp.submit_job(spec("nlp-done", "nlp-q"))
+        store.policies.set_claims(dict.fromkeys(("nlp-1", "nlp-done"), _REF))
+        await nlp.cancel_job("nlp-done")
+        for c in (admin, nlp):
+            assert list((await c.get_policy("ClusterPropagationPolicy", "", "everywhere")).jobs) == ["nlp-1"]
+            [listed] = await c.list_policies()
+            assert list(listed.jobs) == ["nlp-1"]
+        assert (await nlp.explain_job("nlp-done")).policy == _REF  # the record stays

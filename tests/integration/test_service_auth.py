@@ -152,6 +152,12 @@ def test_tokens_file_digests_plain_tokens_and_refusals(tmp_path: Path) -> None:
         with pytest.raises(ValueError):
             Authenticator.from_mapping(bad)
     assert TOKENS["admins"] == ["ops"]
+    # an admins entry that is a list or a mapping (a YAML slip) is the same clean refusal,
+    # which `federation serve` prints with exit code 2, not a TypeError's traceback
+    for entry in ("[alpha]", "{alpha: 1}"):
+        path.write_text(f"tenants:\n  {digest('a')}: alpha\nadmins: [{entry}]\n")
+        with pytest.raises(ValueError, match="admins entry 0 must be a tenant name"):
+            Authenticator.from_file(path)
 
 
 async def test_tls_and_required_client_certificates(store: Store, tmp_path: Path) -> None:

@@ -126,7 +126,8 @@ async def test_system_priority_classes_need_the_same_opt_in_as_system_namespaces
         assert counts(store) == before
         await c.create_queue(queues_pb2.Queue(name="system", namespaces=["kube-system"],
                                               allow_system_namespaces=True, pod_security="privileged"))
-        ok = await c.submit_job(spec("j3", queue="system", namespace="kube-system", priority_class="system-node-critical"))
+        ok = await c.submit_job(spec("j3", queue="system", namespace="kube-system",
+                                     priority_class="system-node-critical"))
         assert ok.job.spec.priority_class == "system-node-critical"
 
 
