@@ -25,7 +25,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import grpc
 import grpc.aio
@@ -33,7 +32,9 @@ from grpc_health.v1 import health_pb2_grpc
 
 from federation.control.loop import DEFAULT_MAX_PENDING, RoundScheduler
 from federation.control.retention import AuditRetention
+from federation.domain.errors import InvalidInput
 from federation.domain.plans import PlanLimits
+from federation.files import MAX_PEM_BYTES, read_bytes
 from federation.logs import FORMATS, add_secret, configure, redact
 from federation.metrics.exporter import MetricsServer, parse_listen, serve_metrics, with_process_metrics
 from federation.metrics.gauges import FederationCollector
@@ -92,9 +93,11 @@ class ServerTls:
     client_ca: str | None = None
 
     def credentials(self) -> grpc.ServerCredentials:
+        """Bounded reads (``federation.files``): ``--tls-key /dev/zero`` was a MemoryError, a
+        directory or a missing file a traceback; each is now ``InvalidInput`` naming the flag."""
         return grpc.ssl_server_credentials(
-            [(Path(self.key).read_bytes(), Path(self.cert).read_bytes())],
-            root_certificates=Path(self.client_ca).read_bytes() if self.client_ca else None,
+            [(read_bytes(self.key, "--tls-key", MAX_PEM_BYTES), read_bytes(self.cert, "--tls-cert", MAX_PEM_BYTES))],
+            root_certificates=read_bytes(self.client_ca, "--tls-client-ca", MAX_PEM_BYTES) if self.client_ca else None,
             require_client_auth=self.client_ca is not None,
         )
 
@@ -435,6 +438,11 @@ def serve_main(config: ServeConfig) -> int:
             print("error: --tls-cert and --tls-key go together", file=sys.stderr)
             return 2
         tls = ServerTls(config.tls_cert, config.tls_key, config.tls_client_ca)
+        try:
+            tls.credentials()
+        except InvalidInput as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     elif config.tls_client_ca:
         print("error: --tls-client-ca needs --tls-cert and --tls-key", file=sys.stderr)
         return 2

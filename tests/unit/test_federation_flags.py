@@ -97,3 +97,17 @@ def test_db_revisions_that_do_not_exist_exit_2_and_the_real_revision_is_reported
     assert capsys.readouterr().out.split()[-1] == head
     assert main(["db", "downgrade", "--db", db, "--revision", "base"]) == 0
     assert capsys.readouterr().out.split()[-1] == "base"
+
+
+@pytest.mark.parametrize(("cert", "key", "flag"), [
+    pytest.param("/dev/zero", "/dev/zero", "--tls-key", id="an endless device (MemoryError)"),
+    pytest.param("{tmp}", "{tmp}/key.pem", "--tls-key", id="a missing key"),
+    pytest.param("{tmp}", "/dev/null", "--tls-cert", id="a directory as the certificate"),
+])
+def test_serve_tls_files_are_read_bounded_and_refused_naming_the_flag(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], cert: str, key: str, flag: str) -> None:
+    code = main(["serve", "--listen", "127.0.0.1:0", "--db", f"sqlite:///{tmp_path}/a.db",
+                 "--tls-cert", cert.format(tmp=tmp_path), "--tls-key", key.format(tmp=tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith(f"error: {flag}: "), err
+    assert not (tmp_path / "a.db").exists()  # refused before the store was opened
