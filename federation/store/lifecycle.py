@@ -42,7 +42,17 @@ _CHUNK = 500
 # and decoding costs far more than the query (~0.1-0.2 ms per job).
 _DECODED: dict[str, Job] = {}
 _DECODED_MAX = 50_000
+# A spec holds up to 1 MiB of template text: 50,000 of them would be tens of GiB, so the
+# cache is also bounded by the text it holds (roughly what a decoded job weighs).
+_DECODED_MAX_BYTES = 256 * 1024 * 1024
 _DECODED_LOCK = threading.Lock()
+_decoded_bytes = 0
+
+
+def _weight(job: Job) -> int:
+    """About what a decoded job holds: its templates' and workload's text, plus the rest."""
+    body = len(job.workload.body_json) if job.workload is not None else 0
+    return 1024 + body + sum(len(t.template_json) for t in job.tasks)
 
 
 def decode_spec(digest: str, spec: dict[str, Any]) -> Job:
@@ -55,10 +65,15 @@ def decode_spec(digest: str, spec: dict[str, Any]) -> Job:
             # was accepted, so no round, listing or job is lost to an upgrade.
             log.warning("job spec %s breaks a rule of this release (%s); read as stored", digest[:12], exc)
             job = job_from_json(spec, trusted=True)
+        global _decoded_bytes
+        weight = _weight(job)
         with _DECODED_LOCK:
-            if len(_DECODED) >= _DECODED_MAX:
+            if len(_DECODED) >= _DECODED_MAX or _decoded_bytes + weight > _DECODED_MAX_BYTES:
                 _DECODED.clear()
-            _DECODED[digest] = job
+                _decoded_bytes = 0
+            if digest not in _DECODED:
+                _DECODED[digest] = job
+                _decoded_bytes += weight
     return job
 
 

@@ -152,3 +152,20 @@ def test_queue_round_trips() -> None:
     queue = Queue("q", weight=2, priority=1, capability=Resources.of(gpu=8), guarantee=Resources.of(gpu=1),
                   deserved=Resources.of(gpu=4), reclaimable=False, parent="org", owners=("alice",))
     assert queue_from_json(json.loads(json.dumps(queue_to_json(queue)))) == queue
+
+
+def test_the_decoded_spec_cache_is_bounded_by_the_text_it_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counted in jobs only, 50,000 specs of up to 1 MiB of template each could hold tens of GiB."""
+    from federation.store import lifecycle
+
+    monkeypatch.setattr(lifecycle, "_DECODED", {})
+    monkeypatch.setattr(lifecycle, "_decoded_bytes", 0)
+    monkeypatch.setattr(lifecycle, "_DECODED_MAX_BYTES", 1 << 20)
+    for i in range(40):
+        padded = dataclasses.replace(EVERYTHING.tasks[1], template_json=json.dumps({"metadata": {
+            "annotations": {"pad": "x" * 100_000}}, "spec": {"containers": [{"name": "c", "image": f"i{i}"}]}}))
+        job = dataclasses.replace(EVERYTHING, tasks=(EVERYTHING.tasks[0], padded))
+        spec = job_to_json(job)
+        assert lifecycle.decode_spec(spec_digest(job), spec) == job
+        assert lifecycle._decoded_bytes <= 1 << 20
+        assert len(lifecycle._DECODED) <= 10
