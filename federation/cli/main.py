@@ -19,6 +19,7 @@ from federation.cli.limit_flags import add_limit_flags, limits_from_args
 from federation.cli.numbers import integer_flag, number_flag
 from federation.cli.policy_flags import add_policy_flags, policy_limits
 from federation.domain.errors import InvalidInput
+from federation.domain.works import DEFAULT_DISPATCH_TIMEOUT_SECONDS
 from federation.propagation.taints import DEFAULT_FAILOVER_GRACE_SECONDS
 
 if TYPE_CHECKING:
@@ -71,6 +72,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="how long a job without a clusterToleration of its own stays on an unreachable or "
                             "not-ready cluster before it is re-placed (Karmada's default toleration; default "
                             "%(default)gs: at once)")
+    serve.add_argument("--dispatch-timeout", type=duration_flag(1, "DURATION"), metavar="DURATION",
+                       default=DEFAULT_DISPATCH_TIMEOUT_SECONDS,
+                       help="a job whose Work a reachable cluster has not acknowledged for this long is re-planned "
+                            "(default %(default)gs)")
     serve.add_argument("--round-debounce-seconds", type=number_flag(0, 60), default=0.2,
                        help="coalesce submissions and snapshots for this long before a planning round")
     serve.add_argument("--plan-time-limit", type=number_flag(0, 3600, above=True), default=1.0,
@@ -207,6 +212,7 @@ def _serve_config(args: argparse.Namespace) -> ServeConfig:
         migrate=not args.no_migrate,
         agent_grace_seconds=args.agent_grace_seconds,
         failover_grace_seconds=args.failover_grace,
+        dispatch_timeout_seconds=args.dispatch_timeout,
         round_debounce_seconds=args.round_debounce_seconds,
         plan_limits=policy_limits(args, PlanLimits(time_limit_seconds=args.plan_time_limit)),
         max_pending_per_round=args.max_pending_per_round,

@@ -67,7 +67,7 @@ from federation.control.snapshot import PlanningInput, load
 from federation.domain.jobflows import STOP
 from federation.domain.plans import FederationSnapshot, Placement, Plan, PlanLimits
 from federation.domain.states import WAITING_EVENT, JobState
-from federation.domain.works import payload_generation
+from federation.domain.works import DEFAULT_DISPATCH_TIMEOUT_SECONDS, payload_generation
 from federation.logs import fields
 from federation.metrics.gauges import Observed
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
@@ -108,15 +108,20 @@ class RoundScheduler:
         max_pending: int = DEFAULT_MAX_PENDING,
         metrics: ServiceMetrics = NO_METRICS,
         failover_grace_seconds: float = DEFAULT_FAILOVER_GRACE_SECONDS,
+        dispatch_timeout_seconds: float = DEFAULT_DISPATCH_TIMEOUT_SECONDS,
     ) -> None:
         """``failover_grace_seconds``: how long a job without a toleration of its own stays
-        on a cluster tainted unreachable or not-ready (propagation/taints.py)."""
+        on a cluster tainted unreachable or not-ready (propagation/taints.py);
+        ``dispatch_timeout_seconds``: how long a reachable cluster may leave a job's Work
+        unacknowledged before the job is re-planned (control/snapshot.py)."""
         if max_pending < 1:
             raise ValueError(f"max_pending must be >= 1, got {max_pending}")
         self._store = store
         self._max_pending = max_pending
         self._failover_grace = failover_grace_seconds
+        self._dispatch_timeout = dispatch_timeout_seconds
         self._eviction_timer: asyncio.TimerHandle | None = None
+        self._eviction_at: float | None = None
         self._debounce = debounce_seconds
         self._limits = limits
         self._clock = clock
@@ -209,14 +214,14 @@ class RoundScheduler:
             started = self._clock()
             with metrics.phase("load"):
                 data: PlanningInput = await asyncio.to_thread(load, self._store, started, self._max_pending,
-                                                              self._failover_grace)
+                                                              self._failover_grace, self._dispatch_timeout)
             with metrics.phase("repair"):
                 repaired = (await self._evict(data) | await self._repair(data)
                             | await self._hold_flows(data))
             if repaired:  # re-read what changed
                 with metrics.phase("load"):
                     data = await asyncio.to_thread(load, self._store, started, self._max_pending,
-                                                   self._failover_grace)
+                                                   self._failover_grace, self._dispatch_timeout)
             self._wake_for_eviction(data.next_eviction, started)
             snapshot = data.snapshot
             if not snapshot.pending and not growable(snapshot):
@@ -254,6 +259,10 @@ class RoundScheduler:
                          len(result.skipped), ", ".join(result.skipped), extra=fields(round=result.round_id))
             changed = {data.running_clusters[v.job] for v in plan.preemptions
                        if v.job in result.applied and v.job in data.running_clusters}
+            if result.created_works:  # this round's load could not see their dispatch deadline
+                due = self._clock() + self._dispatch_timeout
+                if self._eviction_at is None or due < self._eviction_at:
+                    self._wake_for_eviction(due, self._clock())
             with metrics.phase("dispatch"):
                 changed |= self._dispatched(plan, snapshot, result.created_works, result.round_id)
                 changed |= await self._grow(plan.growths, result.round_id)
@@ -306,8 +315,9 @@ class RoundScheduler:
 
     async def _evict(self, data: PlanningInput) -> bool:
         """Requeue the jobs whose cluster's NoExecute taints they no longer tolerate (Karmada's
-        taint manager; propagation/taints.py) and tell the clusters' agents: each job is
-        re-planned elsewhere by this round, and its Work there is withdrawn."""
+        taint manager; propagation/taints.py), and those whose reachable cluster left their
+        Work unacknowledged past the dispatch timeout, and tell the clusters' agents: each job
+        is re-planned by this round, and its Work there is withdrawn."""
         changed: set[str] = set()
         for cluster, reasons in sorted(data.evictions.items()):
             try:
@@ -325,13 +335,15 @@ class RoundScheduler:
         return bool(changed)
 
     def _wake_for_eviction(self, at: float | None, now: float) -> None:
-        """Run a round when the next toleration runs out (nothing else may trigger one then)."""
+        """Run a round when the next toleration or dispatch timeout runs out (nothing else
+        may trigger one then)."""
         if self._eviction_timer is not None:
             self._eviction_timer.cancel()
             self._eviction_timer = None
+        self._eviction_at = at
         if at is not None:
             delay = max(0.0, at - now) + 0.05
-            self._eviction_timer = asyncio.get_running_loop().call_later(delay, self.trigger, "taint-eviction")
+            self._eviction_timer = asyncio.get_running_loop().call_later(delay, self.trigger, "eviction")
 
     async def _hold_flows(self, data: PlanningInput) -> bool:
         """Cancel the jobs whose flow dependency failed, naming it (Volcano's flow goes

@@ -46,8 +46,8 @@ from federation.domain.jobs import Job
 from federation.domain.plans import FederationSnapshot, PendingJob, Placement, RunningJob
 from federation.domain.queues import Queue
 from federation.domain.resources import Resources
-from federation.domain.states import ACTIVE_STATES, ACTIVE_WORK_STATES, JobState
-from federation.domain.works import placement_from_payload
+from federation.domain.states import ACTIVE_STATES, ACTIVE_WORK_STATES, JobState, WorkState
+from federation.domain.works import DEFAULT_DISPATCH_TIMEOUT_SECONDS, placement_from_payload
 from federation.propagation.matching import govern
 from federation.propagation.taints import DEFAULT_FAILOVER_GRACE_SECONDS, evicting_taints, eviction
 from federation.propagation.works import growing_pods, reflected_in_snapshot
@@ -103,10 +103,12 @@ def intake(counts: Mapping[str, int], priorities: Mapping[str, int], limit: int)
 
 
 def load(store: Store, now: float, max_pending: int | None = None,
-         failover_grace: float = DEFAULT_FAILOVER_GRACE_SECONDS) -> PlanningInput:
+         failover_grace: float = DEFAULT_FAILOVER_GRACE_SECONDS,
+         dispatch_timeout: float = DEFAULT_DISPATCH_TIMEOUT_SECONDS) -> PlanningInput:
     """Read everything a round needs (several short read transactions; see ``build``);
     ``max_pending`` bounds the pending jobs read (None: all of them); ``failover_grace`` is
-    how long a job without its own toleration stays on an unreachable or not-ready cluster."""
+    how long a job without its own toleration stays on an unreachable or not-ready cluster;
+    ``dispatch_timeout`` how long a reachable cluster may leave a Work unacknowledged."""
     queues = store.queues.all()
     records = store.clusters.list()
     snapshots = store.clusters.snapshots(include_lost=True)
@@ -124,7 +126,7 @@ def load(store: Store, now: float, max_pending: int | None = None,
     never = frozenset(r.priority_class.name for r in store.priority_classes.list()
                       if r.priority_class.preemption_policy == "Never")
     return replace(build(snapshots, records, queues, pending, active, works, now, non_preempting=never,
-                         failover_grace=failover_grace), held=held)
+                         failover_grace=failover_grace, dispatch_timeout=dispatch_timeout), held=held)
 
 
 def _flow_gates(store: Store, pending: Sequence[JobRecord],
@@ -189,6 +191,7 @@ def build(
     now: float,
     non_preempting: frozenset[str] = frozenset(),
     failover_grace: float = DEFAULT_FAILOVER_GRACE_SECONDS,
+    dispatch_timeout: float = DEFAULT_DISPATCH_TIMEOUT_SECONDS,
 ) -> PlanningInput:
     """The planning input; pure.
 
@@ -218,6 +221,13 @@ def build(
                 next_eviction = verdict.at if next_eviction is None else min(next_eviction, verdict.at)
         lost = rec.cluster in by_name and by_name[rec.cluster].lost
         work = work_of.get(rec.job.name)
+        if work is not None and work.cluster == rec.cluster and work.state == WorkState.PENDING and not lost:
+            due = work.updated_at.timestamp() + dispatch_timeout
+            if due <= now:
+                evictions.setdefault(rec.cluster, {})[rec.name] = (
+                    f"cluster {rec.cluster} did not acknowledge the job's Work within {dispatch_timeout:g} s")
+                continue
+            next_eviction = due if next_eviction is None else min(next_eviction, due)
         if work is not None and work.cluster == rec.cluster:
             placement = _known_pods(rec.job, placement_from_payload(rec.name, work.payload))
         else:

@@ -15,6 +15,12 @@ from typing import Any
 from federation.domain.jobs import Job
 from federation.domain.plans import Placement, PodAssignment
 
+# A reachable cluster's agent acknowledges a Work when it receives it (``applied``), well
+# within a second; one that stays silent on a Work for this long while its cluster is not
+# lost is broken for that job, and the job is re-planned rather than holding its room for
+# ever. Ten minutes leave room for an agent's restart and a leader's hand-over.
+DEFAULT_DISPATCH_TIMEOUT_SECONDS = 600.0
+
 
 @dataclass(frozen=True)
 class Work:

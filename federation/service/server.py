@@ -34,6 +34,7 @@ from federation.control.loop import DEFAULT_MAX_PENDING, RoundScheduler
 from federation.control.retention import AuditRetention
 from federation.domain.errors import InvalidInput
 from federation.domain.plans import PlanLimits
+from federation.domain.works import DEFAULT_DISPATCH_TIMEOUT_SECONDS
 from federation.files import MAX_PEM_BYTES, read_bytes
 from federation.logs import FORMATS, add_secret, configure, redact
 from federation.metrics.exporter import MetricsServer, parse_listen, serve_metrics, with_process_metrics
@@ -116,6 +117,7 @@ class ServeConfig:
     migrate: bool = True
     agent_grace_seconds: float = 30.0
     failover_grace_seconds: float = DEFAULT_FAILOVER_GRACE_SECONDS  # default tolerationSeconds (propagation/taints.py)
+    dispatch_timeout_seconds: float = DEFAULT_DISPATCH_TIMEOUT_SECONDS  # a Work left unacknowledged (domain/works.py)
     round_debounce_seconds: float = 0.2
     plan_limits: PlanLimits = field(default_factory=PlanLimits)
     max_pending_per_round: int = DEFAULT_MAX_PENDING
@@ -257,6 +259,7 @@ async def build_server(
     tls: ServerTls | None = None,
     agent_grace_seconds: float = 30.0,
     failover_grace_seconds: float = DEFAULT_FAILOVER_GRACE_SECONDS,
+    dispatch_timeout_seconds: float = DEFAULT_DISPATCH_TIMEOUT_SECONDS,
     round_debounce_seconds: float = 0.2,
     plan_limits: PlanLimits | None = None,
     max_pending_per_round: int = DEFAULT_MAX_PENDING,
@@ -299,7 +302,8 @@ async def build_server(
         rounds = RoundScheduler(store, debounce_seconds=round_debounce_seconds,
                                 limits=plan_limits or PlanLimits(), clock=clock,
                                 max_pending=max_pending_per_round, metrics=metrics,
-                                failover_grace_seconds=failover_grace_seconds)
+                                failover_grace_seconds=failover_grace_seconds,
+                                dispatch_timeout_seconds=dispatch_timeout_seconds)
         hub = AgentHub(store, rounds, auth, grace_seconds=agent_grace_seconds, clock=clock, metrics=metrics,
                        leading=leadership.leading, limits=limits)
     health = HealthReporter(store.ping, leadership.leading, agents=hub is not None,
@@ -485,6 +489,7 @@ async def _serve(store: Store, auth: Authenticator, tls: ServerTls | None, confi
         store, listen=config.listen, auth=auth, tls=tls,
         agent_grace_seconds=config.agent_grace_seconds,
         failover_grace_seconds=config.failover_grace_seconds,
+        dispatch_timeout_seconds=config.dispatch_timeout_seconds,
         round_debounce_seconds=config.round_debounce_seconds,
         plan_limits=config.plan_limits,
         max_pending_per_round=config.max_pending_per_round,
