@@ -120,6 +120,9 @@ class RoundScheduler:
         self._max_pending = max_pending
         self._failover_grace = failover_grace_seconds
         self._dispatch_timeout = dispatch_timeout_seconds
+        # When this scheduler began to lead (``start``): no agent could acknowledge a Work
+        # before, so a dispatch timeout counts from then at the earliest.
+        self._leading_since = clock()
         self._eviction_timer: asyncio.TimerHandle | None = None
         self._eviction_at: float | None = None
         self._debounce = debounce_seconds
@@ -157,6 +160,7 @@ class RoundScheduler:
         """Start the background loop; one round runs at once to pick up work left pending
         by a previous process (a restart must not wait for the next submission)."""
         if self._task is None:
+            self._leading_since = self._clock()
             self._task = asyncio.create_task(self._loop(), name="planning-rounds")
             self.trigger("startup")
 
@@ -214,14 +218,16 @@ class RoundScheduler:
             started = self._clock()
             with metrics.phase("load"):
                 data: PlanningInput = await asyncio.to_thread(load, self._store, started, self._max_pending,
-                                                              self._failover_grace, self._dispatch_timeout)
+                                                              self._failover_grace, self._dispatch_timeout,
+                                                              self._leading_since)
             with metrics.phase("repair"):
                 repaired = (await self._evict(data) | await self._repair(data)
                             | await self._hold_flows(data))
             if repaired:  # re-read what changed
                 with metrics.phase("load"):
                     data = await asyncio.to_thread(load, self._store, started, self._max_pending,
-                                                   self._failover_grace, self._dispatch_timeout)
+                                                   self._failover_grace, self._dispatch_timeout,
+                                                   self._leading_since)
             self._wake_for_eviction(data.next_eviction, started)
             snapshot = data.snapshot
             if not snapshot.pending and not growable(snapshot):
@@ -321,7 +327,9 @@ class RoundScheduler:
         changed: set[str] = set()
         for cluster, reasons in sorted(data.evictions.items()):
             try:
-                done = await asyncio.to_thread(self._store.clusters.evict, cluster, reasons)
+                done = await asyncio.to_thread(
+                    self._store.clusters.evict, cluster, reasons,
+                    unacknowledged={job: work for job, work in data.unacknowledged.items() if job in reasons})
             except StoreError as exc:
                 log.warning("eviction from %s not recorded yet (%s); retrying", cluster, exc,
                             extra=fields(cluster=cluster))

@@ -78,6 +78,10 @@ class PlanningInput:
     # Pending jobs held back by their flow: job -> (WAIT|STOP, reason, the job's reason
     # as stored) (federation/domain/jobflows.py).
     held: Mapping[str, tuple[str, str, str]] = field(default_factory=dict)
+    # The evictions above that are dispatch timeouts: job -> the Work left unacknowledged.
+    # The eviction re-checks, in its transaction, that it still is (the agent's report may
+    # land between this read and that write).
+    unacknowledged: Mapping[str, int] = field(default_factory=dict)
 
 
 def intake(counts: Mapping[str, int], priorities: Mapping[str, int], limit: int) -> dict[str, int]:
@@ -104,11 +108,12 @@ def intake(counts: Mapping[str, int], priorities: Mapping[str, int], limit: int)
 
 def load(store: Store, now: float, max_pending: int | None = None,
          failover_grace: float = DEFAULT_FAILOVER_GRACE_SECONDS,
-         dispatch_timeout: float = DEFAULT_DISPATCH_TIMEOUT_SECONDS) -> PlanningInput:
+         dispatch_timeout: float = DEFAULT_DISPATCH_TIMEOUT_SECONDS, leading_since: float = 0.0) -> PlanningInput:
     """Read everything a round needs (several short read transactions; see ``build``);
     ``max_pending`` bounds the pending jobs read (None: all of them); ``failover_grace`` is
     how long a job without its own toleration stays on an unreachable or not-ready cluster;
-    ``dispatch_timeout`` how long a reachable cluster may leave a Work unacknowledged."""
+    ``dispatch_timeout`` how long a reachable cluster may leave a Work unacknowledged, counted
+    from ``leading_since`` at the earliest (see ``build``)."""
     queues = store.queues.all()
     records = store.clusters.list()
     snapshots = store.clusters.snapshots(include_lost=True)
@@ -126,7 +131,8 @@ def load(store: Store, now: float, max_pending: int | None = None,
     never = frozenset(r.priority_class.name for r in store.priority_classes.list()
                       if r.priority_class.preemption_policy == "Never")
     return replace(build(snapshots, records, queues, pending, active, works, now, non_preempting=never,
-                         failover_grace=failover_grace, dispatch_timeout=dispatch_timeout), held=held)
+                         failover_grace=failover_grace, dispatch_timeout=dispatch_timeout,
+                         leading_since=leading_since), held=held)
 
 
 def _flow_gates(store: Store, pending: Sequence[JobRecord],
@@ -192,8 +198,16 @@ def build(
     non_preempting: frozenset[str] = frozenset(),
     failover_grace: float = DEFAULT_FAILOVER_GRACE_SECONDS,
     dispatch_timeout: float = DEFAULT_DISPATCH_TIMEOUT_SECONDS,
+    leading_since: float = 0.0,
 ) -> PlanningInput:
     """The planning input; pure.
+
+    A placed job's Work its agent has not acknowledged is a dispatch timeout once
+    ``dispatch_timeout`` has passed since the Work was last offered to an agent that could
+    answer: its creation or change, the cluster's latest hello (whose sync sends it again),
+    or ``leading_since``, when this central began to lead (no agent could answer a central
+    that was down). Only for a job still ``placed``: a job that stepped on was reported on by
+    the agent, which has the Work even if a central stopped before writing its state.
 
     The reads behind it are not one transaction, and need not be: every job update the
     round writes is conditional on the version read here, so a job that changed in
@@ -205,6 +219,7 @@ def build(
     reserve: dict[str, list[tuple[str, Resources]]] = {}
     without_work: list[JobRecord] = []
     evictions: dict[str, dict[str, str]] = {}
+    unacknowledged: dict[str, int] = {}
     next_eviction: float | None = None
     evicting = {r.name: taints for r in records
                 if (taints := evicting_taints(r.all_taints, r.lost, r.last_heartbeat.timestamp()))}
@@ -221,11 +236,14 @@ def build(
                 next_eviction = verdict.at if next_eviction is None else min(next_eviction, verdict.at)
         lost = rec.cluster in by_name and by_name[rec.cluster].lost
         work = work_of.get(rec.job.name)
-        if work is not None and work.cluster == rec.cluster and work.state == WorkState.PENDING and not lost:
-            due = work.updated_at.timestamp() + dispatch_timeout
+        if (work is not None and work.cluster == rec.cluster and work.state == WorkState.PENDING
+                and rec.state == JobState.PLACED and not lost):
+            hello = by_name[rec.cluster].registered_at.timestamp() if rec.cluster in by_name else 0.0
+            due = max(work.updated_at.timestamp(), hello, leading_since) + dispatch_timeout
             if due <= now:
                 evictions.setdefault(rec.cluster, {})[rec.name] = (
                     f"cluster {rec.cluster} did not acknowledge the job's Work within {dispatch_timeout:g} s")
+                unacknowledged[rec.name] = work.id
                 continue
             next_eviction = due if next_eviction is None else min(next_eviction, due)
         if work is not None and work.cluster == rec.cluster:
@@ -279,7 +297,7 @@ def build(
     versions = {r.name: r.version for r in (*pending, *active)}
     return PlanningInput(snapshot, versions, _digest(snapshot, versions, unknown), tuple(without_work),
                          {r.job.name: r.placement.cluster for r in running}, evictions, next_eviction, unknown,
-                         unavailable)
+                         unavailable, unacknowledged=unacknowledged)
 
 
 def _with_reservations(snap: ClusterSnapshot, held: Sequence[tuple[str, Resources]]) -> ClusterSnapshot:

@@ -29,12 +29,12 @@ from sqlalchemy.orm import Session, defer
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.nodes import Taint
 from federation.domain.resources import GPU, Resources
-from federation.domain.states import ACTIVE_STATES, JobState
+from federation.domain.states import ACTIVE_STATES, JobState, WorkState
 from federation.store.codec import from_json, snapshot_from_json, snapshot_to_json, to_json
 from federation.store.engine import Database
 from federation.store.errors import Conflict, NotFound, StaleEpoch
 from federation.store.lifecycle import lock_jobs, move, withdraw_works
-from federation.store.models import ClusterRow, JobRow
+from federation.store.models import ClusterRow, JobRow, WorkRow
 from federation.store.records import ClusterLoss, ClusterRecord, Registration, SnapshotSummary
 
 
@@ -318,20 +318,37 @@ class ClusterRepository:
             row.taints = [to_json(t) for t in (*kept, taint)]
             return ClusterLoss(cluster_record(row, _active_jobs(session, name)), (), ())
 
-    def evict(self, name: str, reasons: Mapping[str, str]) -> ClusterLoss:
+    def evict(self, name: str, reasons: Mapping[str, str], *,
+              unacknowledged: Mapping[str, int] | None = None) -> ClusterLoss:
         """Requeue the jobs ``reasons`` names that are still active on cluster ``name`` and
         withdraw their works, each with its reason, in one transaction (the taint manager's
-        eviction; a job that moved or ended meanwhile is left alone)."""
+        eviction; a job that moved or ended meanwhile is left alone). A job in
+        ``unacknowledged`` (a dispatch timeout: job -> its Work) is evicted only while it is
+        still ``placed`` and that Work still ``pending``: the agent's report may have landed
+        since the round read them, and a Work the agent has is not withdrawn for its silence."""
         now = self._db.now()
         requeued: list[str] = []
         withdrawn: list[int] = []
         with self._db.write() as session:
             row = _lock(session, name)
             for job_name in sorted(reasons):
+                work_id = (unacknowledged or {}).get(job_name)
+                if work_id is not None and not _still_unacknowledged(session, job_name, work_id):
+                    continue
                 moved, works = _requeue(session, now, name, [job_name], reasons[job_name])
                 requeued += moved
                 withdrawn += works
             return ClusterLoss(cluster_record(row), tuple(requeued), tuple(withdrawn))
+
+
+def _still_unacknowledged(session: Session, job: str, work_id: int) -> bool:
+    """Whether ``job`` is still placed and ``work_id`` still pending (both rows locked, in
+    the cluster, job, work order every writer takes)."""
+    row = lock_jobs(session, [job]).get(job)
+    if row is None or row.state != JobState.PLACED:
+        return False
+    state = session.scalar(select(WorkRow.state).where(WorkRow.id == work_id).with_for_update())
+    return state == WorkState.PENDING
 
 
 def _fence(session: Session, name: str, now: datetime, unless_heard_within: float | None) -> tuple[ClusterRow, bool]:
