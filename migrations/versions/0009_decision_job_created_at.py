@@ -8,8 +8,10 @@ Job names are unique only among the jobs that exist: once a queue is deleted wit
 finished jobs, another job (of another tenant, say) may take a name again, while the
 audit keeps the first job's decisions. A job's audit, its explanation and the "same
 decision again?" check read only the decisions of that job. Decisions recorded before
-this migration are taken to be about the job of that name that exists now, if any (the
-best the stored data can say); decisions of a job that no longer exists stay NULL.
+this migration are taken to be about the job of that name that exists now if their round
+ended after that job was created; a round that ended before could not have read it, so its
+decision is about an earlier job of the name (another tenant's, maybe) and stays NULL, as
+do the decisions of a job that no longer exists.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ def upgrade() -> None:
         batch.add_column(sa.Column("job_created_at", sa.DateTime(timezone=True), nullable=True))
     op.execute(
         "UPDATE placement_decisions SET job_created_at = "
-        "(SELECT jobs.created_at FROM jobs WHERE jobs.name = placement_decisions.job)"
+        "(SELECT jobs.created_at FROM jobs JOIN placement_rounds ON placement_rounds.id = placement_decisions.round_id "
+        "WHERE jobs.name = placement_decisions.job AND placement_rounds.ended_at >= jobs.created_at)"
     )
 
 

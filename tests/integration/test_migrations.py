@@ -158,3 +158,33 @@ def test_decisions_are_tied_to_the_job_of_their_name_that_exists(db_url: str) ->
         assert "job_created_at" not in {c["name"] for c in inspect(engine).get_columns("placement_decisions")}
     finally:
         engine.dispose()
+
+
+def test_decisions_of_an_earlier_job_of_the_name_are_not_stamped_as_the_current_ones(db_url: str) -> None:
+    """A name taken again after its queue was deleted: the decisions of rounds that ended
+    before the current job was created are about the earlier job (another tenant's, maybe),
+    so 0009 leaves them NULL instead of handing them to the current job's audit."""
+    migrations.upgrade(db_url, "0008")
+    engine = make_engine(db_url)
+    tables = Base.metadata.tables
+    earlier, created, later = (datetime(2026, 1, d, tzinfo=UTC) for d in (1, 2, 3))
+    try:
+        with engine.begin() as conn:
+            conn.execute(tables["queues"].insert().values(name="q", guarantee={}, owners=[], created_at=created,
+                                                          updated_at=created))
+            conn.execute(tables["jobs"].insert().values(
+                name="reused", queue="q", tenant="", spec={}, spec_digest="d", state="pending", unschedulable=False,
+                reason="", message="", restarts=0, created_at=created, updated_at=created, version=1))
+            for at, reason in ((earlier, "about the earlier job"), (later, "about the current job")):
+                round_id = conn.execute(tables["placement_rounds"].insert().values(
+                    started_at=at, ended_at=at, trigger="", policy="", solver_status="", input_digest="")
+                    .returning(tables["placement_rounds"].c.id)).scalar_one()
+                conn.execute(tables["placement_decisions"].insert().values(
+                    round_id=round_id, job="reused", outcome="unplaced", pods=[], score_terms={}, reason=reason))
+        migrations.upgrade(db_url, "head")
+        with engine.connect() as conn:
+            decisions = tables["placement_decisions"]
+            stamped = dict(conn.execute(sa_select(decisions.c.reason, decisions.c.job_created_at)).all())
+        assert stamped == {"about the earlier job": None, "about the current job": created}
+    finally:
+        engine.dispose()
