@@ -8,6 +8,7 @@ nothing here runs implicitly at service start in production (DESIGN: never impli
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from alembic import command
@@ -68,7 +69,16 @@ def _serialised(conn: Connection) -> None:
         conn.execute(text("SET LOCAL lock_timeout TO DEFAULT"))
 
 
+# What a revision argument may be: head, heads, base, a revision id (or its prefix), each
+# with an optional relative step, or a step alone (+2, -1). Alembic itself met an empty one
+# or a branch-label form (0009@head) with a bare ``assert``: an AssertionError, not a
+# CommandError, so the command printed a traceback instead of one line.
+_REVISION = re.compile(r"[+-][0-9]+|[A-Za-z0-9_]+(?:[+-][0-9]+)?")
+
+
 def _with_connection(target: str | Engine, action: str, revision: str) -> None:
+    if not _REVISION.fullmatch(revision):
+        raise UnknownRevision(revision, "not a revision (head, base, a revision id, or a step such as -1 or +2)")
     engine = target if isinstance(target, Engine) else make_engine(target, foreign_keys=False, pool_size=1)
     try:
         with Database(engine).core_write() as conn:

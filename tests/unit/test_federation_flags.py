@@ -99,6 +99,22 @@ def test_db_revisions_that_do_not_exist_exit_2_and_the_real_revision_is_reported
     assert capsys.readouterr().out.split()[-1] == "base"
 
 
+@pytest.mark.parametrize("revision", ["", "0009@head", "head@x", "@", "0001:0002"])
+@pytest.mark.parametrize("command", ["upgrade", "downgrade"])
+def test_db_revisions_alembic_cannot_parse_exit_2_in_one_line(
+        command: str, revision: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty ``--revision`` or a branch-label form (``0009@head``) reached an ``assert``
+    inside alembic: an AssertionError traceback and exit 1; the database is left as it was."""
+    db = f"sqlite:///{tmp_path}/f.db"
+    assert main(["db", "upgrade", "--db", db]) == 0
+    head = capsys.readouterr().out.split()[-1]
+    assert main(["db", command, "--db", db, "--revision", revision]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: revision {revision}: "), err
+    assert main(["db", "upgrade", "--db", db]) == 0
+    assert capsys.readouterr().out.split()[-1] == head
+
+
 @pytest.mark.parametrize(("cert", "key", "flag"), [
     pytest.param("/dev/zero", "/dev/zero", "--tls-key", id="an endless device (MemoryError)"),
     pytest.param("{tmp}", "{tmp}/key.pem", "--tls-key", id="a missing key"),
