@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import InitVar, dataclass, field, replace
 
 from federation.domain.errors import InvalidInput, require
 from federation.domain.nodes import Node, Taint
+from federation.domain.patterns import MatchBudget
 from federation.domain.resources import Resources, total
 from federation.domain.topology import HyperNodeSpec, HyperNodeTree, build_tree
 
@@ -17,7 +18,9 @@ class ClusterSnapshot:
 
     The HyperNode tree is validated and resolved at construction, so an object of this
     type always holds a usable tree: an invalid tree raises ``InvalidInput`` here and the
-    snapshot is refused as a whole.
+    snapshot is refused as a whole. ``match_budget`` bounds the CPU time of its
+    ``regexMatch`` patterns where the snapshot arrives (the wire edge); a snapshot read
+    back from the store was accepted there and is not timed again.
     """
 
     name: str
@@ -28,15 +31,16 @@ class ClusterSnapshot:
     healthy: bool = True
     taken_at: float = 0.0
     tree: HyperNodeTree = field(init=False, compare=False, repr=False)
+    match_budget: InitVar[MatchBudget | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, match_budget: MatchBudget | None) -> None:
         require(bool(self.name), "cluster", "cluster name must not be empty")
         seen: set[str] = set()
         for i, node in enumerate(self.nodes):
             if node.name in seen:
                 raise InvalidInput(f"nodes[{i}].name", f"duplicate node {node.name!r}")
             seen.add(node.name)
-        object.__setattr__(self, "tree", build_tree(self.hypernodes, self.nodes))
+        object.__setattr__(self, "tree", build_tree(self.hypernodes, self.nodes, match_budget))
 
     def __hash__(self) -> int:
         return hash((self.name, self.taken_at, len(self.nodes)))

@@ -19,7 +19,7 @@ from functools import cached_property
 
 from federation.domain.errors import InvalidInput, require
 from federation.domain.nodes import Node
-from federation.domain.patterns import compile_pattern
+from federation.domain.patterns import MatchBudget, PatternCostError, compile_pattern, select_names
 
 ROOT_DOMAIN = "<cluster-root>"
 # Volcano's lowest HyperNode tier: the leaf domains, whose members are nodes.
@@ -132,12 +132,14 @@ def flat_tree(nodes: Sequence[Node]) -> HyperNodeTree:
     return HyperNodeTree({root.name: root})
 
 
-def build_tree(specs: Sequence[HyperNodeSpec], nodes: Sequence[Node]) -> HyperNodeTree:
+def build_tree(specs: Sequence[HyperNodeSpec], nodes: Sequence[Node],
+               budget: MatchBudget | None = None) -> HyperNodeTree:
     """Validate HyperNode specs against the cluster's nodes and resolve them to domains.
 
     Rejects (``InvalidInput`` naming ``hyperNodes[i]...``): duplicate names, a HyperNode
     member that does not exist, a HyperNode with two parents, a member HyperNode whose
-    tier is not lower than its parent's, and cycles.
+    tier is not lower than its parent's, cycles, and ``regexMatch`` patterns that break a
+    matching bound (``patterns.select_names``; ``budget`` bounds their CPU time).
     """
     if not specs:
         return flat_tree(nodes)
@@ -170,7 +172,7 @@ def build_tree(specs: Sequence[HyperNodeSpec], nodes: Sequence[Node]) -> HyperNo
                 f"{par!r} (tier {by_name[par].tier})",
             )
 
-    select = _NodeSelection(nodes)
+    select = _NodeSelection(nodes, _regex_members(specs), budget)
     resolved: dict[str, frozenset[str]] = {}
     # Children have lower tiers than their parents (checked above), so ascending tier
     # resolves every child before its parent: no recursion, however deep the tree.
@@ -215,35 +217,53 @@ def _check_acyclic(by_name: Mapping[str, HyperNodeSpec], parent: Mapping[str, st
         cleared.update(path)
 
 
+def _regex_members(specs: Sequence[HyperNodeSpec]) -> dict[str, str]:
+    """Each distinct Node-member pattern and the field path of its first use, in order."""
+    first: dict[str, str] = {}
+    for i, spec in enumerate(specs):
+        for j, member in enumerate(spec.members):
+            regex = member.selector.regex
+            if member.type == "Node" and regex is not None and regex not in first:
+                first[regex] = f"hyperNodes[{i}].spec.members[{j}].selector.regexMatch.pattern"
+    return first
+
+
 class _NodeSelection:
     """The nodes a Node member's selector picks, each distinct selector resolved once.
 
     Why: every member used to scan every node, so a snapshot of N nodes with one
     exactMatch leaf per node cost N^2 (35 s for 19,999, redone by every planning round).
-    ``exactMatch`` is a name lookup; a ``regexMatch`` pattern scans the node names once
-    however many members repeat it; ``labelMatch`` intersects per-label indexes, smallest
-    first, and never scans the nodes. Results are frozensets shared between members.
+    ``exactMatch`` is a name lookup; all distinct ``regexMatch`` patterns are matched
+    together, one RE2 Set pass per node name (one pass per pattern cost 70 ms each on
+    20,000 nodes: 70 s for a 1,000-leaf tree); ``labelMatch`` intersects per-label
+    indexes, smallest first, and never scans the nodes. Results are frozensets shared
+    between members.
     """
 
-    def __init__(self, nodes: Sequence[Node]) -> None:
+    def __init__(self, nodes: Sequence[Node], patterns: Mapping[str, str], budget: MatchBudget | None) -> None:
         self._nodes = nodes
         self._names = frozenset(n.name for n in nodes)
         self._by_label: dict[tuple[str, str], set[str]] | None = None
         self._done: dict[object, frozenset[str]] = {}
+        if not patterns:
+            return
+        try:
+            found = select_names(list(patterns), [n.name for n in nodes], budget)
+        except PatternCostError as exc:
+            raise InvalidInput(list(patterns.values())[exc.index], exc.rule) from None
+        self._done.update(zip(patterns, found, strict=True))
 
     def __call__(self, sel: MemberSelector) -> frozenset[str]:
         if sel.exact_name is not None:
             return frozenset((sel.exact_name,)) if sel.exact_name in self._names else frozenset()
-        key: object = sel.regex if sel.regex is not None else tuple(sorted((sel.labels or {}).items()))
+        if sel.regex is not None:  # every Node member's pattern was matched up front
+            return self._done[sel.regex]
+        key = tuple(sorted((sel.labels or {}).items()))
         found = self._done.get(key)
         if found is None:
-            found = self._regex(sel.regex) if sel.regex is not None else self._labelled(sel.labels or {})
+            found = self._labelled(sel.labels or {})
             self._done[key] = found
         return found
-
-    def _regex(self, regex: str) -> frozenset[str]:
-        pattern = compile_pattern(regex, "selector.regexMatch.pattern")
-        return frozenset(n.name for n in self._nodes if pattern.search(n.name))
 
     def _labelled(self, wanted: Mapping[str, str]) -> frozenset[str]:
         if not wanted:  # an empty labelMatch selects nothing, as in Volcano

@@ -9,8 +9,11 @@ snapshot stays in use; the reason is shown as ``tree_error`` by ClusterService).
 
 from __future__ import annotations
 
+import time
+
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.nodes import Node
+from federation.domain.patterns import MatchBudget
 from federation.domain.topology import HyperNodeMember, HyperNodeSpec, MemberSelector
 from federation.v1 import clusters_pb2, types_pb2
 from federation.wire.base import (
@@ -22,6 +25,12 @@ from federation.wire.base import (
     timestamp_from_proto,
     timestamp_to_proto,
 )
+
+# CPU seconds one snapshot's regexMatch patterns may take to match its node names. A real
+# tree of thousands of simple patterns over 20,000 nodes takes about 0.1 s; a few dozen
+# patterns built to defeat RE2's DFA took minutes (docs/design/limits.md). Thread time, not
+# wall time: another thread's load does not make a snapshot fail.
+PATTERN_MATCH_CPU_SECONDS = 1.0
 
 _MEMBER_TYPES = {types_pb2.MEMBER_TYPE_NODE: "Node", types_pb2.MEMBER_TYPE_HYPERNODE: "HyperNode"}
 _MEMBER_ENUMS = {name: value for value, name in _MEMBER_TYPES.items()}
@@ -100,6 +109,7 @@ def snapshot_from_proto(
         path, ClusterSnapshot,
         name=msg.cluster, nodes=nodes, hypernodes=hypernodes, labels=dict(sorted(msg.labels.items())),
         taints=taints, healthy=healthy, taken_at=timestamp_from_proto(msg.taken_at),
+        match_budget=MatchBudget(PATTERN_MATCH_CPU_SECONDS, time.thread_time),
     )
 
 

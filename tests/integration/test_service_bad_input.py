@@ -141,6 +141,10 @@ BAD_TREES = [
                                                          labels=types_pb2.LabelMatch(match_labels={"x": "y"}))),
                   _hn("leaf-1", 1, _node("n0"))), "snapshot.hyperNodes[0].spec.members[0].selector",
                  id="label selector on a HyperNode member"),
+    pytest.param(tuple(_hn(f"p{k}", 1, types_pb2.HyperNodeMember(type=types_pb2.MEMBER_TYPE_NODE, regex=f"^n|z{k}"))
+                       for k in range(65)),
+                 "snapshot.hyperNodes[64].spec.members[0].selector.regexMatch.pattern",
+                 id="a node matched by 65 distinct regexMatch patterns"),
 ]
 
 

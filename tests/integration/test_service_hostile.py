@@ -190,6 +190,31 @@ async def test_a_snapshot_with_an_absurd_quantity_is_rejected_on_the_open_stream
         assert acks[3][0] == "snapshot", acks  # the RE2 pattern simply matches nothing
 
 
+async def test_regex_patterns_built_to_defeat_the_dfa_are_refused_naming_a_pattern(store: Store) -> None:
+    """A hundred ``a[ab]{N}c`` patterns over 2,000 node names of 253 letters a/b hold
+    thousands of RE2 states alive per name: minutes of CPU (one pattern alone was 11 s
+    over 20,000 nodes). The matching stops at its CPU budget and the snapshot is refused;
+    the work is so far over the budget that the outcome does not depend on the host."""
+    import random
+
+    rng = random.Random(7)
+    hostile = types_pb2.ClusterSnapshot(cluster="east")
+    for _ in range(2000):
+        hostile.nodes.add(name="".join(rng.choice("ab") for _ in range(253)), allocatable={"cpu": "8"},
+                          free={"cpu": "8"}, ready=True)
+    for k in range(100):
+        hostile.hyper_nodes.add(name=f"leaf-{k}", tier=1).members.add(
+            type=types_pb2.MEMBER_TYPE_NODE, regex=f"a[ab]{{{100 + k}}}c")
+    async with running(store, secured(), control_loop=True) as srv:
+        hello = agent_pb2.AgentMessage(hello=agent_pb2.Hello(cluster="east", agent_id="a", epoch=1))
+        answers = await asyncio.wait_for(_answers(srv.port, hello, [hostile, _snapshot(*GOOD_TREE)]), 120)
+    assert answers[0].what == "snapshot-rejected", answers
+    assert answers[0].rejection.field_path == "snapshot.hyperNodes[0].spec.members[0].selector.regexMatch.pattern"
+    assert "of CPU (the limit)" in answers[0].rejection.rule
+    assert answers[1].what == "snapshot", answers  # the stream carries on
+    assert _node_names(store) == ["n0", "n1"]
+
+
 # ---------------------------------------------------------------------- generated
 
 

@@ -283,3 +283,72 @@ def test_health_taints_and_free_room_change_without_building_the_tree_again() ->
                                               Resources({"cpu": 8000}), Resources({"cpu": 8000})]
     assert changed == ClusterSnapshot("c", changed.nodes, (leaf,), taints=(Taint("k"),), healthy=False)
     assert snap.healthy and snap.nodes[1].free == Resources({"cpu": 8000})  # the original is unchanged
+
+
+# ---------------------------------------------------------------- regexMatch patterns together
+
+def regex_leaves(patterns: list[str]) -> list[HyperNodeSpec]:
+    return [HyperNodeSpec(f"leaf-{k}", 1, (node_member(regex=p),)) for k, p in enumerate(patterns)]
+
+
+def test_distinct_patterns_are_matched_in_one_pass_over_the_nodes() -> None:
+    n = 2000
+    cluster = nodes(n)
+    specs = regex_leaves([f"^n{k}[0-9]*$" for k in range(300)])  # a leaf per prefix, as real trees do
+    assert scanned(specs, cluster) <= 3 * n  # was one pass per pattern: 300 * n
+    tree = build_tree(specs, cluster)
+    assert tree.domains["leaf-7"].nodes == {f"n{i}" for i in range(n) if str(i).startswith("7")}
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_matching_patterns_together_finds_what_each_pattern_finds_alone(seed: int) -> None:
+    """RE2's own per-pattern search is the reference (unanchored, as Go's MatchString)."""
+    from federation.domain.patterns import compile_pattern
+
+    rng = random.Random(seed)
+    cluster = tuple(nodes(rng.randint(1, 300)))
+    pool = ["^n1", "2$", "n[0-3]+$", "x", "^n(1|22)[5-9]?$", "", ".", "n1.*7", "^$", r"\d{3}", "(?i)N4", "n0*1$"]
+    patterns = list(dict.fromkeys(rng.sample(pool, rng.randint(1, len(pool)))))
+    tree = build_tree(regex_leaves(patterns), cluster)
+    for k, p in enumerate(patterns):
+        expected = {node.name for node in cluster if compile_pattern(p, "p").search(node.name)}
+        assert tree.domains[f"leaf-{k}"].nodes == expected, p
+
+
+def test_a_node_matched_by_too_many_patterns_is_refused_naming_the_pattern_past_the_limit() -> None:
+    from federation.domain.patterns import MAX_PATTERNS_PER_NAME
+
+    specs = regex_leaves([f"^n1$|z{k}" for k in range(MAX_PATTERNS_PER_NAME)])
+    build_tree(specs, nodes(3))  # at the limit: accepted
+    specs.append(HyperNodeSpec("one-more", 1, (node_member(exact_name="n0"), node_member(regex="^n1$|again"))))
+    with pytest.raises(InvalidInput) as err:
+        build_tree(specs, nodes(3))
+    assert err.value.path == f"hyperNodes[{MAX_PATTERNS_PER_NAME}].spec.members[1].selector.regexMatch.pattern"
+    assert "'n1' is matched by 65 distinct regexMatch patterns, over the limit of 64" in err.value.rule
+
+
+def test_patterns_too_large_together_are_refused_naming_the_longest() -> None:
+    patterns = [f"a[ab]{{{100 + k % 800}}}c{k}" for k in range(1000)]  # each fine alone (1 MiB each at most)
+    patterns[3] = "a[ab]{999}c" + "x" * 10
+    with pytest.raises(InvalidInput) as err:
+        build_tree(regex_leaves(patterns), nodes(1))
+    assert err.value.path == "hyperNodes[3].spec.members[0].selector.regexMatch.pattern"
+    assert "need more than 32 MiB of RE2 program together" in err.value.rule
+
+
+def test_matching_stops_at_its_cpu_budget_read_from_the_given_clock() -> None:
+    from federation.domain.patterns import MatchBudget
+
+    readings = iter(range(1000))
+
+    def clock() -> float:  # one second per reading: the second name is over a 1.5 s budget
+        return float(next(readings))
+
+    specs = regex_leaves(["^n1", "^n22$"])
+    with pytest.raises(InvalidInput) as err:
+        build_tree(specs, nodes(40), MatchBudget(1.5, clock))
+    assert err.value.path == "hyperNodes[1].spec.members[0].selector.regexMatch.pattern"
+    assert "took over 1.5 s of CPU (the limit)" in err.value.rule
+    assert build_tree(specs, nodes(40), MatchBudget(100.0, clock)).domains["leaf-1"].nodes == {"n22"}
+    ok = ClusterSnapshot("c", tuple(nodes(40)), tuple(specs))  # no budget: read back from the store
+    assert ok.tree.domains["leaf-0"].nodes == {"n1", *(f"n{i}" for i in range(10, 20))}
