@@ -36,12 +36,14 @@ def _ref(pod: PodRecord) -> PodRef:
 
 def job_pods(job: Job, pods: Iterable[PodRecord], version: int | None = None) -> list[PodRecord]:
     """The job's pods (of ``version`` when given), sorted by name; a workload job's pods
-    get their index here (agents/core/workloads.py), its controller having named them."""
+    get their index here (agents/core/workloads.py), its controller having named them, and
+    those ranked past twice the replicas (finished pods its controller replaced and left
+    behind) are left out: they hold no room, and central refuses a report naming them."""
     mine = [p for p in pods if p.job == job.name and p.namespace == job.namespace]
     if job.workload is not None:
         from agents.core.workloads import index_pods  # workloads imports reconcile, which imports us
 
-        mine = index_pods(job, mine)
+        mine = [p for p in index_pods(job, mine) if p.index < 2 * job.tasks[0].replicas]
     return sorted((p for p in mine if version is None or p.version == version), key=lambda p: p.name)
 
 

@@ -13,7 +13,12 @@ the workload (delete, then create): the controller's pods of the old version go 
 old ones are gone.
 
 Pods have no deterministic names here, so each gets an index for placement and status:
-a StatefulSet pod its ordinal, a Deployment pod its rank by name among the job's pods.
+a StatefulSet pod its ordinal, a Deployment pod its rank by name among the job's pods
+of its version — the live ones first: a ReplicaSet leaves an evicted pod behind, Failed,
+when it replaces it, and ranked among them the live pods took indices past the replicas
+(the gang looked incomplete while it ran, and central refuses an index past twice the
+replicas). Pods ranked past twice the replicas, such leftovers only, are not reported
+(``agents.core.events.job_pods``).
 Repair is the controller's: a lost pod is recreated unbound and bound again inside the
 same HyperNode (bound pods count toward the gang); when the gang cannot be completed
 there, the bound pods are released and the Work reports Replan. Restart policies do not
@@ -99,12 +104,13 @@ def _ordinal(name: str, prefix: str) -> int | None:
 
 def index_pods(job: Job, pods: Iterable[PodRecord]) -> list[PodRecord]:
     """The job's pods, each with a task index: a StatefulSet pod's ordinal, else the rank
-    of the pod's name among those of its work version (pods sorted by name)."""
+    of the pod's name among those of its work version, live pods (neither finished nor
+    being deleted) ranked first (module doc)."""
     assert job.workload is not None
     task = job.tasks[0].name
     out: list[PodRecord] = []
     ranks: dict[int, int] = {}
-    for pod in sorted(pods, key=lambda p: p.name):
+    for pod in sorted(pods, key=lambda p: (p.terminal or p.deleting, p.name)):
         index = _ordinal(pod.name, f"{job.name}-") if job.workload.kind == "StatefulSet" else None
         if index is None:
             index = ranks.get(pod.version, 0)

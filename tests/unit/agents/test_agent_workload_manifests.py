@@ -179,3 +179,31 @@ def test_the_created_workload_gives_gpu_requests_an_equal_limit_as_pods_get() ->
     body = workload_body(render_workload(work(serve())))
     resources = body["spec"]["template"]["spec"]["containers"][0]["resources"]
     assert resources["limits"] == {"nvidia.com/gpu": 4}
+
+
+def test_evicted_deployment_pods_neither_hide_the_live_gang_nor_get_the_report_refused() -> None:
+    """A ReplicaSet replaces an evicted pod but leaves the Failed one behind (until the
+    cluster's pod GC, at thousands of pods). Ranked by name among all pods, four of them
+    pushed the three live pods to indices 4 to 6: the gang (indices below the replicas)
+    looked empty, the job said "waiting for 0 of 3 pods" while all three ran, and central
+    refused every report of it (an index past twice the replicas), so its state froze."""
+    from agents.core.events import job_pods
+    from agents.core.reconcile import Observed
+    from agents.core.records import PodRecord
+    from federation.service.agent_status import _check_pods
+    from federation.v1 import agent_pb2
+
+    job = serve()
+    labels = {LABEL_JOB: "serve", LABEL_WORK_VERSION: "1"}
+    evicted = [PodRecord(f"serve-7d9f-a{i}", "default", labels=labels, node="n0", phase="Failed", reason="Evicted")
+               for i in range(4)]
+    live = [PodRecord(f"serve-7d9f-b{i}", "default", labels=labels, node=f"n{i}", phase="Running") for i in range(3)]
+    w = work(job, hypernode="t1-l0")
+    have = render_workload(w)
+    result = reconcile_workload(w, Observed(pods=(*evicted, *live), workloads=(have,)))
+    assert (result.phase, result.message) == ("Running", "")
+    reported = job_pods(job, [*evicted, *live], 1)
+    assert {p.name: p.index for p in reported if p.phase == "Running"} == {
+        "serve-7d9f-b0": 0, "serve-7d9f-b1": 1, "serve-7d9f-b2": 2}
+    _check_pods(agent_pb2.WorkStatus(pods=[agent_pb2.PodStatus(task=p.task, index=p.index, node=p.node or "",
+                                                               phase=p.phase) for p in reported]), job)
