@@ -26,14 +26,30 @@ import os
 import signal
 import sys
 from dataclasses import replace
-from pathlib import Path
 
 import grpc
 
 from agents.backend import ClusterBackend
 from agents.failpoints import with_failpoints
+from agents.flags import (
+    LEASE_SECONDS_MAX,
+    LEASE_SECONDS_MIN,
+    MAX_FAKE_NODES,
+    agent_identity,
+    agent_token,
+    checked,
+    cluster_label,
+    label_keys,
+    pem_file,
+    server_address,
+    token_file,
+)
 from agents.metrics import NO_AGENT_METRICS, AgentMetrics, measured
 from agents.runtime import AgentRuntime, Fenced, RuntimeConfig
+from federation.cli.errors import fail
+from federation.cli.numbers import integer_flag, number_flag
+from federation.domain.errors import InvalidInput
+from federation.domain.names import dns_label, dns_subdomain
 from federation.logs import add_secret, configure, set_fields
 from federation.metrics.exporter import parse_listen, serve_metrics, with_process_metrics
 
@@ -43,29 +59,37 @@ log = logging.getLogger("agents.main")
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="federation-agent", description="Run the federation agent of one cluster.")
-    p.add_argument("--cluster", required=True, help="the member cluster's name")
-    p.add_argument("--server", required=True, help="central service HOST:PORT")
+    p.add_argument("--cluster", required=True, type=checked(dns_label), help="the member cluster's name")
+    p.add_argument("--server", required=True, type=checked(server_address), help="central service HOST:PORT")
     p.add_argument("--kubeconfig", help="kubeconfig of the member cluster (default: in-cluster service account)")
     p.add_argument("--context", help="kubeconfig context")
-    p.add_argument("--fake-nodes", type=int, default=0, help="use an in-memory cluster of N 8-GPU nodes")
-    p.add_argument("--token", help="this cluster's agent token (prefer --token-file)")
+    p.add_argument("--fake-nodes", type=integer_flag(0, MAX_FAKE_NODES), default=0,
+                   help=f"use an in-memory cluster of N 8-GPU nodes (at most {MAX_FAKE_NODES})")
+    p.add_argument("--token", type=checked(agent_token), help="this cluster's agent token (prefer --token-file)")
     p.add_argument("--token-file", help="file holding the agent token")
     p.add_argument("--ca", help="CA bundle (PEM) to verify the central service; enables TLS")
     p.add_argument("--cert", help="client certificate (PEM) for mutual TLS")
     p.add_argument("--key", help="client key (PEM) for mutual TLS")
-    p.add_argument("--namespace", help="namespace of the leader-election Lease (default federation-system)")
-    p.add_argument("--lease-namespace", help="alias of --namespace")
-    p.add_argument("--lease-name", help="the Lease's name (default federation-agent-<cluster>)")
+    p.add_argument("--namespace", type=checked(dns_label),
+                   help="namespace of the leader-election Lease (default federation-system)")
+    p.add_argument("--lease-namespace", type=checked(dns_label), help="alias of --namespace")
+    p.add_argument("--lease-name", type=checked(dns_subdomain),
+                   help="the Lease's name (default federation-agent-<cluster>)")
     p.add_argument("--no-leader-election", action="store_true",
                    help="act without a Lease (a single replica; the epoch is the process start time)")
-    p.add_argument("--lease-duration", type=float, default=15.0)
-    p.add_argument("--identity", default=os.environ.get("POD_NAME", ""), help="this replica's name")
-    p.add_argument("--label-discovery", default="", help="comma-separated node label keys, highest network level "
-                                                          "first, to discover HyperNodes from (Volcano label source)")
-    p.add_argument("--cluster-label", action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("--lease-duration", type=number_flag(LEASE_SECONDS_MIN, LEASE_SECONDS_MAX), default=15.0,
+                   metavar="SECONDS", help="the Lease's duration; renewal at 2/3 of it (default 15)")
+    p.add_argument("--identity", type=checked(agent_identity), default=os.environ.get("POD_NAME", ""),
+                   help="this replica's name")
+    p.add_argument("--label-discovery", type=checked(label_keys), default="",
+                   help="comma-separated node label keys, highest network level first, to discover HyperNodes "
+                        "from (Volcano label source)")
+    p.add_argument("--cluster-label", action="append", type=checked(cluster_label), default=[], metavar="KEY=VALUE",
                    help="a label of the cluster (used by propagation policies), repeatable")
-    p.add_argument("--heartbeat-seconds", type=float, default=5.0)
-    p.add_argument("--snapshot-period-seconds", type=float, default=30.0)
+    p.add_argument("--heartbeat-seconds", type=number_flag(0.1, 3600), default=5.0, metavar="SECONDS",
+                   help="a heartbeat this often (default 5; keep it under central's --agent-grace-seconds)")
+    p.add_argument("--snapshot-period-seconds", type=number_flag(1, 86400), default=30.0, metavar="SECONDS",
+                   help="a snapshot at least this often, besides one on every change (default 30)")
     p.add_argument("--log-format", choices=("text", "json"), default="text",
                    help="text, or json: one JSON object per line with the cluster (and job) as fields")
     p.add_argument("--metrics-listen", metavar="HOST:PORT",
@@ -74,35 +98,27 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _read(path: str | None) -> bytes | None:
-    return Path(path).read_bytes() if path else None
-
-
 def credentials(args: argparse.Namespace) -> grpc.ChannelCredentials | None:
+    """TLS from ``--ca``/``--cert``/``--key``, each file read bounded; ``InvalidInput`` naming the flag."""
     if not (args.ca or args.cert or args.key):
         return None
     if bool(args.cert) != bool(args.key):
-        raise SystemExit("error: --cert and --key go together")
-    return grpc.ssl_channel_credentials(root_certificates=_read(args.ca), private_key=_read(args.key),
-                                        certificate_chain=_read(args.cert))
+        raise InvalidInput("--cert", "--cert and --key go together")
+    return grpc.ssl_channel_credentials(root_certificates=pem_file(args.ca, "--ca"),
+                                        private_key=pem_file(args.key, "--key"),
+                                        certificate_chain=pem_file(args.cert, "--cert"))
 
 
 def config(args: argparse.Namespace) -> RuntimeConfig:
-    token = args.token
-    if args.token_file:
-        token = Path(args.token_file).read_text().strip()
-    labels = {}
-    for item in args.cluster_label:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"error: --cluster-label {item!r} is not KEY=VALUE")
-        labels[key] = value
+    """The runtime's configuration; reads the secret files, so ``InvalidInput`` names a bad one."""
+    token = token_file(args.token_file) if args.token_file else args.token
+    add_secret(token)
     return RuntimeConfig(
         cluster=args.cluster, server=args.server, agent_id=args.identity, token=token,
         credentials=credentials(args), heartbeat_seconds=args.heartbeat_seconds,
         snapshot_period_seconds=args.snapshot_period_seconds,
-        label_keys=tuple(k.strip() for k in args.label_discovery.split(",") if k.strip()),
-        cluster_labels=labels,
+        label_keys=label_keys(args.label_discovery, "--label-discovery"),
+        cluster_labels=dict(cluster_label(item, "--cluster-label") for item in args.cluster_label),
     )
 
 
@@ -117,8 +133,7 @@ def fake_backend(cluster: str, nodes: int) -> ClusterBackend:
                                  for i in range(nodes)], clock=time.time)
 
 
-async def run(args: argparse.Namespace, metrics: AgentMetrics = NO_AGENT_METRICS) -> int:
-    cfg = config(args)
+async def run(args: argparse.Namespace, cfg: RuntimeConfig, metrics: AgentMetrics = NO_AGENT_METRICS) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -185,10 +200,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     configure(args.log_format, level=logging.DEBUG if args.verbose else logging.INFO)
     set_fields(cluster=args.cluster)
-    add_secret(args.token)
-    if args.token_file:
-        with contextlib.suppress(OSError):
-            add_secret(Path(args.token_file).read_text().strip())
+    try:
+        cfg = config(args)
+    except InvalidInput as exc:
+        return fail(str(exc))
     metrics: AgentMetrics = NO_AGENT_METRICS
     exporter = None
     if args.metrics_listen:
@@ -202,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         log.info("metrics on http://%s/metrics", exporter.address)
     try:
-        return asyncio.run(run(args, metrics))
+        return asyncio.run(run(args, cfg, metrics))
     finally:
         if exporter is not None:
             exporter.stop()
