@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from agents.backend import ClusterBackend
 from agents.core.apply import Applied, apply_ops, observe_job
-from agents.core.events import job_pods, observe, pod_events
+from agents.core.events import job_pods, live_pods, observe, pod_events, track_deletions
 from agents.core.operations import BindPod, CreatePod, DeletePod, Op
 from agents.core.plugins import secret_refs
 from agents.core.priority import (
@@ -39,6 +39,7 @@ from agents.core.priority import (
 from agents.core.reconcile import Observed, ops_for_actions, reconcile
 from agents.core.records import LABEL_JOB, PodRecord
 from agents.core.recovery import (
+    PODS_FINISHED,
     RESTART_POD,
     RESTART_TASK,
     RUNNING,
@@ -103,7 +104,7 @@ class JobController:
         if work.version == self.work.version and work.generation < self.work.generation:
             return False  # an older pod set of this version (reordered after a growth)
         if work.version > self.work.version:
-            self.state = replace(self.state, phase=RUNNING, handled=frozenset(), reason="")
+            self.state = replace(self.state, phase=RUNNING, handled=frozenset(), reason="", live=(), evicted=())
             self.hints = ()
         self.work = work
         return True
@@ -116,7 +117,9 @@ class JobController:
         executed: list[Action] = []
         wake_at: float | None = None if self.work.cancelled else self._priority_retry_at
         error = ""
-        if not work.cancelled and work.job.workload is None:  # a workload's controller repairs its pods
+        recovering = not work.cancelled and work.job.workload is None  # a workload's controller repairs its pods
+        if recovering:
+            self.state = track_deletions(self.state, pods, now)
             executed, due, applied = await self._recover(backend, work, observed, pods, now)
             wake_at = due if wake_at is None or (due is not None and due < wake_at) else wake_at
             error = applied.error
@@ -134,6 +137,8 @@ class JobController:
                       len(result.ops), applied.error or "applied")
         if executed or any(isinstance(op, _POD_OPS) for op in applied.done):
             pods = await _pods_now(backend, work)
+        if recovering:  # what is live now, after this pass's own deletions
+            self.state = replace(self.state, live=live_pods(pods))
         phase, message = result.phase, result.message
         if self.state.phase in TERMINAL_JOB_PHASES and self.state.reason and not work.cancelled:
             # Report why the job ended, on every pass (not only the one that ended it): the
@@ -201,9 +206,11 @@ class JobController:
         job_wide = False
         ready: list[Action] = []
         wake_at: float | None = None
-        for event in pod_events(job, pods, observed.nodes, now):
+        for event in pod_events(job, pods, observed.nodes, now, state.evicted):
             if job_wide or _covered(event, covered):
                 continue
+            if event.event == PODS_FINISHED and (ready or wake_at is not None):
+                continue  # a restart (or one waiting for its timeout) comes before the verdict
             for action in decide(job, state, event, now, room=room):
                 if not action.ready(now):
                     wake_at = action.due if wake_at is None else min(wake_at, action.due)

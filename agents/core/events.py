@@ -17,13 +17,15 @@ from agents.core.recovery import (
     POD_EVICTED,
     POD_FAILED,
     POD_PENDING,
+    PODS_FINISHED,
     TASK_COMPLETED,
+    TASK_FAILED,
     UNKNOWN,
     JobRuntimeState,
     PodEvent,
     PodRef,
 )
-from federation.domain.jobs import Job
+from federation.domain.jobs import DEFAULT_MAX_RETRY, Job
 from federation.domain.nodes import Node
 from federation.domain.states import PodPhase
 
@@ -47,9 +49,12 @@ def job_pods(job: Job, pods: Iterable[PodRecord], version: int | None = None) ->
     return sorted((p for p in mine if version is None or p.version == version), key=lambda p: p.name)
 
 
-def pod_events(job: Job, pods: Sequence[PodRecord], nodes: Sequence[Node], now: float) -> list[PodEvent]:
+def pod_events(job: Job, pods: Sequence[PodRecord], nodes: Sequence[Node], now: float,
+               evicted: Sequence[PodEvent] = ()) -> list[PodEvent]:
     """Conditions of the job's live pods: node lost (one event per node), failed, evicted,
-    unknown, pending; then one TaskCompleted per task whose pods all succeeded.
+    unknown, pending, and ``evicted`` (pods deleted by someone else, ``track_deletions``);
+    then one TaskFailed per task whose containers restarted too often, one TaskCompleted
+    per task whose pods all succeeded, and PodsFinished once every replica has ended.
     Pods already being deleted are skipped: an action is already under way for them."""
     usable = {n.name for n in nodes if n.ready}
     lost: dict[str, list[PodRecord]] = {}
@@ -73,10 +78,71 @@ def pod_events(job: Job, pods: Sequence[PodRecord], nodes: Sequence[Node], now: 
         tasks = sorted({p.task for p in on_node})
         since = max(p.phase_since for p in on_node)  # a replacement pod gets a new identity
         node_events.append(PodEvent(NODE_LOST, tasks[0] if len(tasks) == 1 else "", refs, None, since, node))
+    events += evicted
+    events += task_failures(job, pods)
     for task in completed_tasks(job, pods):
         since = max(p.phase_since for p in pods if p.task == task)
         events.append(PodEvent(TASK_COMPLETED, task, (), None, since))
+    events += pods_finished(job, pods)
     return node_events + events
+
+
+def task_failures(job: Job, pods: Sequence[PodRecord]) -> list[PodEvent]:
+    """TaskFailed for each task whose Running and Pending pods' containers have restarted
+    at least its ``maxRetry`` times in total (0 or unset: 3), as Volcano's job cache
+    ``TaskFailed`` counts (pkg/controllers/cache/cache.go). It names the restarted pods;
+    it begins when the latest of them entered its phase, so it is acted on once per set of
+    pods (a restart replaces them, and the count starts again)."""
+    out: list[PodEvent] = []
+    for task in job.tasks:
+        counted = [p for p in pods if p.task == task.name and not p.deleting
+                   and p.phase in (PodPhase.RUNNING, PodPhase.PENDING)]
+        if counted and sum(p.restarts for p in counted) >= (task.max_retry or DEFAULT_MAX_RETRY):
+            restarted = [p for p in counted if p.restarts]
+            out.append(PodEvent(TASK_FAILED, task.name, tuple(_ref(p) for p in restarted), None,
+                                max(p.phase_since for p in counted)))
+    return out
+
+
+def pods_finished(job: Job, pods: Sequence[PodRecord]) -> list[PodEvent]:
+    """PodsFinished when every replica of every task has a pod that has ended (Succeeded
+    or Failed); it names the Succeeded pods, whose count settles the job."""
+    ended = {(p.task, p.index): p for p in pods if p.terminal and not p.deleting}
+    if len(ended) < job.total_replicas or any((t.name, i) not in ended for t in job.tasks for i in range(t.replicas)):
+        return []
+    succeeded = tuple(_ref(p) for p in ended.values() if p.phase == PodPhase.SUCCEEDED)
+    return [PodEvent(PODS_FINISHED, "", succeeded, None, max(p.phase_since for p in ended.values()))]
+
+
+def live_pods(pods: Sequence[PodRecord]) -> tuple[PodRef, ...]:
+    """The pods that have neither ended nor begun deleting (``JobRuntimeState.live``)."""
+    return tuple(_ref(p) for p in pods if not p.terminal and not p.deleting)
+
+
+def track_deletions(state: JobRuntimeState, pods: Sequence[PodRecord], now: float) -> JobRuntimeState:
+    """PodEvicted for each pod live at the end of the last pass that is now gone or being
+    deleted: the agent deletes its pods only within a pass, after which they are no
+    longer live, so someone else deleted these (Volcano raises PodEvicted on a pod's
+    deletion, pkg/controllers/job/job_controller_handler.go ``deletePod``). Earlier ones
+    are kept until acted on, or until the pod runs again (Volcano cancels a delayed action
+    then). An agent that restarts starts with no live pods: it does not see deletions
+    made while it was away, only their recreated pods."""
+    now_by_name = {p.name: p for p in pods}
+
+    def gone(ref: PodRef) -> bool:
+        pod = now_by_name.get(ref.name)
+        return pod is None or pod.deleting
+
+    def running_again(event: PodEvent) -> bool:
+        pod = now_by_name.get(event.pods[0].name)
+        return (pod is not None and not pod.deleting and pod.phase == PodPhase.RUNNING
+                and pod.phase_since >= event.since)
+
+    kept = [e for e in state.evicted if e.key not in state.handled and not running_again(e)]
+    known = {e.pods[0].name for e in kept}
+    fresh = [PodEvent(POD_EVICTED, ref.task, (ref,), None, now, ref.node, deleted=True)
+             for ref in state.live if gone(ref) and ref.name not in known]
+    return replace(state, evicted=(*kept, *fresh), live=())
 
 
 def completed_tasks(job: Job, pods: Sequence[PodRecord]) -> frozenset[str]:

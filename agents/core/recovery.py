@@ -9,18 +9,37 @@ staging/src/volcano.sh/apis/pkg/apis/bus/v1alpha1/{events,actions}.go):
 - Task policies are consulted first, then job policies; the first policy whose events
   contain the event (or ``*``), or whose ``exitCode`` equals the pod's exit code, wins.
 - ``PodPending`` only fires for a policy with a ``timeout``.
+- ``PodEvicted`` is a pod deleted by someone other than the agent (a drain, a preemption,
+  ``kubectl delete``): Volcano raises it from its pod-deletion handler
+  (pkg/controllers/job/job_controller_handler.go ``deletePod``). With no policy for it the
+  pod is simply recreated, as Volcano's SyncJob recreates a missing pod. A pod that ended
+  Failed with an eviction reason (the kubelet's) is PodEvicted too, and falls back to the
+  PodFailed policies when none names PodEvicted: Volcano sees such a pod as PodFailed.
+- ``TaskFailed``: the containers of a task's Running and Pending pods have restarted, in
+  total, at least the task's ``maxRetry`` times (default 3; Volcano's job cache
+  ``TaskFailed`` in pkg/controllers/cache/cache.go). Only a policy acts on it.
 - ``timeout`` delays the action: it is due at ``event.since + timeout``; an action not yet
   due is returned with ``due > now`` and is re-decided at that time (the condition must
   still hold then — a pod that started running meanwhile produces no event).
-- ``maxRetry`` (job, default 3) bounds restarts; a task's own ``maxRetry``, when set,
-  bounds RestartPod/RestartTask for that task instead. An exhausted budget fails the job
-  with a reason naming the budget, the event and the pod.
+- ``maxRetry`` (job, default 3) counts every restart, RestartPod and RestartTask as well
+  as RestartJob, and the restart that brings the count to ``maxRetry`` fails the job
+  instead (pkg/controllers/job/state/running.go increments ``RetryCount`` on each restart
+  action; state/restarting.go fails the job once it reaches ``maxRetry``; Volcano's e2e
+  test/e2e/jobp/job_restart.go: ``maxRetry: 2`` ends Failed with ``RetryCount`` 2, so the
+  job ran twice). The job fails with a reason naming the budget, the event and the pod.
+  A task's ``maxRetry`` is not a restart budget: it is the TaskFailed threshold (below).
 
 Defaults when no policy matches (kept simple and documented, close to Volcano, where a
 job fails once failed pods make ``minAvailable`` unreachable):
 PodFailed/PodEvicted fail the job when the pods left are fewer than ``minAvailable``
-(else the elastic job continues); Unknown and PodPending do nothing; TaskCompleted
-completes the job once every task has completed.
+(else the elastic job continues); Unknown, PodPending, TaskFailed and a deleted pod's
+PodEvicted do nothing; TaskCompleted completes the job once every task has completed.
+``PodsFinished`` (ours: every replica's pod has ended) settles the job as Volcano's
+running state does when succeeded + failed pods reach the replicas
+(pkg/controllers/job/state/running.go): Failed when a task with its own
+``minAvailable`` has fewer Succeeded pods (checked only when the job's ``minAvailable``
+covers the tasks' minimums, a task's defaulting to its replicas), else Completed when
+the Succeeded pods reach the job's ``minAvailable``, else Failed.
 
 ``NodeLost`` is ours (Volcano has no such event: its pods eventually fail or are
 evicted): pods on a NotReady or deleted node are replaced in place inside the same
@@ -31,8 +50,8 @@ does not consume ``maxRetry``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from agents.core.binding import replacement_node
 from agents.core.records import pod_name
@@ -43,8 +62,9 @@ from federation.domain.resources import Resources
 from federation.domain.topology import Domain
 
 POD_FAILED, POD_EVICTED, POD_PENDING = "PodFailed", "PodEvicted", "PodPending"
-TASK_COMPLETED, UNKNOWN, NODE_LOST = "TaskCompleted", "Unknown", "NodeLost"
-EVENTS = (POD_FAILED, POD_EVICTED, POD_PENDING, TASK_COMPLETED, UNKNOWN, NODE_LOST)
+TASK_COMPLETED, TASK_FAILED, UNKNOWN = "TaskCompleted", "TaskFailed", "Unknown"
+NODE_LOST, PODS_FINISHED = "NodeLost", "PodsFinished"  # ours: no policy names them
+EVENTS = (POD_FAILED, POD_EVICTED, POD_PENDING, TASK_COMPLETED, TASK_FAILED, UNKNOWN, NODE_LOST, PODS_FINISHED)
 
 RESTART_POD, RESTART_TASK, RESTART_JOB = "RestartPod", "RestartTask", "RestartJob"
 ABORT_JOB, TERMINATE_JOB, COMPLETE_JOB = "AbortJob", "TerminateJob", "CompleteJob"
@@ -76,6 +96,9 @@ class PodEvent:
     exit_code: int | None = None
     since: float = 0.0
     node: str = ""
+    # PodEvicted of a pod someone else deleted (not a pod that ended Failed): with no
+    # policy for it the pod is recreated, not counted against minAvailable.
+    deleted: bool = False
 
     @property
     def pod(self) -> PodRef | None:
@@ -126,10 +149,15 @@ class JobRuntimeState:
 
     phase: str = RUNNING
     retries: int = 0
-    task_retries: Mapping[str, int] = field(default_factory=dict)
     failed_pods: frozenset[str] = frozenset()  # pods observed Failed right now
     completed_tasks: frozenset[str] = frozenset()  # tasks whose pods all Succeeded
     handled: frozenset[str] = frozenset()  # PodEvent keys already acted on
+    # The job's pods that were neither ended nor being deleted when the last pass ended:
+    # one missing (or being deleted) at the next pass was deleted by someone else.
+    live: tuple[PodRef, ...] = ()
+    # PodEvicted of those deletions, kept until acted on or the pod runs again (a delayed
+    # action is cancelled then, as Volcano cancels it on the pod's PodRunning).
+    evicted: tuple[PodEvent, ...] = ()
     # Why the job ended (the job-ending action's message, e.g. "maxRetry 3 exhausted after
     # PodFailed of pod X"). Kept here, not only in the one-off JobEvent, because every later
     # status report of the terminal job must carry it: central records a job's reason from
@@ -147,9 +175,17 @@ class Room:
 
 
 def matching_policy(job: Job, event: PodEvent) -> tuple[LifecyclePolicy, str] | None:
-    """The policy that applies and the cause string; task policies before job policies."""
-    task_policies = job.task(event.task).policies if event.task and _has_task(job, event.task) else ()
-    for policy in (*task_policies, *job.policies):
+    """The policy that applies and the cause string; task policies before job policies.
+    A pod that ended Failed with an eviction reason is PodEvicted to us but PodFailed to
+    Volcano, so with no PodEvicted policy it gets the PodFailed ones."""
+    matched = _first_match(job, event)
+    if matched is None and event.event == POD_EVICTED and not event.deleted:
+        return _first_match(job, replace(event, event=POD_FAILED))
+    return matched
+
+
+def _first_match(job: Job, event: PodEvent) -> tuple[LifecyclePolicy, str] | None:
+    for policy in job.policies_for(event.task):
         if policy.events and (event.event in policy.events or "*" in policy.events):
             if event.event == POD_PENDING and policy.timeout_seconds is None:
                 continue  # PodPending only fires with a timeout
@@ -169,15 +205,6 @@ def _task_pods(job: Job, task: str) -> tuple[str, ...]:
 
 def _all_pods(job: Job) -> tuple[str, ...]:
     return tuple(pod_name(job.name, t, i) for t, i, _ in job.pods())
-
-
-def _budget(job: Job, state: JobRuntimeState, kind: str, task: str) -> tuple[int, int, str]:
-    """(used, limit, label) of the retry budget an action of ``kind`` consumes."""
-    if kind in (RESTART_POD, RESTART_TASK) and task and _has_task(job, task):
-        limit = job.task(task).max_retry
-        if limit is not None:
-            return state.task_retries.get(task, 0), limit, f"task {task} maxRetry {limit}"
-    return state.retries, job.max_retry, f"maxRetry {job.max_retry}"
 
 
 def _action(
@@ -206,6 +233,8 @@ def decide(job: Job, state: JobRuntimeState, event: PodEvent, now: float, *, roo
         return []
     if event.event == NODE_LOST:
         return _node_lost(job, event, now, room)
+    if event.event == PODS_FINISHED:
+        return _pods_finished(job, event, now)
     matched = matching_policy(job, event)
     if matched is None:
         return _default(job, state, event, now)
@@ -216,12 +245,12 @@ def decide(job: Job, state: JobRuntimeState, event: PodEvent, now: float, *, roo
         kind = RESTART_TASK  # TaskCompleted has no pod to restart: restart its task
     task = event.task
     if kind in RESTARTS:
-        used, limit, label = _budget(job, state, kind, task)
-        if used >= limit:
+        used, limit = state.retries + 1, job.max_retry
+        if used >= limit:  # Volcano fails the job on the restart that reaches maxRetry
             return [_action(job, FAIL_JOB, event, now,
-                            f"{label} exhausted after {event.describe()}", cause=cause, task=task,
+                            f"maxRetry {limit} exhausted after {event.describe()}", cause=cause, task=task,
                             pods=_all_pods(job), due=due)]
-        retry = f" (retry {used + 1}/{limit})"
+        retry = f" (retry {used}/{limit})"
     else:
         retry = ""
     pods = {
@@ -234,7 +263,7 @@ def decide(job: Job, state: JobRuntimeState, event: PodEvent, now: float, *, roo
 
 
 def _default(job: Job, state: JobRuntimeState, event: PodEvent, now: float) -> list[Action]:
-    if event.event in (POD_FAILED, POD_EVICTED):
+    if event.event in (POD_FAILED, POD_EVICTED) and not event.deleted:
         failed = state.failed_pods | {p.name for p in event.pods}
         left = job.total_replicas - len(failed)
         if left < job.gang_size:
@@ -249,6 +278,27 @@ def _default(job: Job, state: JobRuntimeState, event: PodEvent, now: float) -> l
             return [_action(job, COMPLETE_JOB, event, now, "all tasks completed", cause=event.event,
                             task=event.task, pods=_all_pods(job))]
     return []
+
+
+def _pods_finished(job: Job, event: PodEvent, now: float) -> list[Action]:
+    """Volcano's verdict on a job whose every pod has ended; ``event.pods`` are the
+    Succeeded ones (pkg/controllers/job/state/running.go, the default branch)."""
+    succeeded: dict[str, int] = {}
+    for ref in event.pods:
+        succeeded[ref.task] = succeeded.get(ref.task, 0) + 1
+    total = sum(succeeded.values())
+    # Volcano's admission gives a task without minAvailable its replicas, and a job
+    # without one the sum of its tasks' (pkg/webhooks/admission/jobs/mutate).
+    task_minimum = {t.name: t.replicas if t.min_available is None else t.min_available for t in job.tasks}
+    job_minimum = job.min_available if job.min_available is not None else sum(task_minimum.values())
+    short = [t for t in task_minimum if succeeded.get(t, 0) < task_minimum[t]]
+    if short and job_minimum >= sum(task_minimum.values()):
+        task = short[0]
+        return [_action(job, FAIL_JOB, event, now, f"all pods ended: task {task} has {succeeded.get(task, 0)} "
+                        f"Succeeded, minAvailable {task_minimum[task]}", cause=PODS_FINISHED, pods=_all_pods(job))]
+    kind = COMPLETE_JOB if total >= job_minimum else FAIL_JOB
+    return [_action(job, kind, event, now, f"all pods ended: {total} of {job.total_replicas} Succeeded, "
+                    f"minAvailable {job_minimum}", cause=PODS_FINISHED, pods=_all_pods(job))]
 
 
 def _node_lost(job: Job, event: PodEvent, now: float, room: Room | None) -> list[Action]:
@@ -278,19 +328,15 @@ def _node_lost(job: Job, event: PodEvent, now: float, room: Room | None) -> list
 def record(job: Job, state: JobRuntimeState, actions: Sequence[Action], now: float) -> JobRuntimeState:
     """The state after executing the actions that were due at ``now`` (delayed ones are
     ignored: they are decided again when due)."""
-    retries, task_retries = state.retries, dict(state.task_retries)
+    retries = state.retries
     phase, handled, reason = state.phase, set(state.handled), state.reason
     for action in actions:
         if not action.ready(now):
             continue
         handled.add(action.event_key)
         if action.kind in RESTARTS and action.cause != NODE_LOST:
-            _, _, label = _budget(job, state, action.kind, action.task)
-            if label.startswith("task "):
-                task_retries[action.task] = task_retries.get(action.task, 0) + 1
-            else:
-                retries += 1
+            retries += 1
         if action.kind in _PHASE_AFTER:
             phase, reason = _PHASE_AFTER[action.kind], action.record.message
-    return replace(state, phase=phase, retries=retries, task_retries=task_retries, handled=frozenset(handled),
+    return replace(state, phase=phase, retries=retries, handled=frozenset(handled),
                    reason=reason)

@@ -326,6 +326,12 @@ class FakeCluster:
         pod.finish_at = None
         self._update(pod, phase=PodPhase.FAILED, reason="Evicted", exit_code=None, phase_since=self.clock())
 
+    def restart_container(self, name: str, namespace: str = "default") -> None:
+        """The kubelet restarted one of the pod's containers (restartPolicy OnFailure or
+        Always): the pod keeps its phase, its restart count grows."""
+        pod = self._live(namespace, name)
+        self._update(pod, restarts=pod.record.restarts + 1)
+
     def succeed_pod(self, name: str, namespace: str = "default") -> None:
         pod = self._live(namespace, name)
         pod.finish_at = None

@@ -23,7 +23,7 @@ from federation.domain.resources import Resources
 from federation.domain.scheduling import NodeConstraints, template_constraints
 from federation.domain.workloads import MIN_MEMBER, QUEUE_NAME, Workload
 
-RESTART_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "TaskCompleted", "Unknown")
+RESTART_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "TaskCompleted", "TaskFailed", "Unknown")
 RESTART_ACTIONS = ("RestartPod", "RestartTask", "RestartJob", "AbortJob", "TerminateJob", "CompleteJob")
 TOPOLOGY_MODES = ("hard", "soft")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -123,6 +123,8 @@ class Task:
     resources: Resources
     min_available: int | None = None
     policies: tuple[LifecyclePolicy, ...] = ()
+    # Volcano's TaskFailed threshold (restarts of the task's containers), not a restart
+    # budget: restarts spend the job's maxRetry. None or 0: 3 (agents/core/events.py).
     max_retry: int | None = None
     template_json: str = ""  # canonical JSON of the pod template (spec passed through to the cluster)
     # Volcano dependsOn: pods are created once these tasks run (any one of them with depends_on_any).
@@ -348,6 +350,9 @@ class Job:
         raise KeyError(name)
 
     def policies_for(self, task_name: str) -> tuple[LifecyclePolicy, ...]:
-        """Task policies override job policies (Volcano applyPolicies)."""
-        task = self.task(task_name)
-        return task.policies if task.policies else self.policies
+        """The policies an event of this task is matched against, first match wins: the
+        task's own, then the job's (Volcano's ``applyPolicies``, pkg/controllers/job/
+        job_controller_util.go, falls through to the job's policies when none of the
+        task's matches). An unknown task (a job-wide event) gets the job's."""
+        own = next((t.policies for t in self.tasks if t.name == task_name), ())
+        return (*own, *self.policies)

@@ -79,6 +79,12 @@ _JOB_SPEC_KEYS = ("queue", "minAvailable", "priorityClassName", "maxRetry", "tas
 _JOB_SPEC_UNSUPPORTED = ("volumes", "minSuccess", "ttlSecondsAfterFinished", "runningEstimate")
 _TASK_KEYS = ("name", "replicas", "minAvailable", "template", "policies", "maxRetry", "dependsOn")
 _TASK_UNSUPPORTED = ("topologyPolicy", "partitionPolicy")
+# Volcano accepts these in a policy (pkg/webhooks/admission/jobs/validate/util.go); we do not.
+_UNSUPPORTED_POLICY_TERMS = {
+    "JobUpdated": "a Job here is immutable once submitted (resubmit it), so it is never updated",
+    "RestartPartition": "it restarts a partition of tasks[].partitionPolicy, which is not supported",
+    "ResumeJob": "a policy cannot resume a job this agent ended",
+}
 _QUEUE_SPEC_KEYS = ("weight", "priority", "capability", "guarantee", "deserved", "reclaimable", "parent")
 _QUEUE_SPEC_UNSUPPORTED = ("affinity", "type", "extendClusters", "dequeueStrategy")
 
@@ -172,6 +178,8 @@ def _policy(raw: object, path: str) -> LifecyclePolicy:
     named += [(f"{path}.events[{k}]", e) for k, e in enumerate(sequence(item.get("events"), f"{path}.events"))]
     for where, value in named:
         event = string(value, where)
+        if event in _UNSUPPORTED_POLICY_TERMS:
+            raise InvalidInput(where, f"{event} not supported: {_UNSUPPORTED_POLICY_TERMS[event]}")
         if event not in RESTART_EVENTS:
             raise InvalidInput(where, f"unknown event {event!r} (one of {', '.join(RESTART_EVENTS)})")
         if event not in events:
@@ -179,6 +187,8 @@ def _policy(raw: object, path: str) -> LifecyclePolicy:
     if "action" not in item:
         raise InvalidInput(f"{path}.action", "is required")
     action = string(item["action"], f"{path}.action")
+    if action in _UNSUPPORTED_POLICY_TERMS:
+        raise InvalidInput(f"{path}.action", f"{action} not supported: {_UNSUPPORTED_POLICY_TERMS[action]}")
     if action not in RESTART_ACTIONS:
         raise InvalidInput(f"{path}.action", f"unknown action {action!r} (one of {', '.join(RESTART_ACTIONS)})")
     exit_code = integer(item["exitCode"], f"{path}.exitCode") if "exitCode" in item else None
@@ -261,6 +271,14 @@ def _check_job_fields(meta: Mapping[str, object], spec: Mapping[str, object], pa
     if "runningEstimate" in spec:
         raise InvalidInput(f"{path}.spec.runningEstimate", "not supported: the planner does not use run-time "
                            "estimates")
+
+
+def _max_retry(spec: Mapping[str, object], path: str) -> int:
+    """``spec.maxRetry``, where 0 (or none) means 3: Volcano's job admission writes 3 over
+    a zero (pkg/webhooks/admission/jobs/mutate ``patchDefaultMaxRetry``), so a Volcano job
+    saying ``maxRetry: 0`` is restarted like one saying nothing."""
+    value = integer(spec["maxRetry"], f"{path}.spec.maxRetry") if "maxRetry" in spec else 0
+    return value or DEFAULT_MAX_RETRY
 
 
 def _named(raw: object, index: int) -> object:
@@ -347,7 +365,7 @@ def parse_job(doc: Mapping[str, object], path: str, propagation: PropagationPoli
             if topology is not None else None,
             policies=_policies(spec.get("policies"), f"{path}.spec.policies"),
             plugins=_plugins(spec.get("plugins"), f"{path}.spec.plugins"),
-            max_retry=integer(spec["maxRetry"], f"{path}.spec.maxRetry") if "maxRetry" in spec else DEFAULT_MAX_RETRY,
+            max_retry=_max_retry(spec, path),
             propagation=propagation,
             tolerations=_common_tolerations([tols for _, tols in parsed]),
             topology_wait_seconds=_topology_wait(annotations, path),

@@ -242,7 +242,7 @@ async def test_fedctl_job_is_bound_in_its_hypernode_restarts_one_pod_and_fails_a
         federation: Federation) -> None:
     fed = federation
     name = unique("e2e-train")
-    await fed.submit(name, max_retry=1)
+    await fed.submit(name, max_retry=2)  # Volcano: the second restart reaches 2 and fails the job
     job = await fed.state(name, "JOB_STATE_RUNNING")
     cluster, hypernode = job["cluster"], job["hypernode"]
     tree = fed.trees[cluster]
@@ -264,11 +264,11 @@ async def test_fedctl_job_is_bound_in_its_hypernode_restarts_one_pod_and_fails_a
     assert {k: v for k, v in after.items() if k != victim} == {k: v for k, v in before.items() if k != victim}
     assert {p.node for p in await _pods(fed, cluster, name)} <= tree.members[hypernode]
 
-    _fail_pod(fed, cluster, victim)  # the second failure exceeds maxRetry 1
+    _fail_pod(fed, cluster, victim)  # its restart would be the second: maxRetry 2 reached
     failed = await fed.state(name, "JOB_STATE_FAILED")
     assert await fed.state(name, "JOB_STATE_FAILED")
     reason = failed.get("reason", "") + " " + failed.get("message", "")
-    assert "maxRetry 1 exhausted" in reason and victim in reason, failed
+    assert "maxRetry 2 exhausted" in reason and victim in reason, failed
 
 
 async def _gone(fed: Federation, name: str) -> None:

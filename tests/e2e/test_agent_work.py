@@ -165,7 +165,7 @@ async def test_restart_job_restarts_the_gang(control_plane: ControlPlane, kube_c
 async def test_max_retry_exhausted_fails_the_job_with_the_reason(
         control_plane: ControlPlane, kube_clients: dict[str, ApiClient]) -> None:
     backend = await backend_for(control_plane, "west")
-    job = gpu_job(unique("retry"), (("worker", 2, 2),), max_retry=1,
+    job = gpu_job(unique("retry"), (("worker", 2, 2),), max_retry=2,  # Volcano: one restart, then Failed
                   policies=(P("RestartPod", events=("PodFailed",)),))
     with Tree(control_plane, "west") as tree:
         driver = WorkDriver(backend, work_for(job, "west", tree.leaf_a)).start()

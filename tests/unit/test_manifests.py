@@ -78,7 +78,8 @@ def test_pytorch_job_with_propagation_policy_loads_every_field() -> None:
         ("RestartJob", ("PodPending",), None, 600.0),
         ("RestartPod", (), 137, None),
     ]
-    assert job.policies_for("master") == master.policies and job.policies_for("worker") == job.policies
+    assert job.policies_for("master") == (*master.policies, *job.policies)  # the task's first, then the job's
+    assert job.policies_for("worker") == job.policies
     assert job.plugins == (("env", ()), ("pytorch", ("--master=master", "--worker=worker", "--port=23456")),
                            ("svc", ()))
     assert [(t.key, t.operator) for t in job.tolerations] == [("nvidia.com/gpu", "Exists")]

@@ -41,9 +41,27 @@ def test_a_task_without_a_name_is_named_default_and_its_index_as_volcano_does() 
     pytest.param("minAvaliable: 1", "documents[0].spec.minAvaliable", "not supported (did you mean",
                  id="a typo says not supported and suggests the field"),
     pytest.param("volumes: []", "documents[0].spec.volumes", "not supported", id="a field we do not implement"),
+    pytest.param("policies: [{event: JobUpdated, action: RestartJob}]", "documents[0].spec.policies[0].event",
+                 "JobUpdated not supported", id="an event Volcano accepts that never happens here"),
+    pytest.param("policies: [{event: PodFailed, action: ResumeJob}]", "documents[0].spec.policies[0].action",
+                 "ResumeJob not supported", id="an action Volcano accepts that we do not run"),
 ])
 def test_refusals_name_the_field(spec: str, path: str, rule: str) -> None:
     with pytest.raises(InvalidInput) as info:
         load_manifests(JOB.format(spec=spec))
     assert info.value.path == path and rule in info.value.rule
     assert "unknown" not in info.value.rule
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    pytest.param("queue: q", 3, id="absent: 3"),
+    pytest.param("maxRetry: 0", 3, id="zero: 3, as Volcano's admission writes over it"),
+    pytest.param("maxRetry: 1", 1, id="one: no restart at all"),
+])
+def test_max_retry_is_defaulted_as_volcano_admission_does(spec: str, expected: int) -> None:
+    assert load_manifests(JOB.format(spec=spec)).job.max_retry == expected
+
+
+def test_task_failed_is_an_event_a_policy_may_name() -> None:
+    job = load_manifests(JOB.format(spec="policies: [{event: TaskFailed, action: AbortJob}]")).job
+    assert job.policies[0].events == ("TaskFailed",)

@@ -200,7 +200,7 @@ async def test_max_retry_exhaustion_is_the_reported_message_of_every_terminal_pa
     # alone lost why (the FailJob event is sent once and not recorded as the reason).
     clock = ManualClock()
     cluster = fake(clock=clock)
-    ctl = controller((P("RestartPod", events=("PodFailed",)),), max_retry=1)
+    ctl = controller((P("RestartPod", events=("PodFailed",)),), max_retry=2)
     await ctl.sync(cluster, clock(), None)
     cluster.fail_pod("train-worker-1")
     assert [a.kind for a in (await ctl.sync(cluster, clock(), None)).actions] == ["RestartPod"]
@@ -208,7 +208,7 @@ async def test_max_retry_exhaustion_is_the_reported_message_of_every_terminal_pa
     cluster.fail_pod("train-worker-1")
     failed = await ctl.sync(cluster, clock(), None)
     assert [a.kind for a in failed.actions] == ["FailJob"] and failed.phase == "Failed"
-    assert "maxRetry 1 exhausted after PodFailed of pod train-worker-1" in failed.message
+    assert "maxRetry 2 exhausted after PodFailed of pod train-worker-1" in failed.message
     assert ctl.state.reason == failed.events[0].message
     later = await ctl.sync(cluster, clock(), None)
     assert later.actions == () and later.phase == "Failed" and later.message == failed.message

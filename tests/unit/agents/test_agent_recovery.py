@@ -10,7 +10,9 @@ from agents.core.recovery import (
     POD_EVICTED,
     POD_FAILED,
     POD_PENDING,
+    PODS_FINISHED,
     TASK_COMPLETED,
+    TASK_FAILED,
     UNKNOWN,
     Action,
     JobRuntimeState,
@@ -41,6 +43,17 @@ def kinds(actions: list[Action]) -> list[tuple[str, tuple[str, ...]]]:
 
 WORKERS = ("train-worker-0", "train-worker-1")
 ALL = ("train-master-0", *WORKERS)
+FOUR = tuple(f"train-worker-{i}" for i in range(4))
+
+
+def deleted(pod: str = "train-worker-1", index: int = 1) -> PodEvent:
+    """A pod someone else deleted (controller: ``track_deletions``)."""
+    return PodEvent(POD_EVICTED, "worker", (PodRef(pod, "worker", index, "n1"),), None, 100.0, "n1", deleted=True)
+
+
+def finished(*succeeded: int) -> PodEvent:
+    """Every replica ended; the worker pods of these indices Succeeded."""
+    return PodEvent(PODS_FINISHED, "", tuple(PodRef(f"train-worker-{i}", "worker", i) for i in succeeded), None, 9.0)
 
 TABLE = [
     pytest.param(job(tasks=TWO_TASKS, policies=(P("RestartPod", events=(POD_FAILED,)),)), failed(),
@@ -68,8 +81,25 @@ TABLE = [
     pytest.param(job(tasks=TWO_TASKS, min_available=2, policies=(P("RestartJob", exit_code=137),)), failed(code=1),
                  [], id="exit-code-policy-ignores-other-codes-elastic-job-continues"),
     pytest.param(job(tasks=TWO_TASKS, policies=(P("RestartJob", exit_code=137),)),
-                 failed(event=POD_EVICTED, code=137), [("FailJob", ALL)],
-                 id="exit-code-policy-only-applies-to-failures"),
+                 failed(event=POD_EVICTED, code=137), [("RestartJob", ALL)],
+                 id="a-pod-that-ended-evicted-is-podfailed-to-volcano-so-its-exit-code-matches"),
+    pytest.param(job(tasks=TWO_TASKS, policies=(P("RestartJob", events=(POD_FAILED,)),)),
+                 failed(event=POD_EVICTED, code=None), [("RestartJob", ALL)],
+                 id="a-pod-that-ended-evicted-takes-the-podfailed-policy-when-none-names-podevicted"),
+    pytest.param(job(tasks=TWO_TASKS, policies=(P("RestartJob", events=(POD_FAILED,)),
+                                                P("RestartPod", events=(POD_EVICTED,)))),
+                 failed(event=POD_EVICTED, code=None), [("RestartPod", ("train-worker-1",))],
+                 id="a-podevicted-policy-wins-for-a-pod-that-ended-evicted"),
+    pytest.param(job(tasks=TWO_TASKS, policies=(P("RestartJob", events=(POD_FAILED,)),)), deleted(), [],
+                 id="a-pod-deleted-by-someone-else-is-not-podfailed-and-is-just-recreated"),
+    pytest.param(job(tasks=TWO_TASKS, policies=(P("RestartJob", events=(POD_EVICTED,)),)), deleted(),
+                 [("RestartJob", ALL)], id="a-pod-deleted-by-someone-else-is-podevicted"),
+    pytest.param(job(tasks=TWO_TASKS, policies=(P("AbortJob", events=(TASK_FAILED,)),)),
+                 PodEvent(TASK_FAILED, "worker", (PodRef("train-worker-0", "worker", 0),), None, 5.0),
+                 [("AbortJob", ALL)], id="task-failed-policy"),
+    pytest.param(job(tasks=TWO_TASKS, policies=(P("RestartJob", events=("*",)),)),
+                 PodEvent(TASK_FAILED, "worker", (PodRef("train-worker-0", "worker", 0),), None, 5.0),
+                 [("RestartJob", ALL)], id="star-matches-task-failed"),
     pytest.param(job(tasks=TWO_TASKS, policies=(P("RestartPod", events=(POD_PENDING,)),)),
                  PodEvent(POD_PENDING, "worker", (PodRef("train-worker-0", "worker", 0),), None, 0.0), [],
                  id="pod-pending-without-timeout-never-fires"),
@@ -89,6 +119,24 @@ TABLE = [
                  id="default-unknown-waits"),
     pytest.param(job(tasks=TWO_TASKS), PodEvent(TASK_COMPLETED, "worker", (), None, 9.0), [],
                  id="default-one-task-completed-is-not-the-job"),
+    pytest.param(job(tasks=TWO_TASKS), deleted(), [], id="default-deleted-pod-is-recreated"),
+    pytest.param(job(tasks=TWO_TASKS),
+                 PodEvent(TASK_FAILED, "worker", (PodRef("train-worker-0", "worker", 0),), None, 5.0), [],
+                 id="default-task-failed-does-nothing"),
+    # every replica ended (Volcano's running state, pkg/controllers/job/state/running.go)
+    pytest.param(job(tasks=(("worker", 4, 1),), min_available=2), finished(0, 1, 2), [("CompleteJob", FOUR)],
+                 id="all-ended-with-minavailable-succeeded-completes"),
+    pytest.param(job(tasks=(("worker", 4, 1),), min_available=2), finished(0), [("FailJob", FOUR)],
+                 id="all-ended-below-minavailable-fails"),
+    pytest.param(job(tasks=(("worker", 4, 1),)), finished(0, 1, 2), [("FailJob", FOUR)],
+                 id="all-ended-default-minavailable-is-every-replica"),
+    pytest.param(job(tasks=(("master", 1, 0), ("worker", 3, 1)), min_available=2, task_min={"master": 1}),
+                 finished(1, 2), [("CompleteJob", ("train-master-0", *FOUR[:3]))],
+                 id="task-minimums-above-the-jobs-are-not-checked"),
+    pytest.param(job(tasks=(("master", 1, 0), ("worker", 3, 1)), min_available=3,
+                     task_min={"master": 1, "worker": 2}),
+                 finished(0, 1, 2), [("FailJob", ("train-master-0", *FOUR[:3]))],
+                 id="a-task-below-its-minavailable-fails-the-job"),
 ]
 
 
@@ -142,28 +190,39 @@ def test_pod_pending_before_timeout_is_a_delayed_action() -> None:
     assert action.due == 160.0 and not action.ready(120.0)
 
 
-def test_restarts_count_against_max_retry_and_exhaustion_fails_the_job() -> None:
+def test_the_restart_that_reaches_max_retry_fails_the_job() -> None:
+    """Volcano counts the restart, then fails a job whose count reached maxRetry
+    (state/running.go, state/restarting.go): maxRetry 3 allows two restarts."""
     j = job(tasks=TWO_TASKS, policies=(P("RestartPod", events=(POD_FAILED,)),))
     state = JobRuntimeState()
-    for attempt in range(3):
+    for attempt in range(2):
         actions = decide(j, state, failed(since=float(attempt)), now=10.0 + attempt)
         assert kinds(actions) == [("RestartPod", ("train-worker-1",))]
         assert f"(retry {attempt + 1}/3)" in actions[0].record.message
         state = record(j, state, actions, 10.0 + attempt)
-    assert state.retries == 3
+    assert state.retries == 2
     [fail] = decide(j, state, failed(since=99.0), now=100.0)
     assert fail.kind == "FailJob"
     assert fail.record.message == "maxRetry 3 exhausted after PodFailed of pod train-worker-1 (exitCode=1) on node n1"
     assert record(j, state, [fail], 100.0).phase == "Failed"
 
 
-def test_task_max_retry_bounds_that_tasks_restarts() -> None:
-    j = job(tasks=TWO_TASKS, policies=(P("RestartPod", events=(POD_FAILED,)),), task_max_retry={"worker": 1})
-    first = decide(j, JobRuntimeState(), failed(since=1.0), 2.0)
-    state = record(j, JobRuntimeState(), first, 2.0)
-    assert state.task_retries == {"worker": 1} and state.retries == 0
-    [fail] = decide(j, state, failed(since=3.0), 4.0)
-    assert fail.kind == "FailJob" and fail.record.message.startswith("task worker maxRetry 1 exhausted")
+def test_max_retry_one_allows_no_restart() -> None:
+    j = job(tasks=TWO_TASKS, max_retry=1, policies=(P("RestartTask", events=(POD_FAILED,)),))
+    assert kinds(decide(j, JobRuntimeState(), failed(), 1.0))[0][0] == "FailJob"
+
+
+def test_every_restart_counts_against_the_jobs_max_retry_not_the_tasks() -> None:
+    """A task's maxRetry is its TaskFailed threshold; its restarts spend the job's budget."""
+    j = job(tasks=TWO_TASKS, max_retry=3, task_max_retry={"worker": 10},
+            policies=(P("RestartPod", events=(POD_FAILED,)),),
+            task_policies={"master": (P("RestartTask", events=(POD_FAILED,)),)})
+    state = record(j, JobRuntimeState(), decide(j, JobRuntimeState(), failed(since=1.0), 2.0), 2.0)
+    master = failed("train-master-0", task="master", index=0, since=3.0)
+    state = record(j, state, decide(j, state, master, 4.0), 4.0)
+    assert state.retries == 2
+    [fail] = decide(j, state, failed(since=5.0), 6.0)
+    assert fail.kind == "FailJob" and fail.record.message.startswith("maxRetry 3 exhausted")
 
 
 def test_zero_max_retry_fails_on_the_first_restart() -> None:
