@@ -198,12 +198,12 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-    configure(args.log_format, level=logging.DEBUG if args.verbose else logging.INFO)
-    set_fields(cluster=args.cluster)
     try:
-        cfg = config(args)
+        cfg = config(args)  # before logging is set up: a bad file is one line, and nothing started
     except InvalidInput as exc:
         return fail(str(exc))
+    configure(args.log_format, level=logging.DEBUG if args.verbose else logging.INFO)
+    set_fields(cluster=args.cluster)
     metrics: AgentMetrics = NO_AGENT_METRICS
     exporter = None
     if args.metrics_listen:
