@@ -19,8 +19,9 @@ class ClusterSnapshot:
     The HyperNode tree is validated and resolved at construction, so an object of this
     type always holds a usable tree: an invalid tree raises ``InvalidInput`` here and the
     snapshot is refused as a whole. ``match_budget`` bounds the CPU time of its
-    ``regexMatch`` patterns where the snapshot arrives (the wire edge); a snapshot read
-    back from the store was accepted there and is not timed again.
+    ``regexMatch`` patterns where the snapshot arrives (the wire edge), and
+    ``max_selected_nodes`` the nodes its HyperNodes select together; a snapshot read
+    back from the store was accepted there and is not timed or counted again.
     """
 
     name: str
@@ -32,15 +33,17 @@ class ClusterSnapshot:
     taken_at: float = 0.0
     tree: HyperNodeTree = field(init=False, compare=False, repr=False)
     match_budget: InitVar[MatchBudget | None] = None
+    max_selected_nodes: InitVar[int | None] = None
 
-    def __post_init__(self, match_budget: MatchBudget | None) -> None:
+    def __post_init__(self, match_budget: MatchBudget | None, max_selected_nodes: int | None) -> None:
         require(bool(self.name), "cluster", "cluster name must not be empty")
         seen: set[str] = set()
         for i, node in enumerate(self.nodes):
             if node.name in seen:
                 raise InvalidInput(f"nodes[{i}].name", f"duplicate node {node.name!r}")
             seen.add(node.name)
-        object.__setattr__(self, "tree", build_tree(self.hypernodes, self.nodes, match_budget))
+        object.__setattr__(self, "tree", build_tree(self.hypernodes, self.nodes, match_budget,
+                                                       max_selected_nodes))
 
     def __hash__(self) -> int:
         return hash((self.name, self.taken_at, len(self.nodes)))

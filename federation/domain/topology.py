@@ -133,13 +133,15 @@ def flat_tree(nodes: Sequence[Node]) -> HyperNodeTree:
 
 
 def build_tree(specs: Sequence[HyperNodeSpec], nodes: Sequence[Node],
-               budget: MatchBudget | None = None) -> HyperNodeTree:
+               budget: MatchBudget | None = None, max_selected_nodes: int | None = None) -> HyperNodeTree:
     """Validate HyperNode specs against the cluster's nodes and resolve them to domains.
 
     Rejects (``InvalidInput`` naming ``hyperNodes[i]...``): duplicate names, a HyperNode
     member that does not exist, a HyperNode with two parents, a member HyperNode whose
-    tier is not lower than its parent's, cycles, and ``regexMatch`` patterns that break a
-    matching bound (``patterns.select_names``; ``budget`` bounds their CPU time).
+    tier is not lower than its parent's, cycles, ``regexMatch`` patterns that break a
+    matching bound (``patterns.select_names``; ``budget`` bounds their CPU time), and
+    HyperNodes whose members select more than ``max_selected_nodes`` nodes together
+    (``_resolve``).
     """
     if not specs:
         return flat_tree(nodes)
@@ -172,16 +174,8 @@ def build_tree(specs: Sequence[HyperNodeSpec], nodes: Sequence[Node],
                 f"{par!r} (tier {by_name[par].tier})",
             )
 
-    select = _NodeSelection(nodes, _regex_members(specs), budget)
-    resolved: dict[str, frozenset[str]] = {}
-    # Children have lower tiers than their parents (checked above), so ascending tier
-    # resolves every child before its parent: no recursion, however deep the tree.
-    for spec in sorted(specs, key=lambda s: s.tier):
-        parts = [resolved[m.selector.exact_name or ""] if m.type == "HyperNode" else select(m.selector)
-                 for m in spec.members]
-        # One part is shared, not copied: 20,000 leaves of one selector hold one set.
-        resolved[spec.name] = parts[0] if len(parts) == 1 else frozenset().union(*parts)
-
+    select = _NodeSelection(nodes, _regex_members(specs), budget, max_selected_nodes)
+    resolved = _resolve(specs, index, select, max_selected_nodes)
     domains = {
         s.name: Domain(s.name, s.tier, resolved[s.name], parent.get(s.name), s.tier_name) for s in specs
     }
@@ -193,6 +187,48 @@ def build_tree(specs: Sequence[HyperNodeSpec], nodes: Sequence[Node],
                 domains[name] = Domain(dom.name, dom.tier, dom.nodes, ROOT_DOMAIN, dom.tier_name)
         domains[ROOT_DOMAIN] = Domain(ROOT_DOMAIN, top, all_nodes)
     return HyperNodeTree(domains)
+
+
+def _resolve(specs: Sequence[HyperNodeSpec], index: Mapping[str, int], select: _NodeSelection,
+             max_selected_nodes: int | None) -> dict[str, frozenset[str]]:
+    """The nodes of each HyperNode: the union of what its members select.
+
+    Children have lower tiers than their parents (checked before), so ascending tier
+    resolves every child before its parent: no recursion, however deep the tree. A member
+    selecting the same set as an earlier member of the HyperNode (a repeated selector or
+    child) adds nothing and is not merged again, and a HyperNode of one distinct part
+    shares that set: 20,000 leaves of one selector hold one set.
+
+    ``max_selected_nodes`` bounds the nodes selected by all HyperNodes together, a node
+    counted once for each HyperNode holding it, as each part is selected and before it is
+    merged: HyperNodes that overlap (thousands, each selecting every node by a regex and a
+    label) cost a set of the whole cluster each, seconds and gigabytes. In a Volcano tree
+    each node is in one leaf and each HyperNode in one parent of a higher tier, so a
+    HyperNode's members select disjoint nodes and the total is at most the nodes times the
+    tiers (members that overlap within one HyperNode, as ``exactMatch node-0`` beside
+    ``regexMatch node-[01]``, count their overlap twice). The HyperNode whose members
+    bring the total past the bound is named.
+    """
+    resolved: dict[str, frozenset[str]] = {}
+    selected = 0
+    for spec in sorted(specs, key=lambda s: s.tier):
+        parts: dict[int, frozenset[str]] = {}
+        for j, member in enumerate(spec.members):
+            part = (resolved[member.selector.exact_name or ""] if member.type == "HyperNode"
+                    else select(member.selector, f"hyperNodes[{index[spec.name]}].spec.members[{j}].selector"))
+            if id(part) in parts:
+                continue
+            parts[id(part)] = part
+            selected += len(part)
+            if max_selected_nodes is not None and selected > max_selected_nodes:
+                raise InvalidInput(
+                    f"hyperNodes[{index[spec.name]}]",
+                    f"the members of HyperNode {spec.name!r} bring the nodes selected by all HyperNodes to "
+                    f"{selected}, over the limit of {max_selected_nodes} (a node counts once for each HyperNode "
+                    "holding it; a tree holds each node once per tier)")
+        distinct = list(parts.values())
+        resolved[spec.name] = distinct[0] if len(distinct) == 1 else frozenset().union(*distinct)
+    return resolved
 
 
 def _check_acyclic(by_name: Mapping[str, HyperNodeSpec], parent: Mapping[str, str], index: Mapping[str, int]) -> None:
@@ -238,13 +274,23 @@ class _NodeSelection:
     20,000 nodes: 70 s for a 1,000-leaf tree); ``labelMatch`` intersects per-label
     indexes, smallest first, and never scans the nodes. Results are frozensets shared
     between members.
+
+    ``max_examined`` bounds the nodes the distinct ``labelMatch`` selectors look at
+    together: a selector looks at the nodes of its rarest label once per further label,
+    and one whose labels each hold half the cluster but never together selects nothing
+    while examining 10,000 nodes 31 times (~35 ms each: a minute for 1,024 such selectors,
+    which the selected-nodes bound does not see). A real selector (a rack, a hostname)
+    examines about the nodes it selects.
     """
 
-    def __init__(self, nodes: Sequence[Node], patterns: Mapping[str, str], budget: MatchBudget | None) -> None:
+    def __init__(self, nodes: Sequence[Node], patterns: Mapping[str, str], budget: MatchBudget | None,
+                 max_examined: int | None = None) -> None:
         self._nodes = nodes
         self._names = frozenset(n.name for n in nodes)
         self._by_label: dict[tuple[str, str], set[str]] | None = None
         self._done: dict[object, frozenset[str]] = {}
+        self._max_examined = max_examined
+        self._examined = 0
         if not patterns:
             return
         try:
@@ -253,7 +299,8 @@ class _NodeSelection:
             raise InvalidInput(list(patterns.values())[exc.index], exc.rule) from None
         self._done.update(zip(patterns, found, strict=True))
 
-    def __call__(self, sel: MemberSelector) -> frozenset[str]:
+    def __call__(self, sel: MemberSelector, path: str) -> frozenset[str]:
+        """The nodes ``sel`` selects; ``path`` names it if its labelMatch breaks ``max_examined``."""
         if sel.exact_name is not None:
             return frozenset((sel.exact_name,)) if sel.exact_name in self._names else frozenset()
         if sel.regex is not None:  # every Node member's pattern was matched up front
@@ -261,11 +308,11 @@ class _NodeSelection:
         key = tuple(sorted((sel.labels or {}).items()))
         found = self._done.get(key)
         if found is None:
-            found = self._labelled(sel.labels or {})
+            found = self._labelled(sel.labels or {}, f"{path}.labelMatch")
             self._done[key] = found
         return found
 
-    def _labelled(self, wanted: Mapping[str, str]) -> frozenset[str]:
+    def _labelled(self, wanted: Mapping[str, str], path: str) -> frozenset[str]:
         if not wanted:  # an empty labelMatch selects nothing, as in Volcano
             return frozenset()
         if self._by_label is None:
@@ -275,4 +322,19 @@ class _NodeSelection:
                     self._by_label.setdefault(pair, set()).add(n.name)
         empty: set[str] = set()
         sets = sorted((self._by_label.get(pair, empty) for pair in wanted.items()), key=len)
-        return frozenset(sets[0].intersection(*sets[1:]))
+        found = sets[0]
+        for other in sets[1:]:  # each step looks at the nodes found so far, the smaller side
+            if not found:
+                break
+            self._examine(len(found), path)
+            found = found & other
+        self._examine(len(found), path)  # and copies what it keeps
+        return frozenset(found)
+
+    def _examine(self, count: int, path: str) -> None:
+        self._examined += count
+        if self._max_examined is not None and self._examined > self._max_examined:
+            raise InvalidInput(path, f"the snapshot's distinct labelMatch selectors examine {self._examined} nodes "
+                                     f"together, over the limit of {self._max_examined} (a selector examines the "
+                                     "nodes of its rarest label once per further label); use fewer labels or "
+                                     "exactMatch")

@@ -400,7 +400,7 @@ class AgentHub(agent_pb2_grpc.AgentServiceServicer):
 
     def _parse_snapshot(self, msg: Any) -> Any:
         check_snapshot(msg, self._limits, "snapshot")
-        return snapshot_from_proto(msg, "snapshot")
+        return snapshot_from_proto(msg, "snapshot", limits=self._limits)
 
     # ------------------------------------------------------------------ watchdog
     async def _watch(self) -> None:

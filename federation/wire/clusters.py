@@ -25,6 +25,7 @@ from federation.wire.base import (
     timestamp_from_proto,
     timestamp_to_proto,
 )
+from federation.wire.limits import DEFAULT_LIMITS, Limits
 
 # CPU seconds one snapshot's regexMatch patterns may take to match its node names. A real
 # tree of thousands of simple patterns over 20,000 nodes takes about 0.1 s; a few dozen
@@ -98,9 +99,11 @@ def snapshot_to_proto(snapshot: ClusterSnapshot) -> types_pb2.ClusterSnapshot:
 
 
 def snapshot_from_proto(
-    msg: types_pb2.ClusterSnapshot, path: str = "snapshot", *, healthy: bool = True
+    msg: types_pb2.ClusterSnapshot, path: str = "snapshot", *, healthy: bool = True,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> ClusterSnapshot:
-    """Validate an agent's snapshot; ``healthy`` is central's view (heartbeats), not the agent's."""
+    """Validate an agent's snapshot; ``healthy`` is central's view (heartbeats), not the agent's.
+    ``limits`` bounds the nodes its HyperNodes select together (``Limits.max_selected_nodes``)."""
     nodes = tuple(node_from_proto(n, f"{path}.nodes[{i}]") for i, n in enumerate(msg.nodes))
     hypernodes = tuple(hypernode_from_proto(h, f"{path}.hyperNodes[{i}]") for i, h in enumerate(msg.hyper_nodes))
     taints = tuple(taint_from_proto(t, f"{path}.taints[{i}]") for i, t in enumerate(msg.taints))
@@ -110,6 +113,7 @@ def snapshot_from_proto(
         name=msg.cluster, nodes=nodes, hypernodes=hypernodes, labels=dict(sorted(msg.labels.items())),
         taints=taints, healthy=healthy, taken_at=timestamp_from_proto(msg.taken_at),
         match_budget=MatchBudget(PATTERN_MATCH_CPU_SECONDS, time.thread_time),
+        max_selected_nodes=limits.max_selected_nodes,
     )
 
 

@@ -23,6 +23,7 @@ from test_service_bad_input import GOOD_TREE, _session, _snapshot
 from federation.client import ServiceError
 from federation.store import Store
 from federation.v1 import agent_pb2, agent_pb2_grpc, queues_pb2, types_pb2
+from federation.wire.limits import Limits
 
 
 async def _refused(srv: object, msg: types_pb2.JobSpec, token: str = ADMIN) -> ServiceError:
@@ -213,6 +214,44 @@ async def test_regex_patterns_built_to_defeat_the_dfa_are_refused_naming_a_patte
     assert "of CPU (the limit)" in answers[0].rejection.rule
     assert answers[1].what == "snapshot", answers  # the stream carries on
     assert _node_names(store) == ["n0", "n1"]
+
+
+async def test_overlapping_hypernodes_and_too_many_members_are_refused_and_the_last_good_snapshot_stays(
+        store: Store) -> None:
+    """Two shapes every per-HyperNode limit allowed: HyperNodes that each select the whole
+    cluster (by a regex and by a label every node has; 2,000 of them over 20,000 nodes took
+    12 s and over a GB), and HyperNode members past what any tree lists (millions took tens
+    of seconds to convert). The server runs with --max-snapshot-nodes 1000, so its own
+    limits decide: 17,000 nodes selected (1,000 x tiers 0-16) and 21,000 members."""
+    limits = Limits(max_snapshot_nodes=1000)
+    nodes = [types_pb2.Node(name=f"n{i}", allocatable={"cpu": "8"}, free={"cpu": "8"}, labels={"common": "yes"},
+                            ready=True) for i in range(1000)]
+    overlapping = types_pb2.ClusterSnapshot(cluster="east", nodes=nodes)
+    for k in range(20):  # 2,000 nodes selected each: the ninth (index 8) brings them to 18,000
+        hn = overlapping.hyper_nodes.add(name=f"all-{k}", tier=1)
+        hn.members.add(type=types_pb2.MEMBER_TYPE_NODE, regex=".*")
+        hn.members.add(type=types_pb2.MEMBER_TYPE_NODE, labels=types_pb2.LabelMatch(match_labels={"common": "yes"}))
+    crowded = types_pb2.ClusterSnapshot(cluster="east", nodes=nodes)
+    for k in range(30):  # 1,000 members each: the 22nd (index 21) brings them to 22,000
+        hn = crowded.hyper_nodes.add(name=f"leaf-{k}", tier=1)
+        for i in range(1000):
+            hn.members.add(type=types_pb2.MEMBER_TYPE_NODE, exact_name=f"n{i}")
+    async with running(store, secured(), control_loop=True, limits=limits) as srv:
+        hello = agent_pb2.AgentMessage(hello=agent_pb2.Hello(cluster="east", agent_id="a", epoch=1))
+        answers = await asyncio.wait_for(
+            _answers(srv.port, hello, [_snapshot(*GOOD_TREE), overlapping, crowded]), 120)
+        kept = store.clusters.get("east").summary
+        async with client(srv, ADMIN) as admin:
+            (east,) = await admin.list_clusters()
+    assert [a.what for a in answers] == ["snapshot", "snapshot-rejected", "snapshot-rejected"], answers
+    assert answers[1].rejection.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    assert answers[1].rejection.field_path == "snapshot.hyperNodes[8]"
+    assert "bring the nodes selected by all HyperNodes to 18000, over the limit of 17000" in answers[1].rejection.rule
+    assert answers[2].rejection.field_path == "snapshot.hyperNodes[21].spec.members"
+    assert "members to 22000, over the limit of 21000" in answers[2].rejection.rule
+    assert _node_names(store) == ["n0", "n1"]  # the good snapshot, not a refused one
+    assert kept is not None and kept.hypernodes == 2
+    assert east.last_snapshot.tree_error.startswith("snapshot.hyperNodes[21].spec.members:")
 
 
 # ---------------------------------------------------------------------- generated
