@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from federation.domain.errors import require
+from federation.domain.names import dns_label, dns_subdomain
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.selectors import LabelSelector
 
@@ -56,8 +57,28 @@ class PolicyObject:
         require(bool(self.name), "metadata.name", "is required")
         require((self.kind == NAMESPACED) == bool(self.namespace), "metadata.namespace",
                 "a PropagationPolicy has a namespace, a ClusterPropagationPolicy none")
+        dns_subdomain(self.name, "metadata.name")  # what Kubernetes accepts as an object name
+        if self.kind == NAMESPACED:
+            dns_label(self.namespace, "metadata.namespace")
         require(bool(self.resource_selectors), "spec.resourceSelectors", "at least one selector is required")
         require(self.preemption in PREEMPTIONS, "spec.preemption", "must be Never or Always")
+        self._check_selectors()
+
+    def _check_selectors(self) -> None:
+        """The two selector rules of Karmada's policy webhook (``validateResourceSelectors`` and
+        ``validateResourceSelectorsIfPreemptionEnabled``, pkg/util/validation/validation.go):
+        a PropagationPolicy selects only in its own namespace, so a selector naming another
+        would select nothing, without a word; and a policy that may take workloads over
+        (``preemption: Always``) names each one, so it cannot seize every workload of a kind."""
+        for i, sel in enumerate(self.resource_selectors):
+            if self.kind == NAMESPACED:
+                require(sel.namespace in ("", self.namespace), f"spec.resourceSelectors[{i}].namespace",
+                        f"{sel.namespace!r} is not the policy's namespace {self.namespace!r}: a PropagationPolicy "
+                        "selects only in its own namespace (a ClusterPropagationPolicy selects in any)")
+            if self.preemption == "Always":
+                require(bool(sel.name), f"spec.resourceSelectors[{i}].name",
+                        "is required when spec.preemption is Always (a policy that takes workloads over must "
+                        "name each one)")
 
     @property
     def ref(self) -> str:

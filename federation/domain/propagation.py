@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from federation.domain.errors import require
+from federation.domain.names import qualified_name
 from federation.domain.nodes import Taint, Toleration, untolerated
 from federation.domain.selectors import LabelRequirement
 
@@ -35,6 +36,9 @@ class ClusterAffinity:
                 and all(r.matches(labels) for r in self.match_expressions))
 
 
+AFFINITY_NAME_MAX = 32
+
+
 @dataclass(frozen=True)
 class ClusterAffinityTerm:
     """One entry of ``clusterAffinities``: tried in order, the next only if none fits."""
@@ -45,6 +49,11 @@ class ClusterAffinityTerm:
     def __post_init__(self) -> None:
         # Karmada requires affinityName: it is how the scheduler reports which term placed a workload.
         require(bool(self.name), "affinityName", "is required")
+        # The CRD caps it at 32 characters and the webhook wants a label key
+        # (karmada pkg/apis/policy/v1alpha1/propagation_types.go ClusterAffinityTerm,
+        # pkg/util/validation/validation.go ValidateClusterAffinities).
+        require(len(self.name) <= AFFINITY_NAME_MAX, "affinityName", f"must be at most {AFFINITY_NAME_MAX} characters")
+        qualified_name(self.name, "affinityName", "label key")
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,13 @@ class SpreadConstraint:
         # Refused here, not in one parser, so YAML and gRPC share the rule (compatibility.md).
         require(self.min_groups <= 1, "minGroups", f"{self.min_groups} not supported: a gang runs in exactly one "
                 "cluster, so it can never span several groups")
+        # Karmada's scheduler groups clusters only by cluster and region
+        # (pkg/scheduler/core/spreadconstraint/select_clusters.go): a policy spread by a label
+        # alone is never scheduled there, and beside a cluster constraint the label one is
+        # ignored. Honouring it as "one cluster" would place what Karmada never places.
+        require(not self.spread_by_label, "spreadByLabel", "not supported: Karmada's scheduler spreads only by "
+                "cluster or region, so a label spread is never satisfied there (spread by cluster, or select "
+                "clusters by label with clusterAffinity)")
 
 
 @dataclass(frozen=True)
@@ -106,6 +122,17 @@ class PropagationPolicy:
         require(not (self.cluster_affinity is not None and self.cluster_affinities), "placement.clusterAffinities",
                 "clusterAffinity and clusterAffinities are mutually exclusive")
         self._check_unique_affinity_names()
+        self._check_one_constraint_per_field()
+
+    def _check_one_constraint_per_field(self) -> None:
+        """Karmada's webhook refuses two spread constraints on one field
+        (``ValidateSpreadConstraint`` in pkg/util/validation/validation.go): the scheduler keys
+        them by field, so one of the two would be dropped without a word."""
+        seen: set[str] = set()
+        for i, spread in enumerate(self.spread_constraints):
+            require(spread.spread_by_field not in seen, f"placement.spreadConstraints[{i}].spreadByField",
+                    f"a second {spread.spread_by_field} constraint: at most one spread constraint per field")
+            seen.add(spread.spread_by_field)
 
     def _check_unique_affinity_names(self) -> None:
         """Karmada refuses two ``clusterAffinities`` terms of one name: the name is how a

@@ -17,7 +17,9 @@ on karmada-io/karmada (read, not copied):
   ``preemption: Always`` and a higher priority (a namespaced policy also preempts a
   cluster-wide one). We apply the claim to jobs that hold capacity (placed or running):
   a pending job follows the best policy of the moment, so a new or changed policy is
-  picked up at once, while a running job keeps the policy it was placed under.
+  picked up at once, while a running job keeps the policy it was placed under — as long
+  as that policy still selects it: one changed to select it no longer loses the claim
+  (``pkg/detector/policy.go`` ``removeResourceClaimMetadataIfNotMatched``).
 
 Pure: no store, no clock.
 """
@@ -100,7 +102,10 @@ def governing_policy(workload: ResourceRef, policies: Sequence[PolicyObject], cl
     if not holds_capacity or claimed is None:
         return best
     current = next((p for p in policies if p.ref == claimed), None)
-    if current is None:  # the claiming policy was deleted: the job runs on where it is
+    if current is None or implicit_priority(workload, current) == MISMATCH:
+        # The claiming policy was deleted, or changed so it no longer selects the job: the
+        # claim goes (Karmada's detector drops it, ``cleanPPUnmatchedRBs``) and the job runs on
+        # where it is, under the best policy of the moment.
         return best
     if best is not None and best.ref != current.ref and _preempts(best, current):
         return best

@@ -54,6 +54,29 @@ CASES = [
                  "clusterAffinity.labelSelector.matchExpressions[0].operator",
                  "clusterAffinity.labelSelector.matchExpressions[0].operator", "must be one of",
                  id="a bad operator is rooted once on the wire"),
+    # Refused by Karmada and accepted here before (pkg/util/validation/validation.go,
+    # pkg/scheduler/core/spreadconstraint/select_clusters.go, the CRD's affinityName bounds).
+    pytest.param({"spreadConstraints": [{"spreadByLabel": "zone", "minGroups": 1, "maxGroups": 1}]},
+                 T.PropagationPolicy(spread_constraints=[T.SpreadConstraint(spread_by_label="zone", min_groups=1,
+                                                                            max_groups=1)]),
+                 "spreadConstraints[0].spreadByLabel", "spreadConstraints[0].spreadByLabel",
+                 "spreads only by cluster or region", id="a spread by label Karmada never schedules"),
+    pytest.param({"spreadConstraints": [{"spreadByField": "cluster", "maxGroups": 1},
+                                        {"maxGroups": 1}]},
+                 T.PropagationPolicy(spread_constraints=[T.SpreadConstraint(spread_by_field="cluster", max_groups=1),
+                                                         T.SpreadConstraint(max_groups=1)]),
+                 "spreadConstraints[1].spreadByField", "spreadConstraints[1].spreadByField",
+                 "at most one spread constraint per field", id="two cluster spread constraints"),
+    pytest.param({"clusterAffinities": [{**_TERM_A, "affinityName": "primary group"}]},
+                 T.PropagationPolicy(cluster_affinities=[
+                     T.ClusterAffinityTerm(name="primary group", affinity=T.ClusterAffinity(cluster_names=["east"]))]),
+                 "clusterAffinities[0].affinityName", "clusterAffinities[0].affinityName", "not a valid label key",
+                 id="an affinity name that is no label key"),
+    pytest.param({"clusterAffinities": [{**_TERM_A, "affinityName": "a" * 33}]},
+                 T.PropagationPolicy(cluster_affinities=[
+                     T.ClusterAffinityTerm(name="a" * 33, affinity=T.ClusterAffinity(cluster_names=["east"]))]),
+                 "clusterAffinities[0].affinityName", "clusterAffinities[0].affinityName", "at most 32 characters",
+                 id="an affinity name over Karmada's 32 characters"),
 ]
 
 

@@ -68,8 +68,8 @@ PRECEDENCE = [
     pytest.param([_policy("name-wins", selectors=[{**JOB, "name": "train",
                                                    "labelSelector": {"matchLabels": {"team": "cv"}}}])],
                  "name-wins", id="a name set ignores the label selector, as Karmada does"),
-    pytest.param([_policy("other-ns", selectors=[{**JOB, "namespace": "other"}])], None,
-                 id="a selector's namespace must be the job's"),
+    pytest.param([_policy("other-ns", kind="ClusterPropagationPolicy", selectors=[{**JOB, "namespace": "other"}])],
+                 None, id="a selector's namespace must be the job's"),
     pytest.param([_policy("deploys", selectors=[{"apiVersion": "apps/v1", "kind": "Deployment"}])], None,
                  id="a selector for another kind does not match a Volcano Job"),
 ]
@@ -84,7 +84,7 @@ def test_karmada_precedence_picks_the_governing_policy(policies: list[PolicyObje
 def test_running_jobs_keep_their_claim_unless_a_higher_policy_preempts() -> None:
     old = _policy("old", priority=1)
     newer = _policy("newer", priority=5)
-    grab = _policy("grab", priority=9, preemption="Always")
+    grab = _policy("grab", priority=9, preemption="Always", selectors=[{**JOB, "name": "train"}])
     w = resource_of(_job())
     assert governing_policy(w, [old, newer], old.ref, holds_capacity=True) == old
     assert governing_policy(w, [old, newer], old.ref, holds_capacity=False) == newer  # pending: best now
@@ -132,6 +132,14 @@ REFUSED = [
         {"key": "zone", "operator": "In"}]}}}},
         "documents[0].spec.placement.clusterAffinity.labelSelector.matchExpressions[0].values", "must not be empty",
         id="In needs values"),
+    # Karmada's policy webhook (pkg/util/validation/validation.go) refuses these; we used to
+    # accept them: the first selected nothing, the second could seize any Job of the namespace.
+    pytest.param({"resourceSelectors": [dict(JOB), {**JOB, "namespace": "other"}]},
+                 "documents[0].spec.resourceSelectors[1].namespace", "selects only in its own namespace",
+                 id="a PropagationPolicy's selector naming another namespace"),
+    pytest.param({"preemption": "Always", "resourceSelectors": [{**JOB, "name": "train"}, dict(JOB)]},
+                 "documents[0].spec.resourceSelectors[1].name", "required when spec.preemption is Always",
+                 id="preemption Always with a selector naming no workload"),
 ]
 
 
@@ -144,13 +152,44 @@ def test_fields_a_gang_cannot_honour_are_refused_naming_the_field(spec: dict[str
     assert info.value.path == path and rule in info.value.rule
 
 
+@pytest.mark.parametrize(("meta", "path"), [
+    pytest.param({"name": "Train_Policy"}, "documents[0].metadata.name", id="a name Kubernetes would refuse"),
+    pytest.param({"name": "p" * 254}, "documents[0].metadata.name", id="a name over 253 characters"),
+    pytest.param({"name": "p", "namespace": "Team A"}, "documents[0].metadata.namespace",
+                 id="a namespace that is no DNS label"),
+])
+def test_policy_names_kubernetes_would_refuse_are_refused(meta: dict[str, str], path: str) -> None:
+    doc = _doc("p")
+    doc["metadata"] = meta
+    with pytest.raises(InvalidInput) as info:
+        parse_policy_object(doc, "documents[0]")
+    assert info.value.path == path
+
+
+def test_a_cluster_policy_may_select_in_any_namespace() -> None:
+    policy = _policy("anywhere", kind="ClusterPropagationPolicy", selectors=[{**JOB, "namespace": "other"}])
+    assert best_policy(resource_of(_job(namespace="other")), [policy]) == policy
+
+
+def test_a_claim_goes_when_its_policy_no_longer_selects_the_job() -> None:
+    """Karmada drops the claim of a workload its policy was changed not to select
+    (pkg/detector/policy.go); the job then follows the best policy of the moment."""
+    w = resource_of(_job())
+    changed = _policy("old", selectors=[{**JOB, "name": "another-job"}])
+    fallback = _policy("fallback")
+    assert governing_policy(w, [changed, fallback], changed.ref, holds_capacity=True) == fallback
+    assert governing_policy(w, [changed], changed.ref, holds_capacity=True) is None
+    ruled = govern(_job(), [changed], changed.ref, holds_capacity=True)
+    assert ruled.ref is None and ruled.claim_changed
+
+
 def test_honoured_fields_reach_the_placement() -> None:
     doc = yaml.safe_load("""
 apiVersion: policy.karmada.io/v1alpha1
 kind: ClusterPropagationPolicy
 metadata: {name: gpu}
 spec:
-  resourceSelectors: [{apiVersion: batch.volcano.sh/v1alpha1, kind: Job}]
+  resourceSelectors: [{apiVersion: batch.volcano.sh/v1alpha1, kind: Job, name: train}]
   priority: 7
   preemption: Always
   placement:
