@@ -2,7 +2,8 @@
 
 Semantics of k8s.io/apimachinery ``pkg/apis/meta/v1`` LabelSelector: every
 ``matchLabels`` pair and every requirement must hold (AND); ``In``/``NotIn`` take a
-non-empty ``values``, ``Exists``/``DoesNotExist`` none; ``NotIn`` and ``DoesNotExist``
+non-empty ``values``, ``Exists``/``DoesNotExist`` none; keys are label keys and values
+label values (``pkg/labels/selector.go`` ``NewRequirement``); ``NotIn`` and ``DoesNotExist``
 hold for an object without the key. An empty selector selects everything. Used by
 Karmada ``resourceSelectors[].labelSelector`` (which jobs a policy selects) and
 ``clusterAffinity.labelSelector`` (which clusters a job may use).
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from federation.domain.errors import require
+from federation.domain.names import label_value, qualified_name
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
@@ -26,11 +28,17 @@ class LabelRequirement:
 
     def __post_init__(self) -> None:
         require(bool(self.key), "key", "must not be empty")
+        # apimachinery's ``labels.NewRequirement`` refuses a key or value no label can have;
+        # Karmada then treats the selector as matching nothing, while ``NotIn`` or
+        # ``DoesNotExist`` on such a key here would match every object.
+        qualified_name(self.key, "key", "label key")
         require(self.operator in OPERATORS, "operator", f"must be one of {', '.join(OPERATORS)}")
         if self.operator in ("In", "NotIn"):
             require(bool(self.values), "values", f"must not be empty for {self.operator}")
         else:
             require(not self.values, "values", f"must be empty for {self.operator}")
+        for i, value in enumerate(self.values):
+            label_value(value, f"values[{i}]")
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         if self.operator == "In":

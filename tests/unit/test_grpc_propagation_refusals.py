@@ -115,3 +115,23 @@ def test_what_one_cluster_can_honour_is_still_accepted_over_grpc() -> None:
     ), "spec.propagation")
     assert [t.name for t in policy.cluster_affinities] == ["a", "b"]
     assert policy.weighted_clusters() == {"east": 2}
+
+
+@pytest.mark.parametrize(("placement", "msg", "path"), [
+    pytest.param({"clusterAffinity": {"labelSelector": {"matchExpressions": [
+                     {"key": "node role", "operator": "DoesNotExist"}]}}},
+                 T.PropagationPolicy(cluster_affinity=T.ClusterAffinity(
+                     match_expressions=[T.LabelRequirement(key="node role", operator="DoesNotExist")])),
+                 "clusterAffinity.labelSelector.matchExpressions[0].key", id="a key no label can have"),
+    pytest.param({"clusterAffinity": {"labelSelector": {"matchExpressions": [
+                     {"key": "zone", "operator": "NotIn", "values": ["eu west"]}]}}},
+                 T.PropagationPolicy(cluster_affinity=T.ClusterAffinity(
+                     match_expressions=[T.LabelRequirement(key="zone", operator="NotIn", values=["eu west"])])),
+                 "clusterAffinity.labelSelector.matchExpressions[0].values[0]", id="a value no label can have"),
+])
+def test_a_selector_karmada_could_never_match_is_refused(placement: dict[str, Any], msg: T.PropagationPolicy,
+                                                        path: str) -> None:
+    """apimachinery refuses such a requirement, so Karmada's selector matches nothing
+    (pkg/util/selector.go); here ``NotIn``/``DoesNotExist`` on it used to match every cluster."""
+    assert _yaml_error(placement).path == f"documents[0].spec.placement.{path}"
+    assert _wire_error(msg).path == f"spec.propagation.{path}"
