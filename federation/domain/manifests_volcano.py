@@ -137,7 +137,8 @@ def _tolerations(spec: Mapping[str, object], path: str) -> tuple[Toleration, ...
         try:
             out.append(Toleration(
                 key=string(item.get("key", ""), f"{path}[{i}].key"),
-                operator=string(item.get("operator", "Equal"), f"{path}[{i}].operator"),
+                # An empty operator is Equal, as in Kubernetes (core/v1 Toleration) and the gRPC path.
+                operator=string(item.get("operator", ""), f"{path}[{i}].operator") or "Equal",
                 value=string(item.get("value", ""), f"{path}[{i}].value"),
                 effect=string(item.get("effect", ""), f"{path}[{i}].effect"),
             ))

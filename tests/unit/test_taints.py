@@ -173,3 +173,11 @@ def test_policy_failover_is_refused_naming_the_behaviour(failover: str, path: st
     with pytest.raises(InvalidInput) as info:
         load_manifests(text)
     assert info.value.path == path and info.value.rule.startswith("not supported") and rule in info.value.rule
+
+
+def test_an_empty_operator_is_equal_as_in_kubernetes() -> None:
+    """``operator: ""`` is Kubernetes' default (Equal), in YAML as over gRPC; it was refused."""
+    policy = load_manifests(JOB + POLICY.format(toleration='{key: k, operator: "", value: v, effect: NoSchedule}'))
+    assert policy.job.propagation is not None
+    assert policy.job.propagation.cluster_tolerations == (
+        Toleration(key="k", operator="Equal", value="v", effect="NoSchedule"),)
