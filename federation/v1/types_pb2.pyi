@@ -136,7 +136,7 @@ class LifecyclePolicy(_message.Message):
     timeout_seconds: _builtins.float
     @_builtins.property
     def events(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """PodFailed | PodEvicted | PodPending | TaskCompleted | Unknown | "*"."""
+        """PodFailed | PodEvicted | PodPending | TaskCompleted | TaskFailed | Unknown | "*"."""
 
     def __init__(
         self,
@@ -255,6 +255,9 @@ class TaskSpec(_message.Message):
     replicas: _builtins.int
     min_available: _builtins.int
     max_retry: _builtins.int
+    """Volcano's TaskFailed threshold: container restarts across the task's running pods that
+    raise TaskFailed (unset or 0 = 3). Not a restart budget: restarts spend the job's max_retry.
+    """
     template_json: _builtins.str
     """The pod template as canonical JSON. A JSON string rather than google.protobuf.Struct
     because Struct turns every integer into a double (ports, GPU counts) and the agent
@@ -609,7 +612,10 @@ class JobSpec(_message.Message):
     """Explicit priority; unset = resolved from priority_class (built-in table)."""
     priority_class: _builtins.str
     max_retry: _builtins.int
-    """Unset = 3 (Volcano default)."""
+    """Unset = 3 (Volcano default). Every restart counts and the one that reaches it fails the job
+    (Volcano's state/restarting.go), so 0 and 1 both mean no restart; a manifest's 0 becomes 3,
+    as Volcano's job admission makes it.
+    """
     topology_wait_seconds: _builtins.float
     """Opt-in hold for a lower tier than network_topology requires (annotation
     federation.io/topology-wait); unset = the queue's default, then the service's.
