@@ -291,8 +291,14 @@ class Job:
 
     @property
     def gang_size(self) -> int:
-        """Pods that must be placed together (Volcano minAvailable, default all replicas)."""
-        return self.min_available if self.min_available is not None else self.total_replicas
+        """Pods that must be placed together: ``minAvailable``; without it, the sum of the
+        tasks' own minimums, a task without one counting all its replicas (so every replica
+        when no task has one). That is the value Volcano's job admission fills in
+        (pkg/webhooks/admission/jobs/mutate; Volcano's docs/design/min-avaiable-member-resource.md)."""
+        if self.min_available is not None:
+            return self.min_available
+        # At least one pod: tasks saying ``minAvailable: 0`` still start with something.
+        return max(1, sum(t.replicas if t.min_available is None else t.min_available for t in self.tasks))
 
     @cached_property
     def requests(self) -> Resources:

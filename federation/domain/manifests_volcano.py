@@ -282,6 +282,13 @@ def _max_retry(spec: Mapping[str, object], path: str) -> int:
     return value or DEFAULT_MAX_RETRY
 
 
+def _min_available(spec: Mapping[str, object], path: str) -> int | None:
+    """``spec.minAvailable``, where 0 means absent: Volcano's job admission fills a zero in
+    as it fills in an absent one (``Job.gang_size`` says with what)."""
+    value = integer(spec["minAvailable"], f"{path}.spec.minAvailable") if "minAvailable" in spec else 0
+    return value or None
+
+
 def _named(raw: object, index: int) -> object:
     """A task without a name is named ``default<index>``, as Volcano's job admission webhook
     does (volcano-sh/volcano pkg/webhooks/admission/jobs/mutate ``mutateSpec``:
@@ -358,8 +365,7 @@ def parse_job(doc: Mapping[str, object], path: str, propagation: PropagationPoli
             labels=tuple(string_map(meta.get("labels"), f"{path}.metadata.labels").items()),
             queue=string(spec.get("queue", "default"), f"{path}.spec.queue"),
             tasks=tuple(task for task, _ in parsed),
-            min_available=integer(spec["minAvailable"], f"{path}.spec.minAvailable")
-            if "minAvailable" in spec else None,
+            min_available=_min_available(spec, path),
             priority=_priority(annotations, priority_class, path),
             priority_class=priority_class,
             network_topology=_network_topology(topology, f"{path}.spec.networkTopology")

@@ -65,3 +65,43 @@ def test_max_retry_is_defaulted_as_volcano_admission_does(spec: str, expected: i
 def test_task_failed_is_an_event_a_policy_may_name() -> None:
     job = load_manifests(JOB.format(spec="policies: [{event: TaskFailed, action: AbortJob}]")).job
     assert job.policies[0].events == ("TaskFailed",)
+
+
+ELASTIC = """apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {{name: j}}
+spec:
+  {spec}
+  tasks:
+  - name: master
+    replicas: 1
+    template: {{spec: {{containers: [{{name: c, image: x}}]}}}}
+  - name: worker
+    replicas: 4
+    {worker}
+    template: {{spec: {{containers: [{{name: c, image: x}}]}}}}
+"""
+
+
+@pytest.mark.parametrize(("spec", "worker", "gang"), [
+    pytest.param("queue: q", "minAvailable: 2", 3, id="absent: the tasks' minimums, a task without one whole"),
+    pytest.param("minAvailable: 0", "minAvailable: 2", 3, id="0 is absent, as Volcano's admission reads it"),
+    pytest.param("minAvailable: 4", "minAvailable: 2", 4, id="given: kept"),
+    pytest.param("queue: q", "", 5, id="no minimum anywhere: every replica"),
+    pytest.param("minAvailable: 0", "", 5, id="0 and no task minimum: every replica"),
+])
+def test_the_gang_defaults_to_the_sum_of_the_task_minimums_as_volcano_admission_sets_it(
+        spec: str, worker: str, gang: int) -> None:
+    """Volcano's job admission fills an absent (or 0) ``spec.minAvailable`` with the sum of
+    the tasks' own minimums, a task without one counting all its replicas. Here such a job
+    was a gang of every replica: a 1 + 4 job whose workers say ``minAvailable: 2`` waited for
+    room for 5 pods, where Volcano starts it with 3 and grows."""
+    job = load_manifests(ELASTIC.format(spec=spec, worker=worker)).job
+    assert job.gang_size == gang
+    assert job.elastic == (gang < 5)
+
+
+def test_tasks_that_all_say_zero_still_start_one_pod() -> None:
+    job = load_manifests(ELASTIC.format(spec="queue: q", worker="minAvailable: 0").replace(
+        "replicas: 1\n", "replicas: 1\n    minAvailable: 0\n", 1)).job
+    assert job.gang_size == 1 and job.elastic
