@@ -313,7 +313,8 @@ def template_constraints(template_json: str, strict: bool = True) -> NodeConstra
     for i, raw in enumerate(_list(spec.get("tolerations"), "spec.tolerations", 64)):
         where = f"spec.tolerations[{i}]"
         t = _map(raw, where)
-        key, operator = text(t.get("key", ""), f"{where}.key"), text(t.get("operator", "Equal"), f"{where}.operator")
+        key = text(t.get("key", ""), f"{where}.key")
+        operator = text(t.get("operator", ""), f"{where}.operator") or "Equal"  # "" is Equal, as in Kubernetes
         if strict and not key and operator != "Exists":  # Kubernetes' ValidateTolerations: the API server refuses it
             raise InvalidInput(f"{where}.operator", "must be Exists when key is empty (an empty key with Exists "
                                "tolerates every taint)")

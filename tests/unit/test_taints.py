@@ -181,3 +181,22 @@ def test_an_empty_operator_is_equal_as_in_kubernetes() -> None:
     assert policy.job.propagation is not None
     assert policy.job.propagation.cluster_tolerations == (
         Toleration(key="k", operator="Equal", value="v", effect="NoSchedule"),)
+
+
+def test_an_empty_operator_in_a_pod_template_toleration_is_equal() -> None:
+    """A pod template's ``operator: ""`` is Equal too, as in Kubernetes, a policy's
+    ``clusterTolerations`` and a gRPC toleration: it was refused as not Equal or Exists."""
+    text = """apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: j}
+spec:
+  tasks:
+  - name: w
+    replicas: 1
+    template:
+      spec:
+        tolerations: [{key: gpu, operator: "", value: x, effect: NoSchedule}]
+        containers: [{name: c, image: x}]
+"""
+    job = load_manifests(text).job
+    assert job.tasks[0].constraints.tolerations == (Toleration("gpu", "Equal", "x", "NoSchedule"),)
