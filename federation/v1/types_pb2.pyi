@@ -607,7 +607,9 @@ class JobSpec(_message.Message):
     queue: _builtins.str
     """Empty = "default"."""
     min_available: _builtins.int
-    """Gang size; unset = sum of replicas."""
+    """Gang size; unset or 0 = the sum of the tasks' min_available, a task without one counting
+    all its replicas (Volcano's job admission default; Job.gang_size).
+    """
     priority: _builtins.int
     """Explicit priority; unset = resolved from priority_class (built-in table)."""
     priority_class: _builtins.str

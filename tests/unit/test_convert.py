@@ -400,3 +400,12 @@ def test_unknown_job_state_is_refused() -> None:
 
 def test_timestamps_keep_sub_second_precision() -> None:
     assert convert.timestamp_from_proto(convert.timestamp_to_proto(1_700_000_000.125)) == 1_700_000_000.125
+
+
+def test_a_zero_job_min_available_is_unset_as_in_a_manifest() -> None:
+    """``min_available: 0`` over gRPC means what ``spec.minAvailable: 0`` means in a Volcano
+    manifest (Volcano's job admission fills a zero in): the gang is the tasks' minimums."""
+    spec = small_spec()
+    spec.min_available = 0
+    job = convert.job_from_proto(wire(spec))
+    assert job.min_available is None and job.gang_size == job.total_replicas
