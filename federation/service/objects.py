@@ -47,8 +47,7 @@ def policy_ref(kind: str, namespace: str, name: str) -> str:
 
 
 def policy_to_view(record: PolicyRecord, jobs: list[str] | None = None) -> objects_pb2.Policy:
-    p = record.policy
-    return objects_pb2.Policy(kind=p.kind, namespace=p.namespace, name=p.name, priority=p.priority,
+    return objects_pb2.Policy(kind=record.kind, namespace=record.namespace, name=record.name, priority=record.priority,
                               document_json=json.dumps(record.document, sort_keys=True), version=record.version,
                               updated=timestamp(record.updated_at), jobs=jobs or [])
 
@@ -127,7 +126,7 @@ class ObjectServicer(objects_pb2_grpc.ObjectServiceServicer):
         jobs: dict[str, list[str]] = {}
         for job, ref in sorted(claims.items()):
             jobs.setdefault(ref, []).append(job)
-        return objects_pb2.ListPoliciesResponse(policies=[policy_to_view(r, jobs.get(r.policy.ref)) for r in records])
+        return objects_pb2.ListPoliciesResponse(policies=[policy_to_view(r, jobs.get(r.ref)) for r in records])
 
     async def DeletePolicy(self, request: objects_pb2.PolicyKey, context: Context) -> objects_pb2.DeleteObjectResponse:
         self._auth.require_admin(context)

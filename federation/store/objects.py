@@ -3,8 +3,9 @@
 ``apply`` is kubectl's create-or-update and answers what happened (created, configured,
 unchanged), so ``fedctl apply`` can print it and ``--atomic`` knows what to undo. A policy
 is stored as the Karmada document it was applied as and validated into a domain
-``PolicyObject`` on every read: the document is the user's object, the domain object our
-reading of it, and one parser (``manifests_karmada``) serves the CLI, the service and here.
+``PolicyObject`` on every read for a round (``all``): the document is the user's object, the
+domain object our reading of it, and one parser (``manifests_karmada``) serves the CLI, the
+service and here. ``get`` and ``list`` answer the document and its row as stored.
 Claims record which policy governs each job (``propagation.matching`` decides; the round
 writes them), so a running job keeps its policy and ``explain`` can name it.
 """
@@ -34,7 +35,15 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class PolicyRecord:
-    policy: PolicyObject
+    """A stored policy as its row says, not re-validated: one stored by an earlier release
+    that breaks a rule of this one stays readable and listable, so an admin can see it to
+    change or delete it (``all`` leaves it out of the rounds; docs/design/store.md)."""
+
+    ref: str
+    kind: str
+    namespace: str
+    name: str
+    priority: int
     document: Mapping[str, Any]
     version: int
     updated_at: datetime
@@ -47,7 +56,8 @@ class PriorityClassRecord:
 
 
 def _policy_of(row: PolicyRow) -> PolicyRecord:
-    return PolicyRecord(parse_policy_object(row.document, ""), row.document, row.version, row.updated_at)
+    return PolicyRecord(row.ref, row.kind, row.namespace, row.name, row.priority, row.document, row.version,
+                        row.updated_at)
 
 
 def _claims_in(queues: Collection[str] | None, *, unfinished: bool) -> ColumnElement[bool] | None:

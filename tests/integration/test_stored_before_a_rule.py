@@ -64,3 +64,23 @@ def test_a_policy_stored_before_a_rule_is_left_out_of_rounds_and_logged(
     with caplog.at_level(logging.ERROR, logger="federation.store.objects"):
         assert store.policies.all() == []
     assert "policy" in caplog.text and "is not applied" in caplog.text
+
+
+def test_a_policy_stored_before_a_rule_is_still_listed_and_read(store: Store) -> None:
+    """An admin must see (to fix or delete) a policy that a later rule leaves out of the
+    rounds: reading or listing it used to raise the new rule, so ListPolicies failed whole."""
+    document: dict[str, Any] = {"apiVersion": "policy.karmada.io/v1alpha1", "kind": "PropagationPolicy",
+                                "metadata": {"name": "labelled", "namespace": "team-a"},
+                                "spec": {"resourceSelectors": [{"apiVersion": "batch.volcano.sh/v1alpha1",
+                                                                "kind": "Job"}],
+                                         "placement": {"clusterAffinity": {"clusterNames": ["east"]}}}}
+    store.policies.apply(parse_policy_object(document, ""), document)
+    ref = "propagationpolicy/team-a/labelled"
+    old = {**document, "spec": {**document["spec"], "preemption": "Always", "placement": {
+        "spreadConstraints": [{"spreadByLabel": "zone", "maxGroups": 1}]}}}
+    with store.db.write() as session:
+        session.execute(update(PolicyRow).where(PolicyRow.ref == ref).values(document=old))
+    assert [r.document for r in store.policies.list()] == [old]
+    record = store.policies.get(ref)
+    assert (record.kind, record.namespace, record.name, record.document) == (
+        "PropagationPolicy", "team-a", "labelled", old)
