@@ -614,9 +614,8 @@ class JobSpec(_message.Message):
     """Explicit priority; unset = resolved from priority_class (built-in table)."""
     priority_class: _builtins.str
     max_retry: _builtins.int
-    """Unset = 3 (Volcano default). Every restart counts and the one that reaches it fails the job
-    (Volcano's state/restarting.go), so 0 and 1 both mean no restart; a manifest's 0 becomes 3,
-    as Volcano's job admission makes it.
+    """Unset or 0 = 3, as Volcano's job admission fills in a manifest's. Every restart counts and
+    the one that reaches it fails the job (Volcano's state/restarting.go), so 1 means no restart.
     """
     topology_wait_seconds: _builtins.float
     """Opt-in hold for a lower tier than network_topology requires (annotation

@@ -263,7 +263,7 @@ def job_from_proto(msg: types_pb2.JobSpec, path: str = "spec",
             network_topology=topology,
             policies=policies,
             plugins=tuple((name, tuple(msg.plugins[name].args)) for name in sorted(msg.plugins)),
-            max_retry=msg.max_retry if msg.HasField("max_retry") else DEFAULT_MAX_RETRY,
+            max_retry=msg.max_retry or DEFAULT_MAX_RETRY,  # 0 is unset, as a manifest's (Volcano's admission)
             propagation=propagation,
             namespace=msg.namespace,  # "" = the queue's default, resolved by service/admission.py
             labels=tuple(sorted(msg.labels.items())),

@@ -215,12 +215,12 @@ async def test_job_failed_by_exhausted_max_retry_is_failed_at_central_with_that_
     # The agent ends the job (FailJob); central must record why, not just "job Failed".
     async with fleet(migrated_url, ("east",)) as f:
         spec = job_spec("fragile", policies=(("RestartPod", "PodFailed"),))
-        spec.max_retry = 0
+        spec.max_retry = 1  # the first restart reaches it (0 would mean 3, as in Volcano)
         async with f.client() as c:
             await c.submit_job(spec)
             await eventually(lambda: _is_running(c, "fragile"), what="running")
             f.clusters["east"].fail_pod("fragile-worker-1")
             await eventually(lambda: f.store.jobs.get("fragile").state == "failed", what="failed")
             reason = f.store.jobs.get("fragile").reason or ""
-            assert "maxRetry 0 exhausted after PodFailed of pod fragile-worker-1" in reason, reason
-            assert "maxRetry 0 exhausted" in (await c.get_job("fragile")).reason
+            assert "maxRetry 1 exhausted after PodFailed of pod fragile-worker-1" in reason, reason
+            assert "maxRetry 1 exhausted" in (await c.get_job("fragile")).reason

@@ -26,6 +26,7 @@ from federation.domain import (
     Taint,
     Task,
 )
+from federation.domain.jobs import DEFAULT_MAX_RETRY
 from federation.domain.manifests import PRIORITY_CLASSES, load_manifests
 from federation.domain.manifests_fields import QUEUE_DEFAULT_NAMESPACE
 from federation.domain.works import Work
@@ -409,3 +410,14 @@ def test_a_zero_job_min_available_is_unset_as_in_a_manifest() -> None:
     spec.min_available = 0
     job = convert.job_from_proto(wire(spec))
     assert job.min_available is None and job.gang_size == job.total_replicas
+
+
+def test_a_zero_max_retry_is_three_as_in_a_manifest() -> None:
+    """``max_retry: 0`` over gRPC means what ``spec.maxRetry: 0`` means in a Volcano manifest:
+    Volcano's job admission writes 3 over a zero (0 meant "fail at the first restart" here,
+    which ``max_retry: 1`` says)."""
+    spec = small_spec()
+    spec.max_retry = 0
+    assert convert.job_from_proto(wire(spec)).max_retry == DEFAULT_MAX_RETRY
+    spec.max_retry = 1
+    assert convert.job_from_proto(wire(spec)).max_retry == 1
