@@ -196,9 +196,7 @@ def waiting_on_dependencies(job: Job, pods: Iterable[PodRecord]) -> frozenset[st
             started[pod.task] = started.get(pod.task, 0) + 1
 
     def ready(name: str) -> bool:
-        task = job.task(name)
-        need = task.min_available if task.min_available is not None else task.replicas
-        return started.get(name, 0) >= need
+        return started.get(name, 0) >= job.task(name).minimum
 
     waiting = set()
     for task in job.tasks:

@@ -287,9 +287,7 @@ def _pods_finished(job: Job, event: PodEvent, now: float) -> list[Action]:
     for ref in event.pods:
         succeeded[ref.task] = succeeded.get(ref.task, 0) + 1
     total = sum(succeeded.values())
-    # Volcano's admission gives a task without minAvailable its replicas, and a job
-    # without one the sum of its tasks' (pkg/webhooks/admission/jobs/mutate; Job.gang_size).
-    task_minimum = {t.name: t.replicas if t.min_available is None else t.min_available for t in job.tasks}
+    task_minimum = {t.name: t.minimum for t in job.tasks}  # and the job's, Job.gang_size
     job_minimum = job.gang_size
     short = [t for t in task_minimum if succeeded.get(t, 0) < task_minimum[t]]
     if short and job_minimum >= sum(task_minimum.values()):

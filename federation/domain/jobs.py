@@ -154,6 +154,12 @@ class Task:
         """What a node must offer one pod of this task (domain/scheduling.py; cached per template)."""
         return template_constraints(self.template_json, strict=False)
 
+    @property
+    def minimum(self) -> int:
+        """Pods of this task that must run: its ``minAvailable``, else every replica, the
+        value Volcano's job admission fills in (pkg/webhooks/admission/jobs/mutate)."""
+        return self.replicas if self.min_available is None else self.min_available
+
 
 @dataclass(frozen=True)
 class Job:
@@ -298,7 +304,7 @@ class Job:
         if self.min_available is not None:
             return self.min_available
         # At least one pod: tasks saying ``minAvailable: 0`` still start with something.
-        return max(1, sum(t.replicas if t.min_available is None else t.min_available for t in self.tasks))
+        return max(1, sum(t.minimum for t in self.tasks))
 
     @cached_property
     def requests(self) -> Resources:
