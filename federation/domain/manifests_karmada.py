@@ -30,7 +30,6 @@ from federation.domain.manifests_fields import (
     strings,
 )
 from federation.domain.manifests_volcano import parse_tolerations
-from federation.domain.names import label_value, qualified_name
 from federation.domain.policies import CLUSTER_WIDE, NAMESPACED, PolicyObject, ResourceSelector
 from federation.domain.propagation import (
     ClusterAffinity,
@@ -72,11 +71,10 @@ def label_selector(value: object, path: str) -> LabelSelector:
         except InvalidInput as exc:
             raise _rooted(where, exc) from None
     match_labels = string_map(raw.get("matchLabels"), f"{path}.matchLabels")
-    for key, value in match_labels.items():  # as apimachinery's LabelSelectorAsSelector checks them
-        where = f"{path}.matchLabels[{key[:80]!r}]"
-        qualified_name(key, where, "label key")
-        label_value(value, where)
-    return LabelSelector(tuple(match_labels.items()), tuple(requirements))
+    try:
+        return LabelSelector(tuple(match_labels.items()), tuple(requirements))
+    except InvalidInput as exc:
+        raise _rooted(path, exc) from None
 
 
 def _affinity(item: Mapping[str, object], path: str, extra: tuple[str, ...] = ()) -> ClusterAffinity:

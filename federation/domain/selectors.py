@@ -55,6 +55,12 @@ class LabelSelector:
     match_labels: tuple[tuple[str, str], ...] = ()
     match_expressions: tuple[LabelRequirement, ...] = ()
 
+    def __post_init__(self) -> None:
+        for key, value in self.match_labels:  # as apimachinery's LabelSelectorAsSelector checks them
+            where = f"matchLabels[{key[:80]!r}]"
+            qualified_name(key, where, "label key")
+            label_value(value, where)
+
     def matches(self, labels: Mapping[str, str]) -> bool:
         return (all(labels.get(k) == v for k, v in self.match_labels)
                 and all(r.matches(labels) for r in self.match_expressions))
