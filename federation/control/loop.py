@@ -327,9 +327,8 @@ class RoundScheduler:
         changed: set[str] = set()
         for cluster, reasons in sorted(data.evictions.items()):
             try:
-                done = await asyncio.to_thread(
-                    self._store.clusters.evict, cluster, reasons,
-                    unacknowledged={job: work for job, work in data.unacknowledged.items() if job in reasons})
+                done = await asyncio.to_thread(self._store.clusters.evict, cluster, reasons,
+                                               unacknowledged=data.unacknowledged)
             except StoreError as exc:
                 log.warning("eviction from %s not recorded yet (%s); retrying", cluster, exc,
                             extra=fields(cluster=cluster))
