@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import TypeVar
 
 from federation.domain.errors import InvalidInput
 from federation.domain.names import label_value, qualified_name
 from federation.files import MAX_PEM_BYTES, read_bytes
 from federation.wire.limits import AGENT_ID_MAX_CHARS, DEFAULT_LIMITS
+
+T = TypeVar("T")
 
 # A Kubernetes service-account token is about 1 KiB, a static bearer token far less.
 MAX_TOKEN_BYTES = 64 * 1024
@@ -29,31 +32,33 @@ MAX_FAKE_NODES = DEFAULT_LIMITS.max_snapshot_nodes
 LEASE_SECONDS_MIN, LEASE_SECONDS_MAX = 3.0, 3600.0
 
 
-def checked(rule: Callable[[str, str], object]) -> Callable[[str], str]:
-    """An argparse ``type`` applying a domain rule; its ``InvalidInput`` becomes the usage error."""
+def checked(rule: Callable[[str, str], T]) -> Callable[[str], T]:
+    """An argparse ``type`` applying a domain rule, whose value the flag then holds (a label
+    pair, a tuple of keys); the rule's ``InvalidInput`` becomes the usage error."""
 
-    def parse(text: str) -> str:
+    def parse(text: str) -> T:
         try:
-            rule(text, "")
+            return rule(text, "")
         except InvalidInput as exc:
             raise argparse.ArgumentTypeError(f"{text[:80]!r}: {exc.rule}") from None
-        return text
 
     parse.__name__ = "value"
     return parse
 
 
-def server_address(text: str, path: str) -> None:
+def server_address(text: str, path: str) -> str:
     """``HOST:PORT`` (``[::1]:50051`` for IPv6), a port in 1..65535 and a host."""
     host, sep, port = text.rpartition(":")
     if not sep or not host.strip("[]") or not port.isdigit() or not 0 < int(port) <= 65535:
         raise InvalidInput(path, "is not HOST:PORT (a host, and a port from 1 to 65535)")
+    return text
 
 
-def agent_identity(text: str, path: str) -> None:
+def agent_identity(text: str, path: str) -> str:
     """The agent id central accepts in a hello: printable, at most ``AGENT_ID_MAX_CHARS``."""
     if len(text) > AGENT_ID_MAX_CHARS or not text.isprintable():
         raise InvalidInput(path, f"must be at most {AGENT_ID_MAX_CHARS} printable characters")
+    return text
 
 
 def cluster_label(text: str, path: str) -> tuple[str, str]:

@@ -117,8 +117,7 @@ def config(args: argparse.Namespace) -> RuntimeConfig:
         cluster=args.cluster, server=args.server, agent_id=args.identity, token=token,
         credentials=credentials(args), heartbeat_seconds=args.heartbeat_seconds,
         snapshot_period_seconds=args.snapshot_period_seconds,
-        label_keys=label_keys(args.label_discovery, "--label-discovery"),
-        cluster_labels=dict(cluster_label(item, "--cluster-label") for item in args.cluster_label),
+        label_keys=args.label_discovery, cluster_labels=dict(args.cluster_label),
     )
 
 
