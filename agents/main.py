@@ -110,7 +110,13 @@ def credentials(args: argparse.Namespace) -> grpc.ChannelCredentials | None:
 
 
 def config(args: argparse.Namespace) -> RuntimeConfig:
-    """The runtime's configuration; reads the secret files, so ``InvalidInput`` names a bad one."""
+    """The runtime's configuration; reads the secret files, so ``InvalidInput`` names a bad one.
+    Two flags that say the same thing must agree: one of them would be ignored."""
+    if args.token and args.token_file:
+        raise InvalidInput("--token", "give --token or --token-file, not both")
+    if args.namespace and args.lease_namespace and args.namespace != args.lease_namespace:
+        raise InvalidInput("--lease-namespace", f"{args.lease_namespace!r} differs from --namespace "
+                                                f"{args.namespace!r}, of which it is an alias")
     token = token_file(args.token_file) if args.token_file else args.token
     add_secret(token)
     return RuntimeConfig(

@@ -109,3 +109,14 @@ def test_pod_name_default_is_checked_like_the_flag(monkeypatch: pytest.MonkeyPat
     with pytest.raises(SystemExit) as info:
         parser().parse_args(BASE)
     assert info.value.code == 2 and "error: argument --identity: " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("extra", "flag"), [
+    pytest.param(["--token", "t", "--token-file", "/etc/hostname"], "--token", id="a token twice"),
+    pytest.param(["--namespace", "a", "--lease-namespace", "b"], "--lease-namespace", id="two Lease namespaces"),
+])
+def test_two_flags_saying_one_thing_must_not_disagree(extra: list[str], flag: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """One of them was ignored without a word (the token file won, --namespace won)."""
+    assert main([*BASE, *extra]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {flag}: ")
