@@ -123,6 +123,7 @@ class PropagationPolicy:
                 "clusterAffinity and clusterAffinities are mutually exclusive")
         self._check_unique_affinity_names()
         self._check_one_constraint_per_field()
+        self._check_cluster_spread_bounded()
 
     def _check_one_constraint_per_field(self) -> None:
         """Karmada's webhook refuses two spread constraints on one field
@@ -133,6 +134,29 @@ class PropagationPolicy:
             require(spread.spread_by_field not in seen, f"placement.spreadConstraints[{i}].spreadByField",
                     f"a second {spread.spread_by_field} constraint: at most one spread constraint per field")
             seen.add(spread.spread_by_field)
+
+    def _check_cluster_spread_bounded(self) -> None:
+        """Karmada selects ``min(clusters, maxGroups)`` clusters for a ``cluster`` spread
+        (pkg/scheduler/core/spreadconstraint/select_clusters_by_cluster.go), so one without
+        ``maxGroups`` selects none and the binding is never scheduled. Its webhook accepts
+        it, and placing it here would run what Karmada never runs. The exception is the one
+        Karmada makes itself: a statically weighted division ignores spread constraints
+        (``shouldIgnoreSpreadConstraint`` in select_clusters.go)."""
+        if self._spread_ignored():
+            return
+        for i, spread in enumerate(self.spread_constraints):
+            require(spread.spread_by_field != "cluster" or spread.max_groups >= 1,
+                    f"placement.spreadConstraints[{i}].maxGroups",
+                    "must be >= 1 for a cluster spread: Karmada's scheduler picks at most maxGroups clusters, "
+                    "so a cluster spread without it is never scheduled")
+
+    def _spread_ignored(self) -> bool:
+        """Karmada ignores spread constraints under a Divided, Weighted preference with a
+        static weight list (or none) and no dynamic weight. An empty list here stands for
+        Karmada's absent ``weightPreference``."""
+        rs = self.replica_scheduling
+        return (rs is not None and rs.type == "Divided" and rs.division_preference == "Weighted"
+                and not rs.dynamic_weight)
 
     def _check_unique_affinity_names(self) -> None:
         """Karmada refuses two ``clusterAffinities`` terms of one name: the name is how a

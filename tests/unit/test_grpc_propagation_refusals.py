@@ -67,6 +67,10 @@ CASES = [
                                                          T.SpreadConstraint(max_groups=1)]),
                  "spreadConstraints[1].spreadByField", "spreadConstraints[1].spreadByField",
                  "at most one spread constraint per field", id="two cluster spread constraints"),
+    pytest.param({"spreadConstraints": [{"spreadByField": "cluster", "minGroups": 1}]},
+                 T.PropagationPolicy(spread_constraints=[T.SpreadConstraint(spread_by_field="cluster", min_groups=1)]),
+                 "spreadConstraints[0].maxGroups", "spreadConstraints[0].maxGroups",
+                 "a cluster spread without it is never scheduled", id="a cluster spread without maxGroups"),
     pytest.param({"clusterAffinities": [{**_TERM_A, "affinityName": "primary group"}]},
                  T.PropagationPolicy(cluster_affinities=[
                      T.ClusterAffinityTerm(name="primary group", affinity=T.ClusterAffinity(cluster_names=["east"]))]),
@@ -115,6 +119,17 @@ def test_what_one_cluster_can_honour_is_still_accepted_over_grpc() -> None:
     ), "spec.propagation")
     assert [t.name for t in policy.cluster_affinities] == ["a", "b"]
     assert policy.weighted_clusters() == {"east": 2}
+
+
+def test_a_statically_weighted_division_ignores_the_spread_as_karmada_does() -> None:
+    """Karmada skips spread constraints under a static weight list (select_clusters.go
+    ``shouldIgnoreSpreadConstraint``), so a cluster spread without maxGroups is no error there."""
+    policy = propagation_from_proto(T.PropagationPolicy(
+        spread_constraints=[T.SpreadConstraint(spread_by_field="cluster")],
+        replica_scheduling=T.ReplicaScheduling(type="Divided", division_preference="Weighted",
+                                               static_weights=[T.StaticClusterWeight(cluster="east", weight=1)]),
+    ), "spec.propagation")
+    assert policy.weighted_clusters() == {"east": 1}
 
 
 @pytest.mark.parametrize(("placement", "msg", "path"), [
