@@ -39,10 +39,10 @@ from agents.core.priority import (
 from agents.core.reconcile import Observed, ops_for_actions, reconcile
 from agents.core.records import LABEL_JOB, PodRecord
 from agents.core.recovery import (
-    PODS_FINISHED,
     RESTART_POD,
     RESTART_TASK,
     RUNNING,
+    SETTLING,
     TASK_COMPLETED,
     TERMINAL_JOB_PHASES,
     Action,
@@ -209,7 +209,7 @@ class JobController:
         for event in pod_events(job, pods, observed.nodes, now, state.evicted):
             if job_wide or _covered(event, covered):
                 continue
-            if event.event == PODS_FINISHED and (ready or wake_at is not None):
+            if event.event in SETTLING and (ready or wake_at is not None):
                 continue  # a restart (or one waiting for its timeout) comes before the verdict
             for action in decide(job, state, event, now, room=room):
                 if not action.ready(now):

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from agents.core.records import PodRecord
 from agents.core.recovery import (
+    MIN_SUCCESS_REACHED,
     NODE_LOST,
     POD_EVICTED,
     POD_FAILED,
@@ -54,7 +55,7 @@ def pod_events(job: Job, pods: Sequence[PodRecord], nodes: Sequence[Node], now: 
     """Conditions of the job's live pods: node lost (one event per node), failed, evicted,
     unknown, pending, and ``evicted`` (pods deleted by someone else, ``track_deletions``);
     then one TaskFailed per task whose containers restarted too often, one TaskCompleted
-    per task whose pods all succeeded, and PodsFinished once every replica has ended.
+    per task whose pods all succeeded, and the settling condition (``settling``).
     Pods already being deleted are skipped: an action is already under way for them."""
     usable = {n.name for n in nodes if n.ready}
     lost: dict[str, list[PodRecord]] = {}
@@ -80,10 +81,14 @@ def pod_events(job: Job, pods: Sequence[PodRecord], nodes: Sequence[Node], now: 
         node_events.append(PodEvent(NODE_LOST, tasks[0] if len(tasks) == 1 else "", refs, None, since, node))
     events += evicted
     events += task_failures(job, pods)
-    for task in completed_tasks(job, pods):
-        since = max(p.phase_since for p in pods if p.task == task)
-        events.append(PodEvent(TASK_COMPLETED, task, (), None, since))
-    events += pods_finished(job, pods)
+    done = completed_tasks(job, pods)
+    for task in (t.name for t in job.tasks if t.name in done):  # in task order, not the set's
+        # Named by the pod whose success completed it, as Volcano raises TaskCompleted
+        # on that pod's update (RestartPod then restarts that pod).
+        last = max((p for p in pods if p.task == task and p.phase == PodPhase.SUCCEEDED and not p.deleting),
+                   key=lambda p: (p.phase_since, p.name))
+        events.append(PodEvent(TASK_COMPLETED, task, (_ref(last),), None, last.phase_since, last.node or ""))
+    events += settling(job, pods)
     return node_events + events
 
 
@@ -104,14 +109,20 @@ def task_failures(job: Job, pods: Sequence[PodRecord]) -> list[PodEvent]:
     return out
 
 
-def pods_finished(job: Job, pods: Sequence[PodRecord]) -> list[PodEvent]:
-    """PodsFinished when every replica of every task has a pod that has ended (Succeeded
-    or Failed); it names the Succeeded pods, whose count settles the job."""
+def settling(job: Job, pods: Sequence[PodRecord]) -> list[PodEvent]:
+    """The condition Volcano's running state settles the job on (state/running.go), naming
+    the Succeeded pods: MinSuccessReached once ``minSuccess`` pods have Succeeded, else
+    PodsFinished when every replica of every task has a pod that has ended (Succeeded or
+    Failed)."""
     ended = {(p.task, p.index): p for p in pods if p.terminal and not p.deleting}
+    succeeded = [p for p in ended.values() if p.phase == PodPhase.SUCCEEDED]
+    if job.min_success is not None and len(succeeded) >= job.min_success:
+        since = sorted(p.phase_since for p in succeeded)[job.min_success - 1]  # when it was reached
+        return [PodEvent(MIN_SUCCESS_REACHED, "", tuple(_ref(p) for p in succeeded), None, since)]
     if len(ended) < job.total_replicas or any((t.name, i) not in ended for t in job.tasks for i in range(t.replicas)):
         return []
-    succeeded = tuple(_ref(p) for p in ended.values() if p.phase == PodPhase.SUCCEEDED)
-    return [PodEvent(PODS_FINISHED, "", succeeded, None, max(p.phase_since for p in ended.values()))]
+    return [PodEvent(PODS_FINISHED, "", tuple(_ref(p) for p in succeeded), None,
+                     max(p.phase_since for p in ended.values()))]
 
 
 def live_pods(pods: Sequence[PodRecord]) -> tuple[PodRef, ...]:
@@ -156,6 +167,5 @@ def completed_tasks(job: Job, pods: Sequence[PodRecord]) -> frozenset[str]:
 
 
 def observe(state: JobRuntimeState, job: Job, pods: Sequence[PodRecord]) -> JobRuntimeState:
-    """Refresh the observed parts of the state (failed pods, completed tasks)."""
-    failed = frozenset(p.name for p in pods if p.phase == PodPhase.FAILED and not p.deleting)
-    return replace(state, failed_pods=failed, completed_tasks=completed_tasks(job, pods))
+    """Refresh the observed part of the state (the completed tasks)."""
+    return replace(state, completed_tasks=completed_tasks(job, pods))

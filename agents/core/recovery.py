@@ -15,6 +15,11 @@ staging/src/volcano.sh/apis/pkg/apis/bus/v1alpha1/{events,actions}.go):
   pod is simply recreated, as Volcano's SyncJob recreates a missing pod. A pod that ended
   Failed with an eviction reason (the kubelet's) is PodEvicted too, and falls back to the
   PodFailed policies when none names PodEvicted: Volcano sees such a pod as PodFailed.
+- ``RestartPod`` restarts the pods the event names. A TaskCompleted names one: the pod
+  whose success completed the task, since Volcano raises TaskCompleted on that pod's
+  update (pkg/controllers/job/job_controller_handler.go ``updatePod``) and RestartPod
+  targets the request's pod (job_controller_util.go ``GetStateAction``), so that one pod
+  is restarted, not its task.
 - ``TaskFailed``: the containers of a task's Running and Pending pods have restarted, in
   total, at least the task's ``maxRetry`` times (default 3; Volcano's job cache
   ``TaskFailed`` in pkg/controllers/cache/cache.go). Only a policy acts on it.
@@ -29,17 +34,25 @@ staging/src/volcano.sh/apis/pkg/apis/bus/v1alpha1/{events,actions}.go):
   job ran twice). The job fails with a reason naming the budget, the event and the pod.
   A task's ``maxRetry`` is not a restart budget: it is the TaskFailed threshold (below).
 
-Defaults when no policy matches (kept simple and documented, close to Volcano, where a
-job fails once failed pods make ``minAvailable`` unreachable):
-PodFailed/PodEvicted fail the job when the pods left are fewer than ``minAvailable``
-(else the elastic job continues); Unknown, PodPending, TaskFailed and a deleted pod's
-PodEvicted do nothing; TaskCompleted completes the job once every task has completed.
-``PodsFinished`` (ours: every replica's pod has ended) settles the job as Volcano's
-running state does when succeeded + failed pods reach the replicas
-(pkg/controllers/job/state/running.go): Failed when a task with its own
-``minAvailable`` has fewer Succeeded pods (checked only when the job's ``minAvailable``
-covers the tasks' minimums, a task's defaulting to its replicas), else Completed when
-the Succeeded pods reach the job's ``minAvailable``, else Failed.
+Defaults when no policy matches follow Volcano's: ``applyPolicies`` then returns
+``SyncJob``, which creates only the pods that are missing (job_controller_actions.go
+``syncJob``: a pod that exists, whatever its phase, is counted, not recreated). So a Failed
+pod (PodFailed, or PodEvicted of a pod that ended Failed) stays as it is and the other
+pods keep running, even when fewer than ``minAvailable`` are left; a deleted pod's
+PodEvicted only lets reconcile recreate it; Unknown, PodPending and TaskFailed do
+nothing; TaskCompleted completes the job once every task has completed. The job is
+settled by the running state's check (pkg/controllers/job/state/running.go, the SyncJob
+branch), which we run on two conditions of ours:
+
+- ``MinSuccessReached``: the job has ``minSuccess`` and at least that many pods
+  Succeeded: it is Completed at once and its pods still running are deleted (Volcano's
+  finished state kills them keeping Succeeded and Failed ones, ``PodRetainPhaseSoft``,
+  state/finished.go).
+- ``PodsFinished``: every replica's pod has ended. Failed when a task with its own
+  ``minAvailable`` has fewer Succeeded pods (checked only when the job's ``minAvailable``
+  covers the tasks' minimums, a task's defaulting to its replicas), else Failed when the
+  Succeeded pods are fewer than ``minSuccess``, else Completed when they reach the job's
+  ``minAvailable``, else Failed.
 
 ``NodeLost`` is ours (Volcano has no such event: its pods eventually fail or are
 evicted): pods on a NotReady or deleted node are replaced in place inside the same
@@ -63,8 +76,12 @@ from federation.domain.topology import Domain
 
 POD_FAILED, POD_EVICTED, POD_PENDING = "PodFailed", "PodEvicted", "PodPending"
 TASK_COMPLETED, TASK_FAILED, UNKNOWN = "TaskCompleted", "TaskFailed", "Unknown"
-NODE_LOST, PODS_FINISHED = "NodeLost", "PodsFinished"  # ours: no policy names them
-EVENTS = (POD_FAILED, POD_EVICTED, POD_PENDING, TASK_COMPLETED, TASK_FAILED, UNKNOWN, NODE_LOST, PODS_FINISHED)
+NODE_LOST, PODS_FINISHED, MIN_SUCCESS_REACHED = "NodeLost", "PodsFinished", "MinSuccessReached"  # ours: no policy
+EVENTS = (POD_FAILED, POD_EVICTED, POD_PENDING, TASK_COMPLETED, TASK_FAILED, UNKNOWN, NODE_LOST, PODS_FINISHED,
+          MIN_SUCCESS_REACHED)
+# The conditions Volcano's running state settles a job on (state/running.go); ``pods``
+# of their events are the Succeeded ones.
+SETTLING = (MIN_SUCCESS_REACHED, PODS_FINISHED)
 
 RESTART_POD, RESTART_TASK, RESTART_JOB = "RestartPod", "RestartTask", "RestartJob"
 ABORT_JOB, TERMINATE_JOB, COMPLETE_JOB = "AbortJob", "TerminateJob", "CompleteJob"
@@ -110,6 +127,9 @@ class PodEvent:
         return f"{self.event}/{names}/{self.since}"
 
     def describe(self) -> str:
+        if self.event == TASK_COMPLETED:  # its pod is the one whose success completed the task
+            last = f" (completed by pod {self.pod.name})" if self.pod else ""
+            return f"{self.event} of task {self.task}{last}"
         subject = f"pod {self.pod.name}" if len(self.pods) == 1 and self.pod else (
             f"pods {', '.join(p.name for p in self.pods)}" if self.pods else f"task {self.task}")
         code = f" (exitCode={self.exit_code})" if self.exit_code is not None else ""
@@ -149,7 +169,6 @@ class JobRuntimeState:
 
     phase: str = RUNNING
     retries: int = 0
-    failed_pods: frozenset[str] = frozenset()  # pods observed Failed right now
     completed_tasks: frozenset[str] = frozenset()  # tasks whose pods all Succeeded
     handled: frozenset[str] = frozenset()  # PodEvent keys already acted on
     # The job's pods that were neither ended nor being deleted when the last pass ended:
@@ -233,16 +252,14 @@ def decide(job: Job, state: JobRuntimeState, event: PodEvent, now: float, *, roo
         return []
     if event.event == NODE_LOST:
         return _node_lost(job, event, now, room)
-    if event.event == PODS_FINISHED:
-        return _pods_finished(job, event, now)
+    if event.event in SETTLING:
+        return _settle(job, event, now)
     matched = matching_policy(job, event)
     if matched is None:
         return _default(job, state, event, now)
     policy, cause = matched
     due = event.since + policy.timeout_seconds if policy.timeout_seconds is not None else now
     kind = policy.action
-    if kind == RESTART_POD and not event.pods:
-        kind = RESTART_TASK  # TaskCompleted has no pod to restart: restart its task
     task = event.task
     if kind in RESTARTS:
         used, limit = state.retries + 1, job.max_retry
@@ -263,15 +280,9 @@ def decide(job: Job, state: JobRuntimeState, event: PodEvent, now: float, *, roo
 
 
 def _default(job: Job, state: JobRuntimeState, event: PodEvent, now: float) -> list[Action]:
-    if event.event in (POD_FAILED, POD_EVICTED) and not event.deleted:
-        failed = state.failed_pods | {p.name for p in event.pods}
-        left = job.total_replicas - len(failed)
-        if left < job.gang_size:
-            return [_action(job, FAIL_JOB, event, now,
-                            f"{event.describe()} and no policy matched: {left} of {job.total_replicas} pods left, "
-                            f"minAvailable {job.gang_size}",
-                            cause=event.event, task=event.task, pods=_all_pods(job))]
-        return []
+    """No policy matched: Volcano's SyncJob. It acts only when the last task completes;
+    a Failed pod is left for the settling check (``_settle``), a deleted one for
+    reconcile to recreate."""
     if event.event == TASK_COMPLETED:
         done = state.completed_tasks | {event.task}
         if all(t.name in done for t in job.tasks):
@@ -280,13 +291,20 @@ def _default(job: Job, state: JobRuntimeState, event: PodEvent, now: float) -> l
     return []
 
 
-def _pods_finished(job: Job, event: PodEvent, now: float) -> list[Action]:
-    """Volcano's verdict on a job whose every pod has ended; ``event.pods`` are the
-    Succeeded ones (pkg/controllers/job/state/running.go, the default branch)."""
+def _settle(job: Job, event: PodEvent, now: float) -> list[Action]:
+    """Volcano's running-state verdict (pkg/controllers/job/state/running.go, the SyncJob
+    branch): ``minSuccess`` reached completes the job whatever else runs; once every pod
+    has ended, a task short of its own minimum, then ``minSuccess``, then the job's
+    ``minAvailable`` decide. ``event.pods`` are the Succeeded pods."""
     succeeded: dict[str, int] = {}
     for ref in event.pods:
         succeeded[ref.task] = succeeded.get(ref.task, 0) + 1
     total = sum(succeeded.values())
+    if job.min_success is not None and total >= job.min_success:
+        return [_action(job, COMPLETE_JOB, event, now, f"minSuccess {job.min_success} reached: {total} of "
+                        f"{job.total_replicas} pods Succeeded", cause=event.event, pods=_all_pods(job))]
+    if event.event != PODS_FINISHED:
+        return []
     task_minimum = {t.name: t.minimum for t in job.tasks}  # and the job's, Job.gang_size
     job_minimum = job.gang_size
     short = [t for t in task_minimum if succeeded.get(t, 0) < task_minimum[t]]
@@ -294,6 +312,9 @@ def _pods_finished(job: Job, event: PodEvent, now: float) -> list[Action]:
         task = short[0]
         return [_action(job, FAIL_JOB, event, now, f"all pods ended: task {task} has {succeeded.get(task, 0)} "
                         f"Succeeded, minAvailable {task_minimum[task]}", cause=PODS_FINISHED, pods=_all_pods(job))]
+    if job.min_success is not None:  # not reached (else completed above)
+        return [_action(job, FAIL_JOB, event, now, f"all pods ended: {total} of {job.total_replicas} Succeeded, "
+                        f"minSuccess {job.min_success}", cause=PODS_FINISHED, pods=_all_pods(job))]
     kind = COMPLETE_JOB if total >= job_minimum else FAIL_JOB
     return [_action(job, kind, event, now, f"all pods ended: {total} of {job.total_replicas} Succeeded, "
                     f"minAvailable {job_minimum}", cause=PODS_FINISHED, pods=_all_pods(job))]

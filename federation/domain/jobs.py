@@ -186,6 +186,9 @@ class Job:
     workload: Workload | None = None
     # Jobs (same namespace) that must succeed before this one is planned (a JobFlow's dependsOn).
     after: tuple[str, ...] = ()
+    # Volcano spec.minSuccess: the job is Completed once this many pods Succeeded (the rest
+    # are deleted), and Failed if all its pods end with fewer (agents/core/recovery.py).
+    min_success: int | None = None
 
     def __post_init__(self) -> None:
         _dns_label(self.name, "metadata.name")
@@ -201,6 +204,10 @@ class Job:
             require(self.min_available <= self.total_replicas, "spec.minAvailable",
                     f"must not exceed the total replicas ({self.total_replicas})")
         require(self.max_retry >= 0, "spec.maxRetry", "must be >= 0")
+        if self.min_success is not None:
+            # Volcano's CRD only says >= 1; above the replicas the job could only fail.
+            require(1 <= self.min_success <= self.total_replicas, "spec.minSuccess",
+                    f"must be between 1 and the total replicas ({self.total_replicas})")
         check_policy_set(self.policies, "spec.policies")
         if self.topology_wait_seconds is not None:
             require(0 <= self.topology_wait_seconds <= MAX_TOPOLOGY_WAIT_SECONDS,
@@ -211,6 +218,8 @@ class Job:
         if self.workload is not None:
             require(len(self.tasks) == 1 and not self.plugins and not self.policies, "spec",
                     "a workload job has one task and no plugins or policies (its controller runs the pods)")
+            require(self.min_success is None, "spec.minSuccess",
+                    "not supported for a Deployment or StatefulSet: its controller, not the agent, runs the pods")
             self._check_workload(self.workload)
         self._check_depends_on()
         for i, other in enumerate(self.after):

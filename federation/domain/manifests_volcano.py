@@ -73,10 +73,10 @@ PRIORITY_CLASSES: Mapping[str, int] = {
     "system-node-critical": 2000001000,
 }
 
-_JOB_SPEC_KEYS = ("queue", "minAvailable", "priorityClassName", "maxRetry", "tasks", "policies", "plugins",
-                  "networkTopology", "schedulerName")
+_JOB_SPEC_KEYS = ("queue", "minAvailable", "minSuccess", "priorityClassName", "maxRetry", "tasks", "policies",
+                  "plugins", "networkTopology", "schedulerName")
 # Refused with their own reasons first (_check_job_fields), then these generic ones.
-_JOB_SPEC_UNSUPPORTED = ("volumes", "minSuccess", "ttlSecondsAfterFinished", "runningEstimate")
+_JOB_SPEC_UNSUPPORTED = ("volumes", "ttlSecondsAfterFinished", "runningEstimate")
 _TASK_KEYS = ("name", "replicas", "minAvailable", "template", "policies", "maxRetry", "dependsOn")
 _TASK_UNSUPPORTED = ("topologyPolicy", "partitionPolicy")
 # Volcano accepts these in a policy (pkg/webhooks/admission/jobs/validate/util.go); we do not.
@@ -376,6 +376,7 @@ def parse_job(doc: Mapping[str, object], path: str, propagation: PropagationPoli
             propagation=propagation,
             tolerations=_common_tolerations([tols for _, tols in parsed]),
             topology_wait_seconds=_topology_wait(annotations, path),
+            min_success=integer(spec["minSuccess"], f"{path}.spec.minSuccess") if "minSuccess" in spec else None,
         )
     except InvalidInput as exc:
         raise exc if exc.path.startswith(path) else _rooted(path, exc) from None

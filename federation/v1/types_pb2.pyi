@@ -601,6 +601,7 @@ class JobSpec(_message.Message):
     TOPOLOGY_WAIT_SECONDS_FIELD_NUMBER: _builtins.int
     WORKLOAD_FIELD_NUMBER: _builtins.int
     AFTER_FIELD_NUMBER: _builtins.int
+    MIN_SUCCESS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     namespace: _builtins.str
     """Empty = "default"."""
@@ -620,6 +621,10 @@ class JobSpec(_message.Message):
     topology_wait_seconds: _builtins.float
     """Opt-in hold for a lower tier than network_topology requires (annotation
     federation.io/topology-wait); unset = the queue's default, then the service's.
+    """
+    min_success: _builtins.int
+    """Volcano minSuccess; unset = none. 1..the total replicas: the job is Completed once this
+    many pods Succeeded (the others are deleted), and Failed if its pods all end with fewer.
     """
     @_builtins.property
     def tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___TaskSpec]: ...
@@ -665,15 +670,18 @@ class JobSpec(_message.Message):
         topology_wait_seconds: _builtins.float | None = ...,
         workload: Global___Workload | None = ...,
         after: _abc.Iterable[_builtins.str] | None = ...,
+        min_success: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_priority", b"_priority", "_topology_wait_seconds", b"_topology_wait_seconds", "max_retry", b"max_retry", "min_available", b"min_available", "network_topology", b"network_topology", "priority", b"priority", "propagation", b"propagation", "topology_wait_seconds", b"topology_wait_seconds", "workload", b"workload"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_min_success", b"_min_success", "_priority", b"_priority", "_topology_wait_seconds", b"_topology_wait_seconds", "max_retry", b"max_retry", "min_available", b"min_available", "min_success", b"min_success", "network_topology", b"network_topology", "priority", b"priority", "propagation", b"propagation", "topology_wait_seconds", b"topology_wait_seconds", "workload", b"workload"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_priority", b"_priority", "_topology_wait_seconds", b"_topology_wait_seconds", "after", b"after", "labels", b"labels", "max_retry", b"max_retry", "min_available", b"min_available", "name", b"name", "namespace", b"namespace", "network_topology", b"network_topology", "plugins", b"plugins", "policies", b"policies", "priority", b"priority", "priority_class", b"priority_class", "propagation", b"propagation", "queue", b"queue", "tasks", b"tasks", "tolerations", b"tolerations", "topology_wait_seconds", b"topology_wait_seconds", "workload", b"workload"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_min_success", b"_min_success", "_priority", b"_priority", "_topology_wait_seconds", b"_topology_wait_seconds", "after", b"after", "labels", b"labels", "max_retry", b"max_retry", "min_available", b"min_available", "min_success", b"min_success", "name", b"name", "namespace", b"namespace", "network_topology", b"network_topology", "plugins", b"plugins", "policies", b"policies", "priority", b"priority", "priority_class", b"priority_class", "propagation", b"propagation", "queue", b"queue", "tasks", b"tasks", "tolerations", b"tolerations", "topology_wait_seconds", b"topology_wait_seconds", "workload", b"workload"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__max_retry: _TypeAlias = _typing.Literal["max_retry"]  # noqa: Y015
     _WhichOneofArgType__max_retry: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry"]  # noqa: Y015
     _WhichOneofReturnType__min_available: _TypeAlias = _typing.Literal["min_available"]  # noqa: Y015
     _WhichOneofArgType__min_available: _TypeAlias = _typing.Literal["_min_available", b"_min_available"]  # noqa: Y015
+    _WhichOneofReturnType__min_success: _TypeAlias = _typing.Literal["min_success"]  # noqa: Y015
+    _WhichOneofArgType__min_success: _TypeAlias = _typing.Literal["_min_success", b"_min_success"]  # noqa: Y015
     _WhichOneofReturnType__priority: _TypeAlias = _typing.Literal["priority"]  # noqa: Y015
     _WhichOneofArgType__priority: _TypeAlias = _typing.Literal["_priority", b"_priority"]  # noqa: Y015
     _WhichOneofReturnType__topology_wait_seconds: _TypeAlias = _typing.Literal["topology_wait_seconds"]  # noqa: Y015
@@ -682,6 +690,8 @@ class JobSpec(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_retry) -> _WhichOneofReturnType__max_retry | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__min_available) -> _WhichOneofReturnType__min_available | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__min_success) -> _WhichOneofReturnType__min_success | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__priority) -> _WhichOneofReturnType__priority | None: ...
     @_typing.overload

@@ -194,6 +194,8 @@ def job_to_proto(job: Job) -> types_pb2.JobSpec:
     )
     if job.min_available is not None:
         msg.min_available = job.min_available
+    if job.min_success is not None:
+        msg.min_success = job.min_success
     if job.network_topology is not None:
         nt = job.network_topology
         msg.network_topology.mode = nt.mode
@@ -271,6 +273,8 @@ def job_from_proto(msg: types_pb2.JobSpec, path: str = "spec",
             workload=workload,
             after=tuple(msg.after),
             topology_wait_seconds=msg.topology_wait_seconds if msg.HasField("topology_wait_seconds") else None,
+            # Unlike minAvailable, a 0 is not unset: Volcano's CRD refuses it (minimum 1), so do we.
+            min_success=msg.min_success if msg.HasField("min_success") else None,
         )
     except InvalidInput as exc:
         raise _job_error(exc, path) from None

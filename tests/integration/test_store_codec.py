@@ -72,6 +72,7 @@ EVERYTHING = Job(
     tolerations=(Toleration("nvidia.com/gpu", "Exists"),),
     topology_wait_seconds=7200.0,
     after=("tokenize", "dedupe"),
+    min_success=12,
 )
 # A workload job carries the fields a Volcano Job cannot (one task, no plugins or policies).
 DEPLOYMENT = Job(

@@ -143,6 +143,10 @@ BAD_JOBS = [
     pytest.param(_zero_weight, "spec.propagation.replicaScheduling.weightPreference.staticWeightList[0].weight",
                  ">= 1", id="a static cluster weight of zero"),
     pytest.param(_set("tasks.0.replicas", -3), "spec.tasks[0].replicas", ">= 1", id="negative replicas"),
+    pytest.param(_set("min_success", 0), "spec.minSuccess", "between 1 and the total replicas (2)",
+                 id="an explicit zero minSuccess (Volcano's CRD minimum is 1)"),
+    pytest.param(_set("min_success", 3), "spec.minSuccess", "between 1 and the total replicas (2)",
+                 id="more successes than the job has pods could never complete it"),
 ]
 
 
@@ -421,3 +425,13 @@ def test_a_zero_max_retry_is_three_as_in_a_manifest() -> None:
     assert convert.job_from_proto(wire(spec)).max_retry == DEFAULT_MAX_RETRY
     spec.max_retry = 1
     assert convert.job_from_proto(wire(spec)).max_retry == 1
+
+
+def test_min_success_round_trips_and_unset_is_none() -> None:
+    """minSuccess travels as an explicit field: unset is no minSuccess, a value is kept."""
+    assert convert.job_from_proto(wire(small_spec())).min_success is None
+    spec = small_spec()
+    spec.min_success = 1
+    job = convert.job_from_proto(wire(spec))
+    assert job.min_success == 1
+    assert convert.job_from_proto(wire(convert.job_to_proto(job))) == job

@@ -184,6 +184,12 @@ INLINE = [
                  id="an unknown plugin is refused"),
     pytest.param(job_yaml(spec="volumes: []"), "documents[0].spec.volumes", "not supported",
                  id="volumes are a Volcano field the federation does not implement"),
+    pytest.param(job_yaml(spec="minSuccess: 0"), "documents[0].spec.minSuccess", "between 1 and the total replicas",
+                 id="minSuccess below 1 (Volcano's CRD minimum)"),
+    pytest.param(job_yaml(spec="minSuccess: 3"), "documents[0].spec.minSuccess", "between 1 and the total replicas (2)",
+                 id="minSuccess above the replicas could never complete the job"),
+    pytest.param(job_yaml(spec="minSuccess: two"), "documents[0].spec.minSuccess", "integer",
+                 id="minSuccess must be an integer"),
     pytest.param(job_yaml(task="dependsOn: {name: [master]}"), "documents[0].spec.tasks[0].dependsOn.name",
                  "must name another task", id="a task dependency names a task of the job"),
     pytest.param(job_yaml(task="minAvailable: 3"), "documents[0].spec.tasks[0].minAvailable", "between 0 and replicas",
@@ -231,6 +237,11 @@ def test_bad_inline_manifest_is_refused_with_its_field_path(text: str, path: str
         load_manifests(text)
     assert info.value.path == path
     assert rule in info.value.rule
+
+
+def test_min_success_is_loaded() -> None:
+    assert load_manifests(job_yaml(spec="minSuccess: 1")).job.min_success == 1
+    assert load_manifests(job_yaml()).job.min_success is None
 
 
 # ---------------------------------------------------------------- queues

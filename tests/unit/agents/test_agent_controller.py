@@ -93,15 +93,19 @@ async def test_node_lost_without_room_reports_replan() -> None:
     assert report.phase == "Replan" and "no node in t1-l0 has room" in report.message
 
 
-async def test_default_failure_fails_the_job_and_stops_its_pods() -> None:
+async def test_a_failure_without_a_policy_leaves_the_gang_running_until_its_pods_end() -> None:
+    # Volcano's SyncJob: the Failed pod is kept (not recreated), the others run on.
     clock = ManualClock()
     cluster = fake(clock=clock)
     ctl = controller()
     await ctl.sync(cluster, clock(), None)
     cluster.fail_pod("train-worker-0")
     report = await ctl.sync(cluster, clock(), None)
+    assert report.actions == () and ctl.state.phase == "Running"
+    assert [(p.name, p.phase) for p in cluster.pods()] == [("train-worker-0", "Failed"), ("train-worker-1", "Running")]
+    cluster.fail_pod("train-worker-1")
+    report = await ctl.sync(cluster, clock(), None)
     assert [a.kind for a in report.actions] == ["FailJob"] and report.phase == "Failed"
-    assert [(p.name, p.phase) for p in cluster.pods()] == [("train-worker-0", "Failed")]
 
 
 async def test_update_ignores_stale_versions_and_moves_to_new_ones() -> None:

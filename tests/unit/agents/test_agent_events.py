@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from agentkit import job
 
@@ -43,7 +45,13 @@ CASES = [
     pytest.param([pod("worker", 0, "Succeeded", node="n2")], [], id="finished-pod-on-lost-node-is-fine"),
     pytest.param([pod("worker", 0, "Failed", deleting=True)], [], id="pod-being-deleted-is-already-handled"),
     pytest.param([pod("master", 0, "Succeeded"), pod("worker", 0, "Succeeded")],
-                 [("TaskCompleted", "master", ())], id="task-completed-when-all-replicas-succeeded"),
+                 [("TaskCompleted", "master", ("train-master-0",))], id="task-completed-when-all-replicas-succeeded"),
+    pytest.param([pod("master", 0, "Succeeded"), pod("worker", 0, "Succeeded", since=9.0),
+                  pod("worker", 1, "Succeeded", since=7.0)],
+                 [("TaskCompleted", "master", ("train-master-0",)),
+                  ("TaskCompleted", "worker", ("train-worker-0",)),
+                  ("PodsFinished", "", ("train-master-0", "train-worker-0", "train-worker-1"))],
+                 id="task-completed-names-the-pod-whose-success-completed-it"),
 ]
 
 
@@ -57,10 +65,26 @@ def test_failed_event_carries_exit_code_and_since() -> None:
     assert (event.exit_code, event.since, event.node) == (137, 42.0, "n1")
 
 
-def test_observe_refreshes_failed_pods_and_completed_tasks() -> None:
+def test_observe_refreshes_completed_tasks() -> None:
     pods = [pod("master", 0, "Succeeded"), pod("worker", 0, "Failed"), pod("worker", 1)]
     state = observe(JobRuntimeState(retries=2), J, pods)
-    assert state.failed_pods == {"train-worker-0"} and state.completed_tasks == {"master"} and state.retries == 2
+    assert state.completed_tasks == {"master"} and state.retries == 2
+
+
+def test_min_success_reached_is_raised_while_other_pods_run() -> None:
+    # Volcano's running state completes a job once minSuccess pods Succeeded, whatever else runs.
+    j = replace(J, min_success=2)
+    pods = [pod("master", 0, "Succeeded", since=5.0), pod("worker", 0, "Succeeded", since=8.0), pod("worker", 1)]
+    events = pod_events(j, pods, NODES, 10.0)
+    assert summary(events)[-1] == ("MinSuccessReached", "", ("train-master-0", "train-worker-0"))
+    assert events[-1].since == 8.0
+    assert "MinSuccessReached" not in [e.event for e in pod_events(j, pods[:1] + pods[2:], NODES, 10.0)]
+
+
+def test_min_success_reached_takes_the_place_of_pods_finished() -> None:
+    j = replace(J, min_success=1)
+    pods = [pod("master", 0, "Succeeded"), pod("worker", 0, "Failed"), pod("worker", 1, "Failed")]
+    assert [e.event for e in pod_events(j, pods, NODES, 10.0)][-1:] == ["MinSuccessReached"]
 
 
 def test_job_pods_filters_by_job_namespace_and_version() -> None:

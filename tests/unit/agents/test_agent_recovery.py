@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from agentkit import job
 
 from agents.core.recovery import (
+    MIN_SUCCESS_REACHED,
     NODE_LOST,
     POD_EVICTED,
     POD_FAILED,
@@ -74,8 +77,9 @@ TABLE = [
                  PodEvent(TASK_COMPLETED, "master", (), None, 50.0), [("CompleteJob", ALL)],
                  id="task-completed-completes-job"),
     pytest.param(job(tasks=TWO_TASKS, policies=(P("RestartPod", events=(TASK_COMPLETED,)),)),
-                 PodEvent(TASK_COMPLETED, "worker", (), None, 50.0), [("RestartTask", WORKERS)],
-                 id="restart-pod-on-task-completed-restarts-the-task"),
+                 PodEvent(TASK_COMPLETED, "worker", (PodRef("train-worker-1", "worker", 1),), None, 50.0),
+                 [("RestartPod", ("train-worker-1",))],
+                 id="restart-pod-on-task-completed-restarts-the-pod-that-completed-it-as-volcano-targets-its-request"),
     pytest.param(job(tasks=TWO_TASKS, policies=(P("RestartJob", exit_code=137),)), failed(code=137),
                  [("RestartJob", ALL)], id="exit-code-policy-matches-its-code"),
     pytest.param(job(tasks=TWO_TASKS, min_available=2, policies=(P("RestartJob", exit_code=137),)), failed(code=1),
@@ -110,9 +114,11 @@ TABLE = [
                  PodEvent(POD_PENDING, "worker", (PodRef("train-worker-0", "worker", 0),), None, 0.0),
                  [("RestartPod", ("train-worker-0",))], id="pod-pending-past-timeout-fires"),
     # defaults when no policy matches
-    pytest.param(job(tasks=TWO_TASKS), failed(), [("FailJob", ALL)], id="default-failed-pod-fails-the-gang"),
-    pytest.param(job(tasks=TWO_TASKS), failed(event=POD_EVICTED, code=None), [("FailJob", ALL)],
-                 id="default-evicted-pod-fails-the-gang"),
+    # (Volcano's SyncJob: the Failed pod is counted, not recreated, and the others run on,
+    # even below minAvailable; the job is settled once every pod has ended)
+    pytest.param(job(tasks=TWO_TASKS), failed(), [], id="default-failed-pod-leaves-the-gang-running"),
+    pytest.param(job(tasks=TWO_TASKS), failed(event=POD_EVICTED, code=None), [],
+                 id="default-pod-that-ended-evicted-leaves-the-gang-running"),
     pytest.param(job(tasks=TWO_TASKS, min_available=2), failed(), [],
                  id="default-elastic-job-with-slack-keeps-running"),
     pytest.param(job(tasks=TWO_TASKS), PodEvent(UNKNOWN, "worker", (PodRef("train-worker-0", "worker", 0),)), [],
@@ -137,6 +143,16 @@ TABLE = [
                      task_min={"master": 1, "worker": 2}),
                  finished(0, 1, 2), [("FailJob", ("train-master-0", *FOUR[:3]))],
                  id="a-task-below-its-minavailable-fails-the-job"),
+    # minSuccess (running.go checks it first, then again once every pod has ended)
+    pytest.param(replace(job(tasks=(("worker", 4, 1),)), min_success=2),
+                 PodEvent(MIN_SUCCESS_REACHED, "", (PodRef("train-worker-0", "worker", 0),
+                                                    PodRef("train-worker-2", "worker", 2)), None, 9.0),
+                 [("CompleteJob", FOUR)], id="min-success-reached-completes-the-job-while-pods-run"),
+    pytest.param(replace(job(tasks=(("worker", 4, 1),), min_available=1), min_success=2), finished(0),
+                 [("FailJob", FOUR)], id="all-ended-below-min-success-fails-even-above-minavailable"),
+    pytest.param(replace(job(tasks=(("master", 1, 0), ("worker", 3, 1)), min_available=4), min_success=2),
+                 finished(0, 1), [("CompleteJob", ("train-master-0", *FOUR[:3]))],
+                 id="all-ended-with-min-success-completes-even-with-a-task-short"),
 ]
 
 

@@ -5,6 +5,8 @@ spends the job's maxRetry."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from agentkit import LABEL_KEYS, fake, job, work
 
 from agents.core.controller import JobController
@@ -90,9 +92,84 @@ async def test_an_elastic_job_whose_pods_all_ended_below_min_available_fails() -
     await ctl.sync(cluster, clock(), None)
     cluster.fail_pod("train-worker-2")
     cluster.fail_pod("train-worker-1")
-    # 1 left < minAvailable 2: the failures end the job at once
+    # 1 left < minAvailable 2, no policy: Volcano's SyncJob leaves the last pod running
+    assert (await ctl.sync(cluster, clock(), None)).actions == ()
+    assert (cluster.pod("train-worker-0") or cluster.pods()[0]).phase == "Running"
+    cluster.advance(200)
     report = await ctl.sync(cluster, clock(), None)
     assert [a.kind for a in report.actions] == ["FailJob"] and report.phase == "Failed"
+    assert report.events[0].message == "all pods ended: 1 of 4 Succeeded, minAvailable 2"
+
+
+async def test_a_failed_pod_without_a_policy_is_kept_and_the_gang_runs_on_until_all_pods_end() -> None:
+    # Volcano's default action is SyncJob: it creates only missing pods (a Failed one is
+    # counted, not recreated) and settles the job when every pod has ended (running.go).
+    # The gang used to be failed at once, its running pods deleted.
+    clock, cluster, ctl = await running(job(tasks=(("worker", 3, 1),)), "t2-s0", runtime=100.0)
+    cluster.fail_pod("train-worker-2")
+    for _ in range(2):
+        report = await ctl.sync(cluster, clock(), None)
+        assert report.actions == () and ctl.state.phase == "Running" and ctl.state.retries == 0
+    phases = {p.name: p.phase for p in cluster.pods()}
+    assert phases == {"train-worker-0": "Running", "train-worker-1": "Running", "train-worker-2": "Failed"}
+    cluster.advance(200)
+    done = await ctl.sync(cluster, clock(), None)
+    assert [a.kind for a in done.actions] == ["FailJob"] and done.phase == "Failed"
+    assert done.events[0].message == "all pods ended: task worker has 2 Succeeded, minAvailable 3"
+
+
+async def test_a_kubelet_evicted_pod_without_a_policy_is_kept_like_a_failed_one() -> None:
+    clock, cluster, ctl = await running(job(tasks=(("worker", 2, 1),), min_available=1), "t2-s0", runtime=100.0)
+    cluster.evict_pod("train-worker-1")
+    assert (await ctl.sync(cluster, clock(), None)).actions == ()
+    evicted = cluster.pod("train-worker-1")
+    assert evicted is not None and evicted.phase == "Failed" and evicted.reason == "Evicted"  # not recreated
+    cluster.advance(200)
+    done = await ctl.sync(cluster, clock(), None)
+    assert [a.kind for a in done.actions] == ["CompleteJob"] and done.phase == "Succeeded"
+
+
+async def test_min_success_completes_the_job_and_deletes_the_pods_still_running() -> None:
+    # Volcano's minSuccess (docs/design/minsuccess.md): a service task runs for ever, so
+    # the job is Completed once minSuccess pods Succeeded and the rest are reclaimed.
+    j = replace(job(tasks=(("worker", 2, 1), ("redis", 1, 0))), min_success=2)
+    clock, cluster, ctl = await running(j, "t2-s0")
+    cluster.succeed_pod("train-worker-0")
+    assert (await ctl.sync(cluster, clock(), None)).actions == ()
+    cluster.succeed_pod("train-worker-1")
+    done = await ctl.sync(cluster, clock(), None)
+    assert [a.kind for a in done.actions] == ["CompleteJob"] and done.phase == "Succeeded"
+    assert done.events[0].message == "minSuccess 2 reached: 2 of 3 pods Succeeded"
+    assert {p.name: p.phase for p in cluster.pods()} == {"train-worker-0": "Succeeded",
+                                                         "train-worker-1": "Succeeded"}
+
+
+async def test_min_success_not_reached_when_every_pod_ended_fails_the_job() -> None:
+    j = replace(job(tasks=(("worker", 3, 1),), min_available=1), min_success=2)
+    clock, cluster, ctl = await running(j, "t2-s0")
+    cluster.succeed_pod("train-worker-0")
+    cluster.fail_pod("train-worker-1")
+    cluster.fail_pod("train-worker-2")
+    done = await ctl.sync(cluster, clock(), None)
+    assert [a.kind for a in done.actions] == ["FailJob"] and done.phase == "Failed"
+    assert done.events[0].message == "all pods ended: 1 of 3 Succeeded, minSuccess 2"
+
+
+async def test_restart_pod_on_task_completed_restarts_only_the_pod_that_completed_the_task() -> None:
+    # Volcano raises TaskCompleted on the update of the pod whose success completed the
+    # task, and RestartPod kills that request's pod (job_controller_util.go GetStateAction).
+    j = job(tasks=(("worker", 2, 1), ("ps", 1, 0)), policies=(P("RestartPod", events=("TaskCompleted",)),))
+    clock, cluster, ctl = await running(j, "t2-s0")
+    cluster.succeed_pod("train-worker-0")
+    clock.advance(5)
+    cluster.succeed_pod("train-worker-1")
+    report = await ctl.sync(cluster, clock(), None)
+    assert [(a.kind, a.pods) for a in report.actions] == [("RestartPod", ("train-worker-1",))]
+    assert report.events[0].message.startswith(
+        "RestartPod on TaskCompleted of task worker (completed by pod train-worker-1)")
+    phases = {p.name: p.phase for p in cluster.pods()}
+    assert phases["train-worker-0"] == "Succeeded" and phases["train-worker-1"] == "Running"
+    assert ctl.state.retries == 1
 
 
 async def test_all_pods_ended_waits_for_a_restart_under_way() -> None:
