@@ -319,6 +319,10 @@ class GuardedBackend:
         self._check()
         return await self._backend.delete_service(namespace, name)
 
+    async def annotate_service(self, namespace: str, name: str, key: str, value: str) -> None:
+        self._check()
+        await self._backend.annotate_service(namespace, name, key, value)
+
     async def create_config_map(self, manifest: ConfigMapManifest) -> None:
         self._check()
         await self._backend.create_config_map(manifest)

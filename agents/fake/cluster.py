@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from agents.backend import AlreadyExists, BindingRejected, NotFound
+from agents.backend import AlreadyExists, BackendError, BindingRejected, NotFound
 from agents.core.records import (
     LABEL_JOB,
     ChangeEvent,
@@ -170,6 +170,16 @@ class FakeCluster:
     async def delete_service(self, namespace: str, name: str) -> bool:
         self.calls.append(("delete_service", name))
         return self._delete(self._services, namespace, name, "Service")
+
+    async def annotate_service(self, namespace: str, name: str, key: str, value: str) -> None:
+        self.calls.append(("annotate_service", name))
+        service = self._services.get((namespace, name))
+        if service is None:
+            raise NotFound(f"service {namespace}/{name} not found")
+        if service.labels.get(LABEL_JOB) != name:
+            raise BackendError(f"service {namespace}/{name} is not job {name}'s")
+        self._services[(namespace, name)] = replace(service, annotations={**service.annotations, key: value})
+        self._emit("Service", "MODIFIED", self._services[(namespace, name)])
 
     async def create_config_map(self, manifest: ConfigMapManifest) -> None:
         self.calls.append(("create_config_map", manifest.name))

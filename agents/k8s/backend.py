@@ -320,6 +320,22 @@ class KubernetesBackend(NamedObjects):
         return await self._delete(self.services, self._core.delete_namespaced_service, namespace, name,
                                   {"propagationPolicy": "Background"})
 
+    async def annotate_service(self, namespace: str, name: str, key: str, value: str) -> None:
+        """A JSON patch that first tests the job label, so the write lands only on job
+        ``name``'s own Service (a user's Service of that name answers 422, not ours)."""
+        await self.start()
+        patch = [{"op": "test", "path": f"/metadata/labels/{_pointer(LABEL_JOB)}", "value": name},
+                 {"op": "add", "path": f"/metadata/annotations/{_pointer(key)}", "value": value}]
+        try:
+            obj = await call(self._core.patch_namespaced_service(
+                name, namespace, patch, _content_type="application/json-patch+json", _preload_content=False,
+                _request_timeout=k8s.REQUEST_TIMEOUT))
+        except ApiError as exc:
+            if exc.status == 404:
+                raise NotFound(f"service {namespace}/{name} not found") from exc
+            raise fail(f"annotate service {namespace}/{name}", exc) from exc
+        self.services.upsert(obj)
+
     async def create_config_map(self, manifest: ConfigMapManifest) -> None:
         await self.start()
         await self._create_labelled(self.config_maps, self._core.create_namespaced_config_map,
@@ -388,6 +404,11 @@ class KubernetesBackend(NamedObjects):
         else:
             cache.remove((namespace, name), str(meta.get("resourceVersion") or ""))
         return True
+
+
+def _pointer(key: str) -> str:
+    """``key`` as one JSON-pointer segment (RFC 6901: ``~`` and ``/`` escaped)."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def cache_kind(cache: Informer[Any]) -> str:
