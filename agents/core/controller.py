@@ -2,8 +2,10 @@
 
 This is the glue the agent runtime (and the demo's simulated agents) call on every
 trigger — a watch event, a timer for a delayed action, a new Work. It holds the only
-state that cannot be re-read from the cluster (restart counts, handled events, the local
-job phase) and delegates every decision to the pure functions:
+state that cannot be re-read from the pods (restart counts, handled events, the local
+job phase, the pods live at the end of the last pass), saves what of it must outlive
+the process on the job's Service and takes it up again on its first pass
+(agents/core/checkpoints.py), and delegates every decision to the pure functions:
 
     observe_job -> pod_events -> decide/record -> ops_for_actions -> apply
                 -> reconcile -> apply -> PassReport
@@ -23,10 +25,19 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from agents.backend import ClusterBackend
+from agents.backend import BackendError, ClusterBackend, NotFound
 from agents.core.apply import Applied, apply_ops, observe_job
+from agents.core.checkpoints import (
+    ANNOTATION_CHECKPOINT,
+    CheckpointError,
+    checkpoint_of,
+    decode,
+    encode,
+    restore,
+    without,
+)
 from agents.core.events import job_pods, live_pods, observe, pod_events, track_deletions
-from agents.core.operations import BindPod, CreatePod, DeletePod, Op
+from agents.core.operations import BindPod, CreatePod, CreateService, DeletePod, Op
 from agents.core.plugins import secret_refs
 from agents.core.priority import (
     NONE,
@@ -37,7 +48,7 @@ from agents.core.priority import (
     retry_delay,
 )
 from agents.core.reconcile import Observed, ops_for_actions, reconcile
-from agents.core.records import LABEL_JOB, PodRecord
+from agents.core.records import LABEL_JOB, PodRecord, ServiceManifest
 from agents.core.recovery import (
     RESTART_POD,
     RESTART_TASK,
@@ -49,6 +60,7 @@ from agents.core.recovery import (
     JobEvent,
     JobRuntimeState,
     PodEvent,
+    PodRef,
     Room,
     decide,
     record,
@@ -94,6 +106,8 @@ class JobController:
         self._priority_failures = 0  # consecutive failed attempts to ensure it
         self._priority_retry_at: float | None = None  # when a failed attempt is tried again
         self._refusals = 0  # consecutive passes the cluster refused an operation of
+        self._resumed = False  # the first pass has read the job's checkpoint
+        self._saved: str | None = None  # the checkpoint text the job's Service holds, as last seen or written
 
     def update(self, work: Work) -> bool:
         """Accept a newer Work (or a cancel); stale or duplicate versions are ignored
@@ -119,6 +133,9 @@ class JobController:
         error = ""
         recovering = not work.cancelled and work.job.workload is None  # a workload's controller repairs its pods
         if recovering:
+            self._saved = self._seen_checkpoint(observed.services, self._saved)
+            if not self._resumed:
+                self._resume(work)
             self.state = track_deletions(self.state, pods, now)
             executed, due, applied = await self._recover(backend, work, observed, pods, now)
             wake_at = due if wake_at is None or (due is not None and due < wake_at) else wake_at
@@ -129,7 +146,14 @@ class JobController:
             result = reconcile_workload(work, observed)
         else:
             result = reconcile(work, observed, job_phase=self.state.phase, hints=self.hints)
-        applied = await apply_ops(backend, result.ops)
+        ops = result.ops
+        if recovering:
+            ops = self._with_checkpoint(ops)
+            deleting = {op.name for op in ops if isinstance(op, DeletePod)}
+            if deleting & {p.name for p in live_pods(pods)}:  # saved as not live before they go
+                fresh = job_pods(work.job, observed.pods, work.version)
+                error = error or await self._save(backend, work, without(live_pods(fresh), deleting))
+        applied = await apply_ops(backend, ops)
         error = error or applied.error
         if log.isEnabledFor(logging.DEBUG):  # a pass runs per job on every watch event: build nothing unasked
             log.debug("pass for %s: saw %s; recovery %s; %d op(s), %s", work.name,
@@ -139,6 +163,7 @@ class JobController:
             pods = await _pods_now(backend, work)
         if recovering:  # what is live now, after this pass's own deletions
             self.state = replace(self.state, live=live_pods(pods))
+            error = error or await self._save(backend, work, self.state.live)
         phase, message = result.phase, result.message
         if self.state.phase in TERMINAL_JOB_PHASES and self.state.reason and not work.cancelled:
             # Report why the job ended, on every pass (not only the one that ended it): the
@@ -174,6 +199,62 @@ class JobController:
                                                                  for op in undone):
             phase = WorkPhase.PENDING
         return phase, f"{message}; {error}" if message else error, wake_at
+
+    def _seen_checkpoint(self, services: Sequence[ServiceManifest], held: str | None) -> str | None:
+        """The checkpoint the job's Service holds now; ``held`` while the Service is missing,
+        so the one reconcile creates again carries it (``_with_checkpoint``)."""
+        job = self.work.job
+        for svc in services:
+            if svc.name == job.name and svc.namespace == job.namespace:
+                return svc.annotations.get(ANNOTATION_CHECKPOINT)
+        return held
+
+    def _resume(self, work: Work) -> None:
+        """On the first pass, take up the state a previous agent saved for this job (a new
+        leader, or this one restarted). A record that cannot be used is logged once and
+        ignored: the job starts fresh, and the next save replaces it."""
+        self._resumed = True
+        if self._saved is None:
+            return
+        try:
+            self.state = restore(self.state, decode(self._saved), work)
+        except CheckpointError as exc:
+            log.warning("job %s: ignored the runtime state saved on its Service (%s): %s; starting fresh",
+                        work.name, ANNOTATION_CHECKPOINT, exc)
+            return
+        log.info("job %s: resumed from its saved runtime state: %d retries, phase %s, %d live pods, "
+                 "%d deletions to act on", work.name, self.state.retries, self.state.phase, len(self.state.live),
+                 len(self.state.evicted))
+
+    def _with_checkpoint(self, ops: Sequence[Op]) -> tuple[Op, ...]:
+        """A Service reconcile creates (again) carries the saved checkpoint: replacing the
+        Service on a new spec hash must not lose it. The annotation is outside the hash."""
+        saved = self._saved
+        if saved is None:
+            return tuple(ops)
+        return tuple(replace(op, manifest=replace(op.manifest, annotations={**op.manifest.annotations,
+                                                                           ANNOTATION_CHECKPOINT: saved}))
+                     if isinstance(op, CreateService) and op.manifest.name == self.work.name else op for op in ops)
+
+    async def _save(self, backend: ClusterBackend, work: Work, live: Sequence[PodRef],
+                    state: JobRuntimeState | None = None) -> str:
+        """Write the job's checkpoint onto its Service when it changed; the refusal, if any.
+
+        Called before a pass deletes pods (which are saved as no longer live, so a new
+        leader never takes the agent's own deletions for someone else's) and at the end of
+        the pass. A restart is thus counted before it is carried out: a leader lost in
+        between costs the job one retry more, never one less."""
+        text = encode(checkpoint_of(work, self.state if state is None else state, live))
+        if text == self._saved:
+            return ""
+        try:
+            await backend.annotate_service(work.namespace, work.name, ANNOTATION_CHECKPOINT, text)
+        except NotFound:
+            return ""  # no Service yet: reconcile creates it, and the end of the pass saves
+        except BackendError as exc:
+            return f"save runtime state on service {work.namespace}/{work.name}: {exc.reason}"
+        self._saved = text
+        return ""
 
     async def _ensure_priority(self, backend: ClusterBackend, now: float) -> list[Action]:
         """Ensure the job's class in the cluster on the first pass, and again after a
@@ -219,7 +300,12 @@ class JobController:
                 state = record(job, state, [action], now)
                 covered.update(action.pods)
                 job_wide = job_wide or action.kind not in (RESTART_POD, RESTART_TASK, WorkPhase.REPLAN)
-        applied = await apply_ops(backend, ops_for_actions(work, observed, ready, now))
+        ops = ops_for_actions(work, observed, ready, now)
+        deleting = {op.name for op in ops if isinstance(op, DeletePod)}
+        saved = await self._save(backend, work, without(live_pods(pods), deleting), state) if ops else ""
+        applied = await apply_ops(backend, ops)
+        if saved and applied.ok:
+            applied = Applied(applied.done, None, saved)
         if applied.ok:
             self.state = state
             targets = tuple(t for a in ready for t in a.targets)
