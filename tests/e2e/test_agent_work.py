@@ -196,6 +196,49 @@ async def test_max_retry_exhausted_fails_the_job_with_the_reason(
             await backend.close()
 
 
+async def test_a_failed_pod_without_a_policy_is_kept_and_the_gang_runs_on_until_all_its_pods_end(
+        control_plane: ControlPlane, kube_clients: dict[str, ApiClient]) -> None:
+    # Volcano's default SyncJob: the Failed pod is counted, not recreated, and the other
+    # pods keep running below minAvailable; the job is settled once every pod has ended.
+    backend = await backend_for(control_plane, "west")
+    job = gpu_job(unique("nopol"), (("worker", 3, 2),))
+    with Tree(control_plane, "west") as tree:
+        driver = WorkDriver(backend, work_for(job, "west", tree.leaf_a)).start()
+        try:
+            await eventually("gang Running", lambda: running(backend, job.name, 3))
+            before = await uids(kube_clients["west"], job.name)
+            victim = f"{job.name}-worker-2"
+            await _fail(control_plane, kube_clients["west"], victim)
+
+            async def failed_and_seen() -> list[PodRecord]:
+                pods = {p.name: p for p in await backend.list_pods({LABEL_JOB: job.name})}
+                seen = driver.last is not None and any(p.name == victim and p.phase == "Failed"
+                                                       for p in driver.last.pods)
+                return list(pods.values()) if seen and pods[victim].phase == "Failed" else []
+
+            pods = await eventually("the failed pod seen by a pass", failed_and_seen, 45)
+            await asyncio.sleep(2)  # a few more passes: nothing is restarted, recreated or ended
+            assert await uids(kube_clients["west"], job.name) == before
+            assert {p.name: p.phase for p in await backend.list_pods({LABEL_JOB: job.name})} == {
+                p.name: "Failed" if p.name == victim else "Running" for p in pods}
+            assert [a.kind for r in driver.reports for a in r.actions] == []
+            assert driver.controller.state.phase == "Running"
+            for i in (0, 1):
+                await _fail(control_plane, kube_clients["west"], f"{job.name}-worker-{i}")
+
+            async def failed() -> bool:
+                return driver.last is not None and driver.last.phase == "Failed"
+
+            await eventually("job Failed once every pod ended", failed, 45)
+            assert [a.kind for r in driver.reports for a in r.actions] == ["FailJob"]
+            assert [e.message for r in driver.reports for e in r.events] == [
+                "all pods ended: task worker has 0 Succeeded, minAvailable 3"]
+        finally:
+            await driver.stop()
+            await cleanup(backend, job.name)
+            await backend.close()
+
+
 class CrashAfterBinds:
     """The agent process dies after ``binds`` successful bind calls: later calls never
     return (the task is cancelled), as when the process is killed mid-binding."""

@@ -70,6 +70,8 @@ CASES: list[tuple[str, Mutation, str]] = [
     ("unknown queue", _set(queue="no-such-queue"), "spec.queue"),
     ("replicas below one", _task(replicas=0), "spec.tasks[0].replicas"),
     ("minAvailable above total replicas", _set(min_available=3), "spec.minAvailable"),
+    ("minSuccess above total replicas", _set(min_success=3), "spec.minSuccess"),
+    ("minSuccess zero", _set(min_success=0), "spec.minSuccess"),
     ("malformed quantity 8Gx", _task(resources={"memory": "8Gx"}), "spec.tasks[0].resources.memory"),
     ("duplicate task names", _duplicate_task, "spec.tasks[1].name"),
     ("highestTierAllowed below one", _tiers(0, None), "spec.networkTopology.highestTierAllowed"),

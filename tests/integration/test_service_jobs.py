@@ -241,3 +241,13 @@ async def test_a_negative_topology_wait_is_invalid_argument_naming_the_field(sto
             await c.submit_job(spec("bad", topology_wait_seconds=-1.0))
         assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
         assert "spec.topologyWaitSeconds" in str(err.value)
+
+
+async def test_min_success_is_stored_and_returned(store: Store) -> None:
+    """A field we accept travels whole: submitted over gRPC, stored, read back."""
+    async with running(store) as srv, client(srv) as c:
+        await _setup(c)
+        await c.submit_job(spec("partial", replicas=3, min_success=2))
+        await c.submit_job(spec("whole"))
+        assert (await c.get_job("partial")).spec.min_success == 2
+        assert not (await c.get_job("whole")).spec.HasField("min_success")
