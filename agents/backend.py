@@ -73,6 +73,13 @@ class ClusterBackend(Protocol):
         """The member cluster's name."""
         ...
 
+    @property
+    def revision(self) -> int:
+        """Moves on whenever a node, pod or HyperNode may have changed (a watch event or
+        this agent's own write), so what was computed from them at one revision can be
+        reused until the next (agents/core/view.py). Other kinds leave it alone."""
+        ...
+
     async def list_nodes(self) -> list[NodeRecord]: ...
 
     async def list_hypernodes(self) -> list[HyperNodeSpec]: ...

@@ -284,6 +284,10 @@ class GuardedBackend:
     def cluster(self) -> str:
         return self._backend.cluster
 
+    @property
+    def revision(self) -> int:
+        return self._backend.revision
+
     async def list_nodes(self) -> list[NodeRecord]:
         return await self._backend.list_nodes()
 

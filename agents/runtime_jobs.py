@@ -30,6 +30,7 @@ from agents.core.operations import DeleteConfigMap, DeletePod, DeleteSecret, Del
 from agents.core.plugins import ssh_secret_name
 from agents.core.records import LABEL_JOB, LABEL_TASK_INDEX, ConfigMapManifest, PodRecord, ServiceManifest
 from agents.core.recovery import Action
+from agents.core.view import ClusterViews
 from federation.domain.states import WorkPhase
 from federation.domain.workloads import WORKLOAD_KINDS
 from federation.domain.works import Work
@@ -113,6 +114,7 @@ class JobBook:
         self.slots: dict[str, JobSlot] = {}
         self.tombstones: dict[str, Tombstone] = {}
         self._label_keys = tuple(label_keys)
+        self.views = ClusterViews()  # one read of the cluster for all the jobs of a pass
         self._jobs_by_work: dict[str, str] = {}
 
     def accept(self, work: Work) -> bool:
@@ -124,7 +126,8 @@ class JobBook:
             del self.tombstones[work.name]  # placed again after it finished here: a new life
         slot = self.slots.get(work.name)
         if slot is None:
-            slot = self.slots[work.name] = JobSlot(JobController(work, label_keys=self._label_keys), ids={work.work_id})
+            slot = self.slots[work.name] = JobSlot(JobController(work, label_keys=self._label_keys, views=self.views),
+                                                      ids={work.work_id})
             self._jobs_by_work[work.work_id] = work.name
             return True
         if not slot.accept(work):

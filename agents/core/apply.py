@@ -31,8 +31,9 @@ from agents.core.operations import (
 )
 from agents.core.reconcile import Observed
 from agents.core.records import LABEL_JOB
-from agents.core.snapshot import SnapshotResult, build_snapshot, to_nodes
+from agents.core.snapshot import SnapshotResult, build_snapshot
 from agents.core.ssh_keys import with_key_pair
+from agents.core.view import ClusterViews, read_view
 from federation.domain.errors import InvalidInput
 from federation.domain.topology import HyperNodeTree
 
@@ -104,6 +105,7 @@ async def read_snapshot(backend: ClusterBackend, *, label_keys: Sequence[str] = 
 async def observe_job(
     backend: ClusterBackend, job: str, *, tree: HyperNodeTree | None, label_keys: Sequence[str] = (),
     secrets: Sequence[tuple[str, str]] = (), workloads: Sequence[tuple[str, str, str]] = (),
+    views: ClusterViews | None = None,
 ) -> Observed:
     """The job's objects plus the nodes (free computed over ALL pods) and the tree to bind in.
 
@@ -111,18 +113,13 @@ async def observe_job(
     when the cluster's HyperNodes are valid now, and kept when they are not. ``secrets``
     are the (namespace, name) of the job's Secrets, read one by one: the agent may not
     list Secrets; ``workloads`` likewise for the (kind, namespace, name) of a workload job.
+    ``views`` shares one read of the whole cluster between the jobs of a pass (view.py);
+    without it the cluster is read afresh.
     """
     selector = {LABEL_JOB: job}
-    pods = await backend.list_pods({})
-    nodes = await backend.list_nodes()
-    try:
-        specs = await backend.list_hypernodes()
-    except InvalidInput:
-        specs = None
-    result = build_snapshot(backend.cluster, nodes, pods, specs or (), label_keys=label_keys)
-    current = result.snapshot.tree if result.snapshot is not None and specs is not None else tree
+    view = await views.get(backend, label_keys) if views is not None else await read_view(backend, label_keys)
     return Observed(
-        pods=tuple(p for p in pods if p.labels.get(LABEL_JOB) == job),
+        pods=view.job_pods(job),
         services=tuple(await backend.list_services(selector)),
         config_maps=tuple(await backend.list_config_maps(selector)),
         # Only a Secret labelled with this job is the job's: one of the same name that a user
@@ -130,6 +127,6 @@ async def observe_job(
         secrets=tuple(s for s in [await backend.read_secret(ns, name) for ns, name in secrets]
                       if s is not None and s.labels.get(LABEL_JOB) == job),
         workloads=tuple(w for w in [await backend.read_workload(*ref) for ref in workloads] if w is not None),
-        nodes=to_nodes(nodes, pods),
-        tree=current,
+        nodes=view.nodes,
+        tree=view.tree if view.tree is not None else tree,
     )

@@ -65,6 +65,7 @@ from agents.core.recovery import (
     decide,
     record,
 )
+from agents.core.view import ClusterViews
 from agents.core.workloads import reconcile_workload, workload_refs
 from federation.domain.plans import PodAssignment
 from federation.domain.states import WorkPhase
@@ -97,9 +98,10 @@ class PassReport:
 class JobController:
     """The per-job loop. Not thread-safe; the runtime serialises passes per job."""
 
-    def __init__(self, work: Work, *, label_keys: Sequence[str] = ()) -> None:
+    def __init__(self, work: Work, *, label_keys: Sequence[str] = (), views: ClusterViews | None = None) -> None:
         self.work = work
         self.label_keys = tuple(label_keys)
+        self.views = views  # shared with the other jobs of the runtime (view.py); None: read afresh
         self.state = JobRuntimeState()
         self.hints: tuple[PodAssignment, ...] = ()
         self.priority: ClusterPriority | None = None  # the class as this cluster holds it, once ensured
@@ -274,7 +276,7 @@ class JobController:
     async def _observe(self, backend: ClusterBackend, tree: HyperNodeTree | None) -> Observed:
         job = self.work.job
         return await observe_job(backend, job.name, tree=tree, label_keys=self.label_keys,
-                                 secrets=secret_refs(job), workloads=workload_refs(job))
+                                 secrets=secret_refs(job), workloads=workload_refs(job), views=self.views)
 
     async def _recover(
         self, backend: ClusterBackend, work: Work, observed: Observed, pods: Sequence[PodRecord], now: float

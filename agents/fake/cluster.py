@@ -96,6 +96,7 @@ class FakeCluster:
         self.priority_classes: dict[str, int] = {}  # name -> value; tests may pre-set the cluster's own
         self._workloads: dict[tuple[str, str, str], WorkloadManifest] = {}
         self._subscribers: list[asyncio.Queue[ChangeEvent]] = []
+        self._revision = 0
         self.calls: list[tuple[str, str]] = []  # (method, object) for every mutating call
         self.bind_count = 0
 
@@ -103,6 +104,10 @@ class FakeCluster:
     @property
     def cluster(self) -> str:
         return self._name
+
+    @property
+    def revision(self) -> int:
+        return self._revision
 
     async def list_nodes(self) -> list[NodeRecord]:
         return sorted(self._nodes.values(), key=lambda n: n.name)
@@ -387,6 +392,8 @@ class FakeCluster:
         return obj is not None
 
     def _emit(self, kind: str, type_: str, obj: ObjectRecord) -> None:
+        if kind in ("Pod", "Node", "HyperNode"):  # what agents/core/view.py is built from
+            self._revision += 1
         event = ChangeEvent(kind, type_, obj)
         for queue in self._subscribers:
             queue.put_nowait(event)

@@ -121,6 +121,7 @@ class KubernetesBackend(NamedObjects):
         self._scheduling = k8s.scheduling_api(api_client)
         custom = k8s.custom_api(api_client)
         self._subscribers: list[asyncio.Queue[ChangeEvent]] = []
+        self._revision = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._ready = asyncio.Event()
         self._start_lock = asyncio.Lock()
@@ -203,6 +204,10 @@ class KubernetesBackend(NamedObjects):
     @property
     def cluster(self) -> str:
         return self._cluster
+
+    @property
+    def revision(self) -> int:
+        return self._revision
 
     async def list_nodes(self) -> list[NodeRecord]:
         await self.start()
@@ -353,8 +358,11 @@ class KubernetesBackend(NamedObjects):
     # ------------------------------------------------------------------ internals
     def _notifier(self, kind: str) -> Any:
         event_kind = _KIND_EVENT[kind]
+        shapes_view = kind in ("nodes", "pods", "hypernodes")  # what agents/core/view.py is built from
 
         def notify(type_: str, key: Key, value: Any) -> None:
+            if shapes_view:
+                self._revision += 1
             obj = key[1] if event_kind == "HyperNode" or isinstance(value, Exception) else value
             event = ChangeEvent(event_kind, type_, obj)
             for queue in self._subscribers:
