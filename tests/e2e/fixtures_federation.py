@@ -194,6 +194,16 @@ async def cleanup(backend: KubernetesBackend, job: str, timeout: float = 30.0) -
     await eventually(f"{job} cleaned up", gone, timeout)
 
 
+async def pod_uids(api: Any, job: str, *, running: bool = False) -> dict[str, str]:
+    """The job's pods not being deleted (``running``: only Running ones), name -> uid,
+    read straight from the apiserver: a recreated pod has a new uid."""
+    from kubernetes_asyncio import client
+
+    pods = await client.CoreV1Api(api).list_namespaced_pod("default", label_selector=f"{LABEL_JOB}={job}")
+    return {p.metadata.name: p.metadata.uid for p in pods.items
+            if p.metadata.deletion_timestamp is None and (not running or p.status.phase == "Running")}
+
+
 async def label_pod(api: Any, namespace: str, name: str, labels: dict[str, str]) -> None:
     """Merge-patch labels onto a pod (the content type must be given explicitly)."""
     from kubernetes_asyncio import client

@@ -8,8 +8,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from fixtures_federation import Tree, WorkDriver, backend_for, cleanup, eventually, gpu_job, unique, work_for
-from test_agent_work import running, uids
+from fixtures_federation import Tree, WorkDriver, backend_for, cleanup, eventually, gpu_job, pod_uids, unique, work_for
+from test_agent_work import running
 
 from federation.domain.plans import PodAssignment
 
@@ -27,7 +27,7 @@ async def test_a_grown_work_binds_only_the_added_pods_inside_the_same_hypernode(
         try:
             started = await eventually("the gang of 2 Running", lambda: running(backend, job.name, 2))
             assert {p.node for p in started} == {first_node}  # only the listed pods, not all 4 replicas
-            before = await uids(kube_clients["east"], job.name)
+            before = await pod_uids(kube_clients["east"], job.name)
             added = (PodAssignment("worker", 2, second_node), PodAssignment("worker", 3, second_node))
             grown = replace(work, generation=1, placement=replace(work.placement, pods=(*work.placement.pods, *added)))
             driver.update(grown)
@@ -35,7 +35,7 @@ async def test_a_grown_work_binds_only_the_added_pods_inside_the_same_hypernode(
             assert {p.node for p in pods} <= tree.members[tree.leaf_a]
             assert {p.name: p.node for p in pods if p.name not in before} == {
                 f"{job.name}-worker-2": second_node, f"{job.name}-worker-3": second_node}
-            now = await uids(kube_clients["east"], job.name)
+            now = await pod_uids(kube_clients["east"], job.name)
             assert {k: v for k, v in now.items() if k in before} == before  # never recreated
             assert driver.last is not None and driver.last.generation == 1
         finally:

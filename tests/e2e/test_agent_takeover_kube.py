@@ -19,6 +19,7 @@ from fixtures_federation import (
     eventually,
     gpu_job,
     label_pod,
+    pod_uids,
     unique,
     work_for,
 )
@@ -26,7 +27,6 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
 from agents.core.checkpoints import ANNOTATION_CHECKPOINT
-from agents.core.records import LABEL_JOB
 from federation.domain.jobs import LifecyclePolicy
 
 pytestmark = pytest.mark.e2e
@@ -34,10 +34,7 @@ P = LifecyclePolicy
 
 
 async def live_pods(api: Any, job: str) -> dict[str, str]:
-    """Running pods' name -> uid, straight from the apiserver."""
-    pods = await client.CoreV1Api(api).list_namespaced_pod("default", label_selector=f"{LABEL_JOB}={job}")
-    return {p.metadata.name: p.metadata.uid for p in pods.items
-            if p.metadata.deletion_timestamp is None and p.status.phase == "Running"}
+    return await pod_uids(api, job, running=True)
 
 
 async def test_a_restarted_agent_resumes_max_retry_and_sees_a_pod_deleted_while_it_was_down(

@@ -19,6 +19,7 @@ from fixtures_federation import (
     eventually,
     gpu_job,
     label_pod,
+    pod_uids,
     unique,
     work_for,
 )
@@ -32,12 +33,6 @@ pytestmark = pytest.mark.e2e
 P = LifecyclePolicy
 
 
-async def uids(api: Any, job: str) -> dict[str, str]:
-    """Pod name -> uid, read straight from the apiserver (a recreated pod has a new uid)."""
-    from kubernetes_asyncio import client
-
-    pods = await client.CoreV1Api(api).list_namespaced_pod("default", label_selector=f"{LABEL_JOB}={job}")
-    return {p.metadata.name: p.metadata.uid for p in pods.items if p.metadata.deletion_timestamp is None}
 
 
 async def running(backend: KubernetesBackend, job: str, count: int) -> list[PodRecord]:
@@ -88,12 +83,12 @@ async def test_restart_pod_replaces_only_the_failed_pod(
         driver = WorkDriver(backend, work_for(job, "east", tree.leaf_a)).start()
         try:
             await eventually("gang Running", lambda: running(backend, job.name, 3))
-            before = await uids(kube_clients["east"], job.name)
+            before = await pod_uids(kube_clients["east"], job.name)
             victim = f"{job.name}-worker-1"
             await _fail(control_plane, kube_clients["east"], victim)
 
             async def replaced() -> dict[str, str]:
-                now = await uids(kube_clients["east"], job.name)
+                now = await pod_uids(kube_clients["east"], job.name)
                 ok = len(now) == 3 and now[victim] != before[victim] and await running(backend, job.name, 3)
                 return now if ok else {}
 
@@ -118,11 +113,11 @@ async def test_restart_task_restarts_only_that_task(
         driver = WorkDriver(backend, work_for(job, "west", tree.spine, tier=2)).start()
         try:
             await eventually("gang Running", lambda: running(backend, job.name, 3))
-            before = await uids(kube_clients["west"], job.name)
+            before = await pod_uids(kube_clients["west"], job.name)
             await _fail(control_plane, kube_clients["west"], f"{job.name}-worker-0")
 
             async def restarted() -> dict[str, str]:
-                now = await uids(kube_clients["west"], job.name)
+                now = await pod_uids(kube_clients["west"], job.name)
                 workers = [f"{job.name}-worker-{i}" for i in range(2)]
                 ok = (len(now) == 3 and all(now[w] != before[w] for w in workers)
                       and await running(backend, job.name, 3))
@@ -146,11 +141,11 @@ async def test_restart_job_restarts_the_gang(control_plane: ControlPlane, kube_c
         driver = WorkDriver(backend, work_for(job, "east", tree.spine, tier=2)).start()
         try:
             await eventually("gang Running", lambda: running(backend, job.name, 3))
-            before = await uids(kube_clients["east"], job.name)
+            before = await pod_uids(kube_clients["east"], job.name)
             await _fail(control_plane, kube_clients["east"], f"{job.name}-master-0")
 
             async def restarted() -> bool:
-                now = await uids(kube_clients["east"], job.name)
+                now = await pod_uids(kube_clients["east"], job.name)
                 return (len(now) == 3 and all(now[n] != before[n] for n in before)
                         and bool(await running(backend, job.name, 3)))
 
@@ -172,11 +167,11 @@ async def test_max_retry_exhausted_fails_the_job_with_the_reason(
         try:
             await eventually("gang Running", lambda: running(backend, job.name, 2))
             victim = f"{job.name}-worker-0"
-            first = (await uids(kube_clients["west"], job.name))[victim]
+            first = (await pod_uids(kube_clients["west"], job.name))[victim]
             await _fail(control_plane, kube_clients["west"], victim)
 
             async def replaced() -> bool:
-                now = await uids(kube_clients["west"], job.name)
+                now = await pod_uids(kube_clients["west"], job.name)
                 return now.get(victim, first) != first and bool(await running(backend, job.name, 2))
 
             await eventually("first failure restarted", replaced, 45)
@@ -206,7 +201,7 @@ async def test_a_failed_pod_without_a_policy_is_kept_and_the_gang_runs_on_until_
         driver = WorkDriver(backend, work_for(job, "west", tree.leaf_a)).start()
         try:
             await eventually("gang Running", lambda: running(backend, job.name, 3))
-            before = await uids(kube_clients["west"], job.name)
+            before = await pod_uids(kube_clients["west"], job.name)
             victim = f"{job.name}-worker-2"
             await _fail(control_plane, kube_clients["west"], victim)
 
@@ -218,7 +213,7 @@ async def test_a_failed_pod_without_a_policy_is_kept_and_the_gang_runs_on_until_
 
             pods = await eventually("the failed pod seen by a pass", failed_and_seen, 45)
             await asyncio.sleep(2)  # a few more passes: nothing is restarted, recreated or ended
-            assert await uids(kube_clients["west"], job.name) == before
+            assert await pod_uids(kube_clients["west"], job.name) == before
             assert {p.name: p.phase for p in await backend.list_pods({LABEL_JOB: job.name})} == {
                 p.name: "Failed" if p.name == victim else "Running" for p in pods}
             assert [a.kind for r in driver.reports for a in r.actions] == []
