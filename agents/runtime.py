@@ -53,8 +53,8 @@ from agents.core.apply import apply_ops
 from agents.core.controller import PassReport
 from agents.core.recovery import Action
 from agents.metrics import NO_AGENT_METRICS, AgentMetrics
-from agents.runtime_jobs import JobBook, JobSlot, orphan_ops, signature
-from agents.runtime_snapshots import snapshot_message
+from agents.runtime_jobs import JobBook, JobSlot, labelled_pods, orphan_ops, signature
+from agents.runtime_snapshots import encode_snapshot
 from agents.telemetry import watch_reconnected
 from federation.domain.states import WARNING_EVENT
 from federation.domain.topology import HyperNodeTree
@@ -67,6 +67,8 @@ from federation.wire.limits import DEFAULT_LIMITS, STATUS_MAX_EVENTS
 log = logging.getLogger(__name__)
 
 EOF: Any = grpc.aio.EOF  # type: ignore[attr-defined]  # missing from grpc-stubs
+# Watch events handled between two turns of the loop (each only sets two flags).
+WATCH_BATCH = 256
 
 
 class Fenced(Exception):
@@ -132,6 +134,16 @@ def _events(actions: list[Action]) -> list[agent_pb2.WorkEvent]:
     return [agent_pb2.WorkEvent(action=a.kind, reason=_clip(a.cause), task=a.task,
                                 index=_index(a.pods[0]) if len(a.pods) == 1 else -1,
                                 time=timestamp_to_proto(a.record.at)) for a in actions]
+
+
+def snapshot_key(msg: types_pb2.ClusterSnapshot) -> bytes:
+    """What must change for a snapshot to be sent before its period is up: everything but
+    the time it was taken. Runs in a worker thread (a copy and an encoding of the whole
+    cluster)."""
+    stamp = types_pb2.ClusterSnapshot()
+    stamp.CopyFrom(msg)
+    stamp.ClearField("taken_at")
+    return stamp.SerializeToString(deterministic=True)
 
 
 def _chunks(actions: list[Action]) -> list[list[Action]]:
@@ -359,28 +371,40 @@ class AgentRuntime:
             await wait_event(self._snapshot_dirty, wait)
             await asyncio.sleep(self.config.snapshot_debounce_seconds)
             self._snapshot_dirty.clear()
-            async with self._lock:  # after any bind this pass reported, never in the middle of one
-                msg, tree = await snapshot_message(self.backend, now=self.clock(), label_keys=self.config.label_keys,
-                                                   labels=self.config.cluster_labels)
-            if tree is not None:
-                self._tree = tree
-            if msg is None:
+            taken = await self._snapshot()
+            if taken is None:
                 continue
-            stamp = types_pb2.ClusterSnapshot()
-            stamp.CopyFrom(msg)
-            stamp.ClearField("taken_at")
-            key = stamp.SerializeToString(deterministic=True)
+            msg, key = taken
             due = key != last or time.monotonic() - last_at >= self.config.snapshot_period_seconds
             if due and self._send(agent_pb2.AgentMessage(snapshot=msg)):
                 last, last_at = key, time.monotonic()
+
+    async def _snapshot(self) -> tuple[types_pb2.ClusterSnapshot, bytes] | None:
+        """The snapshot to send and its key (``snapshot_key``); None when the HyperNode
+        objects cannot be read. Built from the view the passes share, and built and
+        encoded off the event loop: at 20,000 nodes that is over a second of CPU, which
+        on the loop would hold up the Lease renewals (docs/design/agent.md)."""
+        async with self._lock:  # after any bind this pass reported, never in the middle of one
+            now = self.clock()
+            view = await self.jobs.views.get(self.backend, self.config.label_keys)  # the last pass's, if current
+        msg, tree = await encode_snapshot(view, self.backend.cluster, now=now, labels=self.config.cluster_labels)
+        if tree is not None:
+            self._tree = tree
+        if msg is None:
+            return None
+        return msg, await asyncio.to_thread(snapshot_key, msg)
 
     # ------------------------------------------------------------------ reconciling
     async def _watcher(self) -> None:
         while True:
             try:
+                seen = 0
                 async for _event in self.backend.watch():
                     self._dirty.set()
                     self._snapshot_dirty.set()
+                    seen += 1
+                    if seen % WATCH_BATCH == 0:  # a queued burst (a relist's 100,000 ADDED) never suspends
+                        await asyncio.sleep(0)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a broken watch is re-opened; passes are periodic anyway
@@ -419,10 +443,12 @@ class AgentRuntime:
             if report.wake_at is not None:
                 wake = report.wake_at if wake is None else min(wake, report.wake_at)
             self._report(slot, report)
+            await asyncio.sleep(0)  # let the loop turn between jobs (Lease renewals, heartbeats, informers)
         self._wake_at = wake
         if self._synced:
             keep = self.jobs.keep()
-            ops = orphan_ops(await self.backend.list_pods({}), await self.backend.list_services({}),
+            view = await self.jobs.views.get(self.backend, self.config.label_keys)
+            ops = orphan_ops(labelled_pods(view, keep), await self.backend.list_services({}),
                              await self.backend.list_config_maps({}), keep)
             if ops:
                 log.info("agent %s: withdrawing %d orphaned object(s)", self.config.cluster, len(ops))

@@ -30,7 +30,7 @@ from agents.core.operations import DeleteConfigMap, DeletePod, DeleteSecret, Del
 from agents.core.plugins import ssh_secret_name
 from agents.core.records import LABEL_JOB, LABEL_TASK_INDEX, ConfigMapManifest, PodRecord, ServiceManifest
 from agents.core.recovery import Action
-from agents.core.view import ClusterViews
+from agents.core.view import ClusterView, ClusterViews
 from federation.domain.states import WorkPhase
 from federation.domain.workloads import WORKLOAD_KINDS
 from federation.domain.works import Work
@@ -181,6 +181,14 @@ class JobBook:
     def keep(self) -> set[str]:
         """Jobs whose objects must stay in the cluster (anything else labelled is an orphan)."""
         return set(self.slots) | {name for name, tomb in self.tombstones.items() if tomb.linger}
+
+
+def labelled_pods(view: ClusterView, keep: set[str]) -> list[PodRecord]:
+    """The pods labelled with a job outside ``keep``, in ``list_pods`` order, from the
+    pass's shared view: the sweep used to list (and sort) every pod of the cluster again
+    on the event loop, 80,000 of them on a large cluster, to find the few it withdraws."""
+    return sorted((pod for job, pods in view.pods_by_job.items() if job not in keep for pod in pods),
+                  key=lambda p: (p.namespace, p.name))
 
 
 def orphan_ops(pods: Sequence[PodRecord], services: Sequence[ServiceManifest],

@@ -53,6 +53,9 @@ LIST_PAGE = 500
 WATCH_SECONDS = 300
 MAX_BACKOFF = 30.0
 _TOMBSTONES = 4096
+# Objects converted between two turns of the event loop during a list or a burst of watch
+# events: 64 pods or 64 nodes with 100 labels each are 2 to 3 ms of CPU.
+CONVERT_BATCH = 64
 
 
 class Informer(Generic[R]):
@@ -170,7 +173,15 @@ class Informer(Generic[R]):
 
     # ------------------------------------------------------------------ list and watch
     async def relist(self) -> None:
-        items: list[JSON] = []
+        """List every page, converting each as it arrives, then replace the cache at once.
+
+        Converting is the list's real cost (100,000 pods: about 5 s of CPU), so it yields
+        to the loop every ``CONVERT_BATCH`` objects: the Lease renewals share the loop. A
+        write-through that lands meanwhile goes to the cache being replaced, exactly as
+        one that lands while a page is fetched: the list (or the watch from its version)
+        holds the truth."""
+        fresh: dict[Key, tuple[int, R | InvalidInput]] = {}
+        converted = 0
         token: str | None = None
         while True:
             kwargs: dict[str, Any] = {"limit": LIST_PAGE, "_preload_content": False,
@@ -180,15 +191,16 @@ class Informer(Generic[R]):
             if token:
                 kwargs["_continue"] = token
             page = await call(self._list_fn(**kwargs))
-            items.extend(page.get("items") or [])
+            for obj in page.get("items") or []:
+                fresh[key_of(obj)] = (resource_version(obj), self._decode(obj))
+                converted += 1
+                if converted % CONVERT_BATCH == 0:
+                    await asyncio.sleep(0)
             meta = page.get("metadata") or {}
             token = meta.get("continue") or None
             if token is None:
                 break
         self.lists += 1
-        fresh: dict[Key, tuple[int, R | InvalidInput]] = {}
-        for obj in items:
-            fresh[key_of(obj)] = (resource_version(obj), self._decode(obj))
         old, self._items = self._items, fresh
         self._tombstones.clear()
         self.resource_version = str(meta.get("resourceVersion") or "")
@@ -228,6 +240,8 @@ class Informer(Generic[R]):
                 elif kind in ("ADDED", "MODIFIED", "DELETED"):
                     self.events += 1
                     self._apply(kind, obj)
+                    if self.events % CONVERT_BATCH == 0:  # a burst already buffered never suspends
+                        await asyncio.sleep(0)
                 if rv:
                     self.resource_version = rv
 
