@@ -332,10 +332,17 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         if request.queue:
             dns_label(request.queue, "queue")  # a filter no queue can match is refused, not answered empty
             await self._visible_queues(who, request.queue)
-        page = await self._call(
-            self._store.jobs.list, queue=request.queue or None, states=states,
+        return await self._call(
+            self._listing, queue=request.queue or None, states=states,
             visible_to=None if who.admin else who.tenant, page_size=request.page_size or None,
             page_token=request.page_token)
+
+    def _listing(self, **query: Any) -> jobs_pb2.ListJobsResponse:
+        """One page of jobs, read AND rendered in the calling worker thread. Why not render on
+        the event loop: a page holds up to 1,000 jobs, each spec with its pod templates, and
+        rendering one took about 0.1 s of CPU (10,000 jobs, 1,000 to a page), during which
+        every other RPC and agent stream of the server waited."""
+        page = self._store.jobs.list(**query)
         return jobs_pb2.ListJobsResponse(jobs=[job_to_view(r) for r in page.items], next_page_token=page.next_token)
 
     async def WatchJobs(  # type: ignore[override]  # bytes of a JobEvent: wire_bytes.PassBytes sends them
