@@ -252,3 +252,247 @@ async def test_steady_pass_over_many_jobs(nodes: int, jobs: int) -> None:
     _record(f"steady_pass_{nodes}_nodes_{jobs}_jobs", {
         "shared_view_cpu": shared_ms, "read_per_job_cpu": fresh_ms,
         "ratio_shared_to_per_job": round(shared_ms["median_ms"] / fresh_ms["median_ms"], 4)})
+
+
+# ---------------------------------------------------------------------------------------
+# 4. The agent's event loop on a large cluster (20,000 nodes, 80,000 pods): how long the
+#    loop is held (a task sleeping 10 ms records its overshoot) while the snapshot is
+#    built, an informer relists or takes a burst of watch events, and a pass runs over
+#    1,000 jobs. "before" is the code of commit BEFORE_LOOP_FIX, loaded from git into this
+#    process; "after" is the code in the tree. The Lease is lost when the loop is held
+#    past the renew deadline (10 s by default).
+
+BEFORE_LOOP_FIX = "038e77f"
+BIG_NODES, BIG_PODS, BIG_JOBS = 20_000, 80_000, 1_000
+LOOP_KEYS = ("topology/spine", "topology/leaf")
+
+
+def _module_at(commit: str, path: str) -> Any:
+    """The module ``path`` as it was at ``commit`` (read with ``git show``), imported
+    under a private name beside the current one."""
+    import importlib.util
+    import subprocess
+    import tempfile
+
+    root = Path(__file__).resolve().parents[2]
+    source = subprocess.run(["git", "-C", str(root), "show", f"{commit}:{path}"], check=True,
+                            capture_output=True, text=True).stdout
+    name = "before_" + path.removesuffix(".py").replace("/", "_")
+    target = Path(tempfile.mkdtemp()) / f"{name}.py"
+    target.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, target)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class LoopLag:
+    """A task that sleeps 10 ms over and over and records how late it wakes."""
+
+    def __init__(self, period: float = 0.01) -> None:
+        self.period = period
+        self.samples: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _probe(self) -> None:
+        while True:
+            t0 = time.perf_counter()
+            await asyncio.sleep(self.period)
+            self.samples.append(time.perf_counter() - t0 - self.period)
+
+    async def __aenter__(self) -> LoopLag:
+        self._task = asyncio.create_task(self._probe())
+        await asyncio.sleep(0)
+        self._started = time.perf_counter()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self._started
+        await asyncio.sleep(self.period * 2)  # the probe wakes once more after the work ends
+        assert self._task is not None
+        self._task.cancel()
+
+    def figures(self) -> dict[str, float]:
+        ordered = sorted(self.samples)
+        p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] if ordered else 0.0
+        return {"max_ms": round(max(ordered, default=0.0) * 1000, 1), "p99_ms": round(p99 * 1000, 1),
+                "wakeups": len(ordered), "wall_s": round(self.wall, 2)}
+
+
+def _big_cluster() -> Any:
+    from agents.fake.cluster import FakeCluster
+
+    records = [NodeRecord(f"n{i:05d}", Resources.of(gpu=GPUS, cpu=64_000),
+                          labels={LOOP_KEYS[1]: f"l{i // 8}", LOOP_KEYS[0]: f"s{i // 64}"}) for i in range(BIG_NODES)]
+    cluster = FakeCluster("c1", records)
+    return cluster
+
+
+def _fill(cluster: Any, pods: int) -> None:
+    """Other schedulers' pods, one GPU each, spread over every node."""
+    for k in range(pods):
+        cluster.occupy(f"o{k:05d}", f"n{k % BIG_NODES:05d}", Resources.of(gpu=1, cpu=1000))
+
+
+async def test_loop_lag_while_the_snapshot_is_built_20000_nodes() -> None:
+    from agents.core.view import ClusterViews
+    from agents.runtime import snapshot_key
+    from agents.runtime_snapshots import encode_snapshot
+
+    before = _module_at(BEFORE_LOOP_FIX, "agents/runtime_snapshots.py")
+    cluster = _big_cluster()
+    _fill(cluster, BIG_PODS)
+    figures: dict[str, Any] = {}
+    for r in range(2):
+        async with LoopLag() as lag:  # the old _snapshots: read, build, encode and key on the loop
+            msg, _ = await before.snapshot_message(cluster, now=1.0, label_keys=LOOP_KEYS, labels={"region": "x"})
+            stamp = type(msg)()
+            stamp.CopyFrom(msg)
+            stamp.ClearField("taken_at")
+            old_key = stamp.SerializeToString(deterministic=True)
+        figures[f"before_{r}"] = lag.figures()
+        views = ClusterViews()
+        async with LoopLag() as lag:  # AgentRuntime._snapshot now
+            view = await views.get(cluster, LOOP_KEYS)
+            new, _ = await encode_snapshot(view, "c1", now=1.0, labels={"region": "x"})
+            assert new is not None
+            key = await asyncio.to_thread(snapshot_key, new)
+        figures[f"after_{r}"] = lag.figures()
+        assert new == msg and key == old_key
+        async with LoopLag() as lag:  # right after a pass: the view at this revision is the pass's
+            view = await views.get(cluster, LOOP_KEYS)
+            new, _ = await encode_snapshot(view, "c1", now=1.0, labels={"region": "x"})
+            assert new is not None
+            await asyncio.to_thread(snapshot_key, new)
+        figures[f"after_view_reused_{r}"] = lag.figures()
+    _record("loop_lag_snapshot_20000_nodes_80000_pods", figures)
+
+
+class _Answer:
+    """What ``call``/``stream`` read from a generated method called with ``_preload_content=False``."""
+
+    status = 200
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.content = self
+
+    async def read(self) -> bytes:
+        return self.body
+
+    async def iter_any(self) -> Any:
+        # A burst already buffered: aiohttp hands over what it holds, at most about its
+        # 64 KiB read buffer at a time, without suspending while data is there.
+        for start in range(0, len(self.body), 65_536):
+            yield self.body[start:start + 65_536]
+
+    def release(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def _pod_json(i: int) -> dict[str, Any]:
+    return {"metadata": {"name": f"p{i:06d}", "namespace": f"ns{i % 50}", "resourceVersion": str(1000 + i),
+                         "labels": {"app": f"a{i % 300}", "pod-template-hash": "5d8f9c"},
+                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"nodeName": f"n{i % BIG_NODES:05d}", "containers": [
+                {"name": "main", "resources": {"requests": {"cpu": "1", "memory": "4Gi", "nvidia.com/gpu": "1"}}}]},
+            "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z", "containerStatuses": [
+                {"restartCount": 0, "state": {"running": {"startedAt": "2026-01-01T00:00:01Z"}}}]}}
+
+
+def _node_json(i: int) -> dict[str, Any]:
+    labels = {f"example.com/label-{k}": f"value-{k}-{i % 7}" for k in range(98)}
+    labels.update({LOOP_KEYS[1]: f"l{i // 8}", LOOP_KEYS[0]: f"s{i // 64}"})
+    return {"metadata": {"name": f"n{i:05d}", "resourceVersion": str(1000 + i), "labels": labels},
+            "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+            "status": {"allocatable": {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": "8", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def _list_pages(make: Any, count: int, page: int = 500) -> list[bytes]:
+    pages = []
+    for start in range(0, count, page):
+        meta = {"resourceVersion": str(10 ** 7)} | ({"continue": str(start + page)} if start + page < count else {})
+        pages.append(json.dumps({"items": [make(i) for i in range(start, min(count, start + page))],
+                                 "metadata": meta}).encode())
+    return pages
+
+
+async def test_loop_lag_while_an_informer_lists_and_watches() -> None:
+    from agents.k8s.convert import node_record, pod_record
+    from agents.k8s.informer import Informer
+
+    before = _module_at(BEFORE_LOOP_FIX, "agents/k8s/informer.py")
+    figures: dict[str, Any] = {}
+    for kind, make, convert, count in (("pods", _pod_json, pod_record, 100_000),
+                                       ("nodes", _node_json, node_record, BIG_NODES)):
+        pages = _list_pages(make, count)
+        burst = b"".join(json.dumps({"type": "MODIFIED", "object": make(i) | {"metadata": {
+            **make(i)["metadata"], "resourceVersion": str(2 * 10 ** 7 + i)}}}).encode() + b"\n"
+            for i in range(min(count, 20_000)))
+
+        def list_fn(*, pages: list[bytes] = pages, burst: bytes = burst, **kwargs: Any) -> Any:
+            async def answer() -> _Answer:
+                if kwargs.get("watch"):
+                    return _Answer(burst)
+                return _Answer(pages[int(kwargs.get("_continue") or 0) // 500])
+            return answer()
+
+        for label, cls in (("before", before.Informer), ("after", Informer)):
+            events: list[tuple[str, Any]] = []
+            inf = cls(kind, list_fn, convert, lambda t, k, _v, ev=events: ev.append((t, k)))
+            async with LoopLag() as lag:
+                await inf.relist()
+            figures[f"{kind}_relist_{count}_{label}"] = lag.figures()
+            assert len(inf) == count and len(events) == count
+            async with LoopLag() as lag:
+                await inf.watch_once()
+            figures[f"{kind}_watch_burst_20000_{label}"] = lag.figures()
+            assert inf.events == min(count, 20_000)
+            del inf, events
+    _record("loop_lag_informer", figures)
+
+
+async def test_loop_lag_while_a_pass_runs_over_1000_jobs() -> None:
+    """A pass after a change from outside (the view is rebuilt) over 1,000 running 4-pod
+    jobs, with the orphan sweep, on 20,000 nodes holding 80,000 pods."""
+    from agents.core.render import render
+    from agents.runtime import AgentRuntime, RuntimeConfig
+
+    before_runtime = _module_at(BEFORE_LOOP_FIX, "agents/runtime.py")
+    before_view = _module_at(BEFORE_LOOP_FIX, "agents/core/view.py")
+    cluster = _big_cluster()
+    works = []
+    for j in range(BIG_JOBS):
+        job = gpu_job(f"j{j:04d}", (("worker", 4, 1),), plugins=())
+        pods = [("worker", k, f"n{(j * 4 + k) % BIG_NODES:05d}") for k in range(4)]
+        work = work_for(job, "c1", f"t1-l{(j * 4) // 8}", pods=pods)
+        works.append(work)
+        rendered = render(work)
+        await cluster.create_service(rendered.service)
+        for manifest, (_, _, node) in zip(rendered.pods, pods, strict=True):
+            await cluster.create_pod(manifest)
+            await cluster.bind_pod(manifest.namespace, manifest.name, node)
+    _fill(cluster, BIG_PODS - 4 * BIG_JOBS)
+    config = RuntimeConfig(cluster="c1", server="127.0.0.1:1", label_keys=LOOP_KEYS)
+    runtimes = {"before": before_runtime.AgentRuntime(cluster, config), "after": AgentRuntime(cluster, config)}
+    runtimes["before"].jobs.views = before_view.ClusterViews()  # the old inline view, for the old runtime
+    for rt in runtimes.values():
+        for work in works:
+            rt.jobs.accept(work)
+        rt._synced = True
+        await rt._pass()  # the first pass of each job reads its checkpoint and saves one
+    figures: dict[str, Any] = {}
+    for r in range(2):
+        for label, rt in runtimes.items():
+            cluster.occupy(f"theirs-{label}-{r}", f"n{BIG_NODES - 1:05d}", Resources.of(gpu=1))
+            async with LoopLag() as lag:
+                await rt._pass()
+            figures[f"{label}_{r}"] = lag.figures()
+    assert all(len(cluster.pods({LABEL_JOB: w.name})) == 4 for w in works)
+    _record("loop_lag_pass_1000_jobs_20000_nodes", figures)
