@@ -445,7 +445,11 @@ async def test_loop_lag_while_an_informer_lists_and_watches() -> None:
 
         for label, cls in (("before", before.Informer), ("after", Informer)):
             events: list[tuple[str, Any]] = []
-            inf = cls(kind, list_fn, convert, lambda t, k, _v, ev=events: ev.append((t, k)))
+
+            def notify(type_: str, key: Any, _value: Any, events: list[tuple[str, Any]] = events) -> None:
+                events.append((type_, key))
+
+            inf = cls(kind, list_fn, convert, notify)
             async with LoopLag() as lag:
                 await inf.relist()
             figures[f"{kind}_relist_{count}_{label}"] = lag.figures()

@@ -72,8 +72,8 @@ async def test_the_cluster_is_built_and_the_snapshot_encoded_off_the_loop_thread
         monkeypatch: pytest.MonkeyPatch) -> None:
     built: list[int] = []
     encoded: list[int] = []
-    monkeypatch.setattr(view_module, "build_snapshot", _recording(view_module.build_snapshot, built))
-    monkeypatch.setattr(snapshots_module, "snapshot_to_proto", _recording(snapshots_module.snapshot_to_proto, encoded))
+    monkeypatch.setattr(view_module, "build_snapshot", _recording(build_snapshot, built))
+    monkeypatch.setattr(snapshots_module, "snapshot_to_proto", _recording(snapshot_to_proto, encoded))
     runtime = AgentRuntime(fake(), CONFIG)
     taken = await runtime._snapshot()
     assert taken is not None
@@ -193,7 +193,7 @@ async def test_a_relist_yields_to_the_loop_and_keeps_its_cache_and_events() -> N
 
 async def test_a_burst_of_watch_events_yields_to_the_loop_in_order() -> None:
     n = 8 * CONVERT_BATCH
-    burst = [{"type": "ADDED", "object": _pod(i, 6000 + i)} for i in range(n)]
+    burst: list[dict[str, Any]] = [{"type": "ADDED", "object": _pod(i, 6000 + i)} for i in range(n)]
     burst += [{"type": "MODIFIED", "object": _pod(i, 7000 + i, "Succeeded")} for i in range(0, n, 2)]
     burst += [{"type": "DELETED", "object": _pod(i, 8000 + i, "Succeeded")} for i in range(0, n, 4)]
     seen: list[tuple[str, tuple[str, str], Any]] = []
