@@ -80,6 +80,13 @@ class ClusterBackend(Protocol):
         reused until the next (agents/core/view.py). Other kinds leave it alone."""
         ...
 
+    @property
+    def writes(self) -> int:
+        """How many pod writes (create, bind, delete) this agent has made through this
+        backend, counted once each has returned or failed: the room a view built before
+        them does not show (agents/core/view.py)."""
+        ...
+
     async def list_nodes(self) -> list[NodeRecord]: ...
 
     async def list_hypernodes(self) -> list[HyperNodeSpec]: ...

@@ -288,6 +288,10 @@ class GuardedBackend:
     def revision(self) -> int:
         return self._backend.revision
 
+    @property
+    def writes(self) -> int:
+        return self._backend.writes
+
     async def list_nodes(self) -> list[NodeRecord]:
         return await self._backend.list_nodes()
 

@@ -429,30 +429,34 @@ class AgentRuntime:
             self._last_full_report = time.monotonic()
             for slot in self.jobs.slots.values():
                 slot.reported = None
-        wake: float | None = None
-        for slot in list(self.jobs.slots.values()):  # active jobs only: finished ones were retired
-            try:
-                report = await slot.controller.sync(self.backend, now, self._tree)
-            except Exception:
-                log.exception("agent %s: pass for %s failed", self.config.cluster, slot.work.name,
-                              extra=fields(job=slot.work.name, queue=slot.work.job.queue, work=slot.work.work_id))
-                continue
-            if report.error:  # retried at report.wake_at (backing off), or sooner on a watch event
-                log.warning("agent %s: %s", self.config.cluster, report.error,
-                            extra=fields(job=slot.work.name, queue=slot.work.job.queue, work=slot.work.work_id))
-            if report.wake_at is not None:
-                wake = report.wake_at if wake is None else min(wake, report.wake_at)
-            self._report(slot, report)
-            await asyncio.sleep(0)  # let the loop turn between jobs (Lease renewals, heartbeats, informers)
-        self._wake_at = wake
-        if self._synced:
-            keep = self.jobs.keep()
-            view = await self.jobs.views.get(self.backend, self.config.label_keys)
-            ops = orphan_ops(labelled_pods(view, keep), await self.backend.list_services({}),
-                             await self.backend.list_config_maps({}), keep)
-            if ops:
-                log.info("agent %s: withdrawing %d orphaned object(s)", self.config.cluster, len(ops))
-                await apply_ops(self.backend, ops)
+        # One view of the cluster for all the jobs (agents/core/view.py): a change made by
+        # others during the pass may show a little late; it also set _dirty, so another
+        # pass follows.
+        with self.jobs.views.one_pass(self.backend):
+            wake: float | None = None
+            for slot in list(self.jobs.slots.values()):  # active jobs only: finished ones were retired
+                try:
+                    report = await slot.controller.sync(self.backend, now, self._tree)
+                except Exception:
+                    log.exception("agent %s: pass for %s failed", self.config.cluster, slot.work.name,
+                                  extra=fields(job=slot.work.name, queue=slot.work.job.queue, work=slot.work.work_id))
+                    continue
+                if report.error:  # retried at report.wake_at (backing off), or sooner on a watch event
+                    log.warning("agent %s: %s", self.config.cluster, report.error,
+                                extra=fields(job=slot.work.name, queue=slot.work.job.queue, work=slot.work.work_id))
+                if report.wake_at is not None:
+                    wake = report.wake_at if wake is None else min(wake, report.wake_at)
+                self._report(slot, report)
+                await asyncio.sleep(0)  # let the loop turn between jobs (Lease renewals, heartbeats, informers)
+            self._wake_at = wake
+            if self._synced:
+                keep = self.jobs.keep()
+                view = await self.jobs.views.get(self.backend, self.config.label_keys)
+                ops = orphan_ops(labelled_pods(view, keep), await self.backend.list_services({}),
+                                 await self.backend.list_config_maps({}), keep)
+                if ops:
+                    log.info("agent %s: withdrawing %d orphaned object(s)", self.config.cluster, len(ops))
+                    await apply_ops(self.backend, ops)
 
     def _report(self, slot: JobSlot, report: PassReport) -> None:
         work = slot.work

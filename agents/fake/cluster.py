@@ -97,6 +97,7 @@ class FakeCluster:
         self._workloads: dict[tuple[str, str, str], WorkloadManifest] = {}
         self._subscribers: list[asyncio.Queue[ChangeEvent]] = []
         self._revision = 0
+        self._writes = 0
         self.calls: list[tuple[str, str]] = []  # (method, object) for every mutating call
         self.bind_count = 0
 
@@ -108,6 +109,10 @@ class FakeCluster:
     @property
     def revision(self) -> int:
         return self._revision
+
+    @property
+    def writes(self) -> int:
+        return self._writes
 
     async def list_nodes(self) -> list[NodeRecord]:
         return sorted(self._nodes.values(), key=lambda n: n.name)
@@ -127,6 +132,12 @@ class FakeCluster:
         return [c for _, c in sorted(self._config_maps.items()) if _matches(c.labels, selector)]
 
     async def create_pod(self, manifest: PodManifest) -> PodRecord:
+        try:
+            return await self._create_pod(manifest)
+        finally:
+            self._writes += 1
+
+    async def _create_pod(self, manifest: PodManifest) -> PodRecord:
         key = (manifest.namespace, manifest.name)
         self.calls.append(("create_pod", manifest.name))
         if key in self._pods:
@@ -141,6 +152,12 @@ class FakeCluster:
         return record
 
     async def bind_pod(self, namespace: str, name: str, node: str) -> None:
+        try:
+            await self._bind_pod(namespace, name, node)
+        finally:
+            self._writes += 1
+
+    async def _bind_pod(self, namespace: str, name: str, node: str) -> None:
         self.calls.append(("bind_pod", f"{name}->{node}"))
         pod = self._pods.get((namespace, name))
         if pod is None:
@@ -162,6 +179,12 @@ class FakeCluster:
         self._update(pod, node=node, phase=PodPhase.RUNNING, phase_since=now)
 
     async def delete_pod(self, namespace: str, name: str) -> bool:
+        try:
+            return await self._delete_pod(namespace, name)
+        finally:
+            self._writes += 1
+
+    async def _delete_pod(self, namespace: str, name: str) -> bool:
         self.calls.append(("delete_pod", name))
         pod = self._pods.pop((namespace, name), None)
         if pod is not None:

@@ -122,6 +122,7 @@ class KubernetesBackend(NamedObjects):
         custom = k8s.custom_api(api_client)
         self._subscribers: list[asyncio.Queue[ChangeEvent]] = []
         self._revision = 0
+        self._writes = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._ready = asyncio.Event()
         self._start_lock = asyncio.Lock()
@@ -209,6 +210,10 @@ class KubernetesBackend(NamedObjects):
     def revision(self) -> int:
         return self._revision
 
+    @property
+    def writes(self) -> int:
+        return self._writes
+
     async def list_nodes(self) -> list[NodeRecord]:
         await self.start()
         return sorted(self.nodes.records(), key=lambda n: n.name)
@@ -237,6 +242,12 @@ class KubernetesBackend(NamedObjects):
 
     # ------------------------------------------------------------------ ClusterBackend: pods
     async def create_pod(self, manifest: PodManifest) -> PodRecord:
+        try:
+            return await self._create_pod(manifest)
+        finally:
+            self._writes += 1
+
+    async def _create_pod(self, manifest: PodManifest) -> PodRecord:
         await self.start()
         ns, name = manifest.namespace, manifest.name
         try:
@@ -261,6 +272,12 @@ class KubernetesBackend(NamedObjects):
         return pod_record(obj)
 
     async def bind_pod(self, namespace: str, name: str, node: str) -> None:
+        try:
+            await self._bind_pod(namespace, name, node)
+        finally:
+            self._writes += 1
+
+    async def _bind_pod(self, namespace: str, name: str, node: str) -> None:
         await self.start()
         key = (namespace, name)
         pod = self.pods.get(key)
@@ -304,6 +321,12 @@ class KubernetesBackend(NamedObjects):
             raise BindingRejected(f"node {node} has no room for {name} (free {free.to_quantities()})")
 
     async def delete_pod(self, namespace: str, name: str) -> bool:
+        try:
+            return await self._delete_pod(namespace, name)
+        finally:
+            self._writes += 1
+
+    async def _delete_pod(self, namespace: str, name: str) -> bool:
         await self.start()
         pod = self.pods.get((namespace, name))
         body: dict[str, Any] = {"propagationPolicy": "Background"}

@@ -14,9 +14,9 @@ from federation.domain.jobs import Job
 from federation.domain.works import Work
 
 
-def _one_pod(name: str, node: str) -> Work:
+def _one_pod(name: str, node: str, leaf: str = "t1-l0") -> Work:
     j: Job = job(name, (("worker", 1, 8),))
-    return work(j, "t1-l0", [("worker", 0, node)])
+    return work(j, leaf, [("worker", 0, node)])
 
 
 async def test_a_steady_pass_over_many_jobs_reads_the_cluster_once() -> None:
@@ -105,3 +105,38 @@ async def test_the_kubernetes_backend_moves_its_revision_on_nodes_pods_and_hyper
         backend.nodes.upsert({"kind": "Node", "metadata": {"name": "n", "resourceVersion": "7"},
                               "status": {"allocatable": {"cpu": "1"}}})
         assert backend.revision == start + 2
+
+
+class _Ticks:
+    """A clock each read of which advances by ``step`` (so a build takes one step)."""
+
+    def __init__(self, step: float = 1.0) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+async def test_inside_a_pass_others_changes_wait_for_the_reuse_window_but_own_writes_never_do() -> None:
+    cluster = fake()
+    clock = _Ticks()
+    views = ClusterViews(clock=clock)
+    first = await views.get(cluster, LABEL_KEYS)  # built in one tick: reused for REUSE_FACTOR more
+    cluster.occupy("theirs", "n00", gpu(8))
+    with views.one_pass(cluster):
+        assert await views.get(cluster, LABEL_KEYS) is not first  # changed before the pass began
+        inside = await views.get(cluster, LABEL_KEYS)
+        cluster.occupy("more", "n01", gpu(8))  # others, during the pass
+        assert await views.get(cluster, LABEL_KEYS) is inside
+        clock.now += 10  # past the window
+        later = await views.get(cluster, LABEL_KEYS)
+        assert later is not inside and next(n for n in later.nodes if n.name == "n01").free.gpus == 0
+        cluster.occupy("again", "n02", gpu(8))
+        assert await views.get(cluster, LABEL_KEYS) is later
+        ctl = JobController(_one_pod("a", "n03", "t1-l1"), label_keys=LABEL_KEYS, views=views)
+        assert not (await ctl.sync(cluster, 0.0, None)).error  # creates and binds: own writes
+        mine = await views.get(cluster, LABEL_KEYS)
+        assert mine is not later and next(n for n in mine.nodes if n.name == "n03").free.gpus == 0
+    cluster.occupy("outside", "n04", gpu(8))
+    assert await views.get(cluster, LABEL_KEYS) is not mine  # no pass: the revision alone decides
