@@ -17,6 +17,7 @@ wall-clock limits.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -252,6 +253,49 @@ async def test_steady_pass_over_many_jobs(nodes: int, jobs: int) -> None:
     _record(f"steady_pass_{nodes}_nodes_{jobs}_jobs", {
         "shared_view_cpu": shared_ms, "read_per_job_cpu": fresh_ms,
         "ratio_shared_to_per_job": round(shared_ms["median_ms"] / fresh_ms["median_ms"], 4)})
+
+
+@pytest.mark.parametrize(("nodes", "jobs"), [(2_000, 200), (20_000, 20)])
+async def test_pass_over_many_jobs_on_a_busy_cluster(nodes: int, jobs: int) -> None:
+    """3b. As 3, but a pod of another scheduler changes status between every two jobs (a
+    busy cluster). Inside a pass (``ClusterViews.one_pass``) the view is kept across such
+    changes while younger than twice its build time; the baseline, in the same process,
+    is the same views outside a pass, where every change rebuilds it."""
+    from agents.core.controller import JobController
+    from agents.core.view import ClusterViews
+    from agents.fake.cluster import FakeCluster
+
+    keys = ("topology/spine", "topology/leaf")
+    records = [NodeRecord(f"n{i:05d}", Resources.of(gpu=GPUS, cpu=64_000),
+                          labels={keys[1]: f"l{i // 8}", keys[0]: f"s{i // 64}"}) for i in range(nodes)]
+    cluster = FakeCluster("c1", records)
+    cluster.occupy("theirs", f"n{nodes - 1:05d}", Resources.of(gpu=1))
+    views = ClusterViews()
+    ctls = []
+    for j in range(jobs):
+        job = gpu_job(f"j{j:04d}", (("worker", 4, GPUS),))
+        pods = [("worker", k, f"n{j * 8 + k:05d}") for k in range(4)]
+        ctls.append(JobController(work_for(job, "c1", f"t1-l{j}", pods=pods), label_keys=keys, views=views))
+    for now in (0.0, 1.0):
+        for ctl in ctls:
+            await ctl.sync(cluster, now, None)
+    samples: dict[str, list[float]] = {"in_pass": [], "every_change": []}
+    builds: dict[str, list[int]] = {"in_pass": [], "every_change": []}
+    for r in range(3):
+        for name in ("in_pass", "every_change"):
+            before, t0 = views.builds, time.process_time()
+            with views.one_pass(cluster) if name == "in_pass" else contextlib.nullcontext():
+                for ctl in ctls:
+                    cluster.restart_container("theirs", namespace="other")  # others' change
+                    report = await ctl.sync(cluster, 2.0 + r, None)
+                    assert not report.error and report.phase == "Running", report
+            samples[name].append(time.process_time() - t0)
+            builds[name].append(views.builds - before)
+    in_pass, every = _ms(samples["in_pass"]), _ms(samples["every_change"])
+    _record(f"busy_pass_{nodes}_nodes_{jobs}_jobs", {
+        "in_pass_cpu": in_pass, "rebuild_on_every_change_cpu": every,
+        "builds_in_pass": builds["in_pass"], "builds_on_every_change": builds["every_change"],
+        "ratio": round(in_pass["median_ms"] / every["median_ms"], 4)})
 
 
 # ---------------------------------------------------------------------------------------
