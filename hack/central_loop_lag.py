@@ -279,6 +279,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                                 agent_grace_seconds=3600.0, dispatch_timeout_seconds=3600.0,
                                 failover_grace_seconds=3600.0)
     address = f"127.0.0.1:{server.port}"
+    if args.freeze:
+        gc.freeze()
     if args.slow_ms:  # name each callback that holds the loop longer (asyncio's debug mode)
         import logging
         logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
@@ -297,6 +299,23 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     await asyncio.sleep(5.0)
     results["rounds"] = {"count": rounds.rounds_run, **meter.since(mark)}
     print(f"rounds: {results['rounds']}", file=sys.stderr)
+    if args.census:  # what the collector walks in a full collection
+        import collections
+        objects = gc.get_objects()
+        started = time.perf_counter()
+        gc.collect()
+        print(f"tracked objects {len(objects)}; a full collection took {time.perf_counter() - started:.3f}s",
+              file=sys.stderr)
+        for kind, n in collections.Counter(type(o).__qualname__ for o in objects).most_common(15):
+            print(f"  {n:>9} {kind}", file=sys.stderr)
+        sized = sorted(((len(o), type(o).__qualname__) for o in objects if isinstance(o, (list, dict, tuple, set))),
+                       reverse=True)
+        print(f"  items in containers: {sum(n for n, _ in sized)}; largest: {sized[:12]}", file=sys.stderr)
+        for generation in (0, 1, 2):
+            started = time.perf_counter()
+            gc.collect(generation)
+            print(f"  collect({generation}) took {time.perf_counter() - started:.3f}s", file=sys.stderr)
+        del objects
     active = len(store.jobs.in_states(("placed", "dispatched", "running")))
     results["active_jobs"] = active
     print(f"active jobs {active}", file=sys.stderr)
@@ -336,6 +355,8 @@ def main() -> None:
     p.add_argument("--lanes", type=int, default=2)
     p.add_argument("--agents", type=int, default=10)
     p.add_argument("--only", default="")
+    p.add_argument("--freeze", action="store_true", help="gc.freeze() once the server started (an experiment)")
+    p.add_argument("--census", action="store_true", help="count the objects the collector tracks after the rounds")
     p.add_argument("--slow-ms", type=float, default=0.0, help="log callbacks holding the loop this long")
     p.add_argument("--json", default="")
     args = p.parse_args()

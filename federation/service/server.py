@@ -57,6 +57,7 @@ from federation.service.health import (
     QUEUES,
     HealthReporter,
 )
+from federation.service.heap import freeze_startup_heap
 from federation.service.jobs import DEFAULT_SPEC_LIMIT, JobServicer, SubmitBatching
 from federation.service.leadership import Elector, Leadership, LeaseTimings
 from federation.service.objects import ObjectServicer
@@ -365,6 +366,7 @@ async def build_server(
         running.elector = Elector(LeaseRepository(store.db), leader_election, leadership,
                                   on_elected=running._elected, on_lost=running._lost)
         running._campaign = asyncio.create_task(running.elector.run(), name="leader-election")
+    freeze_startup_heap()  # full collections stop walking the modules' objects (service/heap.py)
     return running
 
 

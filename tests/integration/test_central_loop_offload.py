@@ -11,6 +11,7 @@ how long it takes.
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Callable
 from typing import Any
 
@@ -81,3 +82,12 @@ async def test_a_rounds_checks_records_and_dispatch_log_run_in_worker_threads(
     assert (recorded.placed_count, recorded.unplaced_count) == (2, 1)  # the round did its work
     assert {name for name, _ in calls} == {*ROUND_STEPS, "_dispatched"}
     assert not [name for name, loop in calls if loop], "a step of the round ran on the event loop"
+
+
+async def test_a_started_server_has_frozen_the_startup_heap(store: Store) -> None:
+    """A full collection walks only what was created after startup (``service/heap.py``):
+    the objects of the process's modules are in the permanent generation."""
+    async with running(store):
+        assert gc.get_freeze_count() > 10_000
+        assert gc.is_tracked(recording)  # a module's function: the collector would walk it, unfrozen
+        assert not any(o is recording for o in gc.get_objects())  # generations 0-2, not the permanent one
