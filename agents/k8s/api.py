@@ -27,6 +27,10 @@ JSON = dict[str, Any]
 
 # Generous but finite: a hung apiserver must not hang the agent's reconcile pass.
 REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=30, sock_connect=10)
+# One watch event is one object (etcd takes at most 1.5 MiB by default, some clusters a
+# few times that) in a JSON envelope: a line past this is no object the apiserver sends,
+# and buffering it would grow without end.
+MAX_WATCH_LINE_BYTES = 16 * 1024 * 1024
 
 
 class ApiError(Exception):
@@ -89,11 +93,16 @@ async def stream(request: Awaitable[Any]) -> AsyncGenerator[JSON, None]:
     try:
         if not 200 <= resp.status <= 299:
             raise _error(resp.status, await resp.read())
-        buffer = b""
+        # One buffer, cut once per chunk: slicing the rest off after every line copied it
+        # once per line (quadratic in a buffered burst of events), and searching a long
+        # line from its start at every chunk was quadratic in its length.
+        buffer = bytearray()
+        searched = 0  # the buffer's first bytes hold no newline
         async for chunk in resp.content.iter_any():
             buffer += chunk
-            while (cut := buffer.find(b"\n")) >= 0:
-                line, buffer = buffer[:cut], buffer[cut + 1:]
+            start = 0
+            while (cut := buffer.find(b"\n", max(start, searched))) >= 0:
+                line, start = bytes(buffer[start:cut]), cut + 1
                 if not line.strip():
                     continue
                 event = json.loads(line)
@@ -101,6 +110,10 @@ async def stream(request: Awaitable[Any]) -> AsyncGenerator[JSON, None]:
                     obj = event.get("object") or {}
                     raise _error(int(obj.get("code") or 500), json.dumps(obj).encode())
                 yield event
+            del buffer[:start]
+            searched = len(buffer)
+            if searched > MAX_WATCH_LINE_BYTES:
+                raise ApiError(0, "LineTooLong", f"a watch event over {MAX_WATCH_LINE_BYTES} bytes without its end")
     except (TimeoutError, aiohttp.ClientError) as exc:
         raise ApiError(0, "Unreachable", f"watch interrupted: {type(exc).__name__}: {exc}") from exc
     finally:
