@@ -128,5 +128,6 @@ async def observe_job(
                       if s is not None and s.labels.get(LABEL_JOB) == job),
         workloads=tuple(w for w in [await backend.read_workload(*ref) for ref in workloads] if w is not None),
         nodes=view.nodes,
+        ready=view.ready,
         tree=view.tree if view.tree is not None else tree,
     )

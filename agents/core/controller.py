@@ -289,7 +289,7 @@ class JobController:
         job_wide = False
         ready: list[Action] = []
         wake_at: float | None = None
-        for event in pod_events(job, pods, observed.nodes, now, state.evicted):
+        for event in pod_events(job, pods, observed.nodes, now, state.evicted, ready=observed.ready):
             if job_wide or _covered(event, covered):
                 continue
             if event.event in SETTLING and (ready or wake_at is not None):

@@ -9,6 +9,7 @@ which keeps its identity stable across passes so ``recovery.record`` can mark it
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 
 from agents.core.records import PodRecord
@@ -51,13 +52,15 @@ def job_pods(job: Job, pods: Iterable[PodRecord], version: int | None = None) ->
 
 
 def pod_events(job: Job, pods: Sequence[PodRecord], nodes: Sequence[Node], now: float,
-               evicted: Sequence[PodEvent] = ()) -> list[PodEvent]:
+               evicted: Sequence[PodEvent] = (), *, ready: AbstractSet[str] | None = None) -> list[PodEvent]:
     """Conditions of the job's live pods: node lost (one event per node), failed, evicted,
     unknown, pending, and ``evicted`` (pods deleted by someone else, ``track_deletions``);
     then one TaskFailed per task whose containers restarted too often, one TaskCompleted
     per task whose pods all succeeded, and the settling condition (``settling``).
-    Pods already being deleted are skipped: an action is already under way for them."""
-    usable = {n.name for n in nodes if n.ready}
+    Pods already being deleted are skipped: an action is already under way for them.
+    ``ready`` is the names of the Ready ``nodes`` when the caller has them: worked out per
+    job, they cost a pass jobs x nodes."""
+    usable = ready if ready is not None else {n.name for n in nodes if n.ready}
     lost: dict[str, list[PodRecord]] = {}
     events: list[PodEvent] = []
     for pod in pods:

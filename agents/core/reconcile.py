@@ -96,6 +96,9 @@ class Observed:
     workloads: tuple[WorkloadManifest, ...] = ()
     nodes: tuple[Node, ...] = ()
     tree: HyperNodeTree | None = None
+    # The names of the Ready ``nodes``, when the reader worked them out once for every job
+    # (agents/core/view.py); None: ``pod_events`` derives them from ``nodes``.
+    ready: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ class ClusterView:
     pods_by_job: Mapping[str, tuple[PodRecord, ...]]
     # What the reported snapshot is made of (agents/runtime_snapshots.py):
     hypernodes: tuple[HyperNodeSpec, ...] | None = None  # the HyperNode objects as read; None: unreadable
+    ready: frozenset[str] = frozenset()  # the names of the nodes that are Ready, for every job's NodeLost
     snapshot: ClusterSnapshot | None = None  # the valid snapshot (no labels, taken_at 0); None: invalid tree
     error: str = ""  # why the tree is invalid ("" when it is valid)
     unreadable: str = ""  # why the HyperNode objects could not be read ("" when they could)
@@ -71,7 +72,8 @@ def build_view(cluster: str, revision: int, nodes: Sequence[NodeRecord], pods: S
             by_job.setdefault(job, []).append(pod)
     return ClusterView(revision, domain_nodes, tree, {job: tuple(p) for job, p in by_job.items()},
                        hypernodes=explicit if readable else None, snapshot=result.snapshot, error=result.error,
-                       unreadable="" if readable else str(specs))
+                       unreadable="" if readable else str(specs),
+                       ready=frozenset(n.name for n in domain_nodes if n.ready))
 
 
 async def read_view(backend: ClusterBackend, label_keys: Sequence[str]) -> ClusterView:

@@ -30,6 +30,7 @@ from agents.core.records import (
     WorkloadManifest,
 )
 from agents.fake.clock import ManualClock
+from agents.job_index import JobIndex, one_job
 from federation.domain.errors import InvalidInput
 from federation.domain.resources import Resources
 from federation.domain.states import PodPhase
@@ -98,6 +99,9 @@ class FakeCluster:
         self._subscribers: list[asyncio.Queue[ChangeEvent]] = []
         self._revision = 0
         self._writes = 0
+        self._kind_changes: dict[str, int] = {}  # per kind of object: what JobIndex keys on
+        self._services_by_job: JobIndex[ServiceManifest] = JobIndex()
+        self._config_maps_by_job: JobIndex[ConfigMapManifest] = JobIndex()
         self.calls: list[tuple[str, str]] = []  # (method, object) for every mutating call
         self.bind_count = 0
 
@@ -126,9 +130,15 @@ class FakeCluster:
         return self.pods(selector)
 
     async def list_services(self, selector: Mapping[str, str]) -> list[ServiceManifest]:
+        job = one_job(selector)
+        if job is not None:
+            return self._services_by_job.of(job, self._kind_changes.get("Service", 0), self._services.values)
         return [s for _, s in sorted(self._services.items()) if _matches(s.labels, selector)]
 
     async def list_config_maps(self, selector: Mapping[str, str]) -> list[ConfigMapManifest]:
+        job = one_job(selector)
+        if job is not None:
+            return self._config_maps_by_job.of(job, self._kind_changes.get("ConfigMap", 0), self._config_maps.values)
         return [c for _, c in sorted(self._config_maps.items()) if _matches(c.labels, selector)]
 
     async def create_pod(self, manifest: PodManifest) -> PodRecord:
@@ -415,6 +425,7 @@ class FakeCluster:
         return obj is not None
 
     def _emit(self, kind: str, type_: str, obj: ObjectRecord) -> None:
+        self._kind_changes[kind] = self._kind_changes.get(kind, 0) + 1
         if kind in ("Pod", "Node", "HyperNode"):  # what agents/core/view.py is built from
             self._revision += 1
         event = ChangeEvent(kind, type_, obj)

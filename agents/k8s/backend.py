@@ -53,6 +53,7 @@ from agents.core.records import (
     PodRecord,
     ServiceManifest,
 )
+from agents.job_index import JobIndex, one_job
 from agents.k8s import api as k8s
 from agents.k8s.api import ApiError, call
 from agents.k8s.convert import (
@@ -123,6 +124,9 @@ class KubernetesBackend(NamedObjects):
         self._subscribers: list[asyncio.Queue[ChangeEvent]] = []
         self._revision = 0
         self._writes = 0
+        self._kind_changes = dict.fromkeys(_KIND_EVENT, 0)  # per informer kind: what JobIndex keys on
+        self._services_by_job: JobIndex[ServiceManifest] = JobIndex()
+        self._config_maps_by_job: JobIndex[ConfigMapManifest] = JobIndex()
         self._tasks: list[asyncio.Task[None]] = []
         self._ready = asyncio.Event()
         self._start_lock = asyncio.Lock()
@@ -232,11 +236,17 @@ class KubernetesBackend(NamedObjects):
 
     async def list_services(self, selector: Mapping[str, str]) -> list[ServiceManifest]:
         await self.start()
+        job = one_job(selector)
+        if job is not None:
+            return self._services_by_job.of(job, self._kind_changes["services"], self.services.records)
         return sorted((s for s in self.services.records() if _matches(s.labels, selector)),
                       key=lambda s: (s.namespace, s.name))
 
     async def list_config_maps(self, selector: Mapping[str, str]) -> list[ConfigMapManifest]:
         await self.start()
+        job = one_job(selector)
+        if job is not None:
+            return self._config_maps_by_job.of(job, self._kind_changes["configmaps"], self.config_maps.records)
         return sorted((c for c in self.config_maps.records() if _matches(c.labels, selector)),
                       key=lambda c: (c.namespace, c.name))
 
@@ -384,6 +394,7 @@ class KubernetesBackend(NamedObjects):
         shapes_view = kind in ("nodes", "pods", "hypernodes")  # what agents/core/view.py is built from
 
         def notify(type_: str, key: Key, value: Any) -> None:
+            self._kind_changes[kind] += 1
             if shapes_view:
                 self._revision += 1
             obj = key[1] if event_kind == "HyperNode" or isinstance(value, Exception) else value
