@@ -47,6 +47,9 @@ class _Pod:
     finish_at: float | None = None
 
 
+_VIEW_KINDS = ("Pod", "Node", "HyperNode")  # what agents/core/view.py is built from: the revision
+
+
 def _matches(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
@@ -97,9 +100,8 @@ class FakeCluster:
         self.priority_classes: dict[str, int] = {}  # name -> value; tests may pre-set the cluster's own
         self._workloads: dict[tuple[str, str, str], WorkloadManifest] = {}
         self._subscribers: list[asyncio.Queue[ChangeEvent]] = []
-        self._revision = 0
         self._writes = 0
-        self._kind_changes: dict[str, int] = {}  # per kind of object: what JobIndex keys on
+        self._kind_changes: dict[str, int] = {}  # per kind of object: the revision, JobIndex
         self._services_by_job: JobIndex[ServiceManifest] = JobIndex()
         self._config_maps_by_job: JobIndex[ConfigMapManifest] = JobIndex()
         self.calls: list[tuple[str, str]] = []  # (method, object) for every mutating call
@@ -112,7 +114,7 @@ class FakeCluster:
 
     @property
     def revision(self) -> int:
-        return self._revision
+        return sum(self._kind_changes.get(kind, 0) for kind in _VIEW_KINDS)
 
     @property
     def writes(self) -> int:
@@ -426,8 +428,6 @@ class FakeCluster:
 
     def _emit(self, kind: str, type_: str, obj: ObjectRecord) -> None:
         self._kind_changes[kind] = self._kind_changes.get(kind, 0) + 1
-        if kind in ("Pod", "Node", "HyperNode"):  # what agents/core/view.py is built from
-            self._revision += 1
         event = ChangeEvent(kind, type_, obj)
         for queue in self._subscribers:
             queue.put_nowait(event)

@@ -77,6 +77,7 @@ from federation.domain.topology import HyperNodeSpec
 
 log = logging.getLogger(__name__)
 
+_VIEW_KINDS = ("nodes", "pods", "hypernodes")  # what agents/core/view.py is built from: the revision
 _KIND_EVENT = {"nodes": "Node", "pods": "Pod", "hypernodes": "HyperNode", "services": "Service",
                "configmaps": "ConfigMap"}
 
@@ -122,9 +123,8 @@ class KubernetesBackend(NamedObjects):
         self._scheduling = k8s.scheduling_api(api_client)
         custom = k8s.custom_api(api_client)
         self._subscribers: list[asyncio.Queue[ChangeEvent]] = []
-        self._revision = 0
         self._writes = 0
-        self._kind_changes = dict.fromkeys(_KIND_EVENT, 0)  # per informer kind: what JobIndex keys on
+        self._kind_changes = dict.fromkeys(_KIND_EVENT, 0)  # per informer kind: the revision, JobIndex
         self._services_by_job: JobIndex[ServiceManifest] = JobIndex()
         self._config_maps_by_job: JobIndex[ConfigMapManifest] = JobIndex()
         self._tasks: list[asyncio.Task[None]] = []
@@ -212,7 +212,7 @@ class KubernetesBackend(NamedObjects):
 
     @property
     def revision(self) -> int:
-        return self._revision
+        return sum(self._kind_changes[kind] for kind in _VIEW_KINDS)
 
     @property
     def writes(self) -> int:
@@ -391,12 +391,9 @@ class KubernetesBackend(NamedObjects):
     # ------------------------------------------------------------------ internals
     def _notifier(self, kind: str) -> Any:
         event_kind = _KIND_EVENT[kind]
-        shapes_view = kind in ("nodes", "pods", "hypernodes")  # what agents/core/view.py is built from
 
         def notify(type_: str, key: Key, value: Any) -> None:
             self._kind_changes[kind] += 1
-            if shapes_view:
-                self._revision += 1
             obj = key[1] if event_kind == "HyperNode" or isinstance(value, Exception) else value
             event = ChangeEvent(event_kind, type_, obj)
             for queue in self._subscribers:
