@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 
 from agents.core.apply import apply_ops, observe_job
 from agents.core.plugins import secret_refs
@@ -83,3 +83,27 @@ async def step(cluster: FakeCluster, w: Work, **kw: object) -> Reconciliation:
     applied = await apply_ops(cluster, result.ops)
     assert applied.ok, applied.error
     return result
+
+
+class HttpAnswer:
+    """What ``agents.k8s.api`` reads of an aiohttp response: a 200 whose body arrives in
+    ``chunks`` (a list page is one chunk; a watch stream as many as given)."""
+
+    status = 200
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+        self.content = self
+
+    async def read(self) -> bytes:
+        return b"".join(self.chunks)
+
+    async def iter_any(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+
+    def release(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None

@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
-from agentkit import LABEL_KEYS, fabric, fake, gpu, job, work
+from agentkit import LABEL_KEYS, HttpAnswer, fabric, fake, gpu, job, work
 
 import agents.core.view as view_module
 import agents.runtime_snapshots as snapshots_module
@@ -134,26 +134,6 @@ async def test_unreadable_hypernodes_send_no_snapshot() -> None:
 # ------------------------------------------------------------------ informer
 
 
-class _Answer:
-    status = 200
-
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-        self.content = self
-
-    async def read(self) -> bytes:
-        return self.body
-
-    async def iter_any(self) -> AsyncIterator[bytes]:
-        yield self.body  # a burst already buffered: one chunk, no suspension
-
-    def release(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
-
-
 def _pod(i: int, rv: int, phase: str = "Running") -> dict[str, Any]:
     return {"metadata": {"namespace": "default", "name": f"p{i:04d}", "resourceVersion": str(rv)},
             "status": {"phase": phase}}
@@ -166,8 +146,8 @@ def _informer(pages: list[list[dict[str, Any]]], burst: list[dict[str, Any]],
     stream = b"".join(json.dumps(event).encode() + b"\n" for event in burst)
 
     def list_fn(**kwargs: Any) -> Any:
-        async def answer() -> _Answer:
-            return _Answer(stream if kwargs.get("watch") else bodies[int(kwargs.get("_continue") or 0)])
+        async def answer() -> HttpAnswer:  # a burst already buffered: one chunk, no suspension
+            return HttpAnswer([stream if kwargs.get("watch") else bodies[int(kwargs.get("_continue") or 0)]])
         return answer()
 
     return Informer("pods", list_fn, lambda obj: obj, lambda t, k, v: seen.append((t, k, v)))

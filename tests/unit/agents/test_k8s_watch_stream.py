@@ -7,40 +7,18 @@ from __future__ import annotations
 import itertools
 import json
 import random
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from agentkit import HttpAnswer
 
 from agents.k8s import api
 from agents.k8s.api import ApiError, Gone, stream
 
 
-class _Response:
-    status = 200
-
-    def __init__(self, chunks: list[bytes]) -> None:
-        self.chunks = chunks
-        self.content = self
-        self.closed = False
-
-    async def iter_any(self) -> AsyncIterator[bytes]:
-        for chunk in self.chunks:
-            yield chunk
-
-    async def read(self) -> bytes:
-        return b"".join(self.chunks)
-
-    def release(self) -> None:
-        return None
-
-    def close(self) -> None:
-        self.closed = True
-
-
 async def _events(chunks: list[bytes]) -> list[dict[str, Any]]:
-    async def request() -> _Response:
-        return _Response(chunks)
+    async def request() -> HttpAnswer:
+        return HttpAnswer(chunks)
 
     return [event async for event in stream(request())]
 
@@ -70,8 +48,8 @@ async def test_blank_lines_are_skipped_and_an_error_event_ends_the_stream() -> N
     body = b"\n\n" + json.dumps({"type": "ADDED", "object": {}}).encode() + b"\n" + json.dumps(gone).encode() + b"\n"
     seen: list[dict[str, Any]] = []
     with pytest.raises(Gone):
-        async def request() -> _Response:
-            return _Response([body])
+        async def request() -> HttpAnswer:
+            return HttpAnswer([body])
 
         async for event in stream(request()):
             seen.append(event)
@@ -84,8 +62,8 @@ async def test_a_line_without_end_is_refused_at_the_bound(monkeypatch: pytest.Mo
     chunks = [body, b"{" + b"x" * 600, b"y" * 600]  # whole events first, then a line that never ends
     seen: list[dict[str, Any]] = []
 
-    async def request() -> _Response:
-        return _Response(chunks)
+    async def request() -> HttpAnswer:
+        return HttpAnswer(chunks)
 
     with pytest.raises(ApiError, match="over 1000 bytes"):
         async for event in stream(request()):
