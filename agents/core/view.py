@@ -42,7 +42,6 @@ from federation.domain.topology import HyperNodeSpec, HyperNodeTree
 class ClusterView:
     revision: int
     nodes: tuple[Node, ...]  # free = allocatable - requests of every non-terminal pod on it
-    tree: HyperNodeTree | None  # None: the HyperNodes are unreadable or form no valid tree now
     pods_by_job: Mapping[str, tuple[PodRecord, ...]]
     # What the reported snapshot is made of (agents/runtime_snapshots.py):
     hypernodes: tuple[HyperNodeSpec, ...] | None = None  # the HyperNode objects as read; None: unreadable
@@ -54,6 +53,11 @@ class ClusterView:
     def job_pods(self, job: str) -> tuple[PodRecord, ...]:
         return self.pods_by_job.get(job, ())
 
+    @property
+    def tree(self) -> HyperNodeTree | None:
+        """The tree to bind in; None when the HyperNodes are unreadable or form no valid tree."""
+        return self.snapshot.tree if self.snapshot is not None and self.hypernodes is not None else None
+
 
 def build_view(cluster: str, revision: int, nodes: Sequence[NodeRecord], pods: Sequence[PodRecord],
                specs: Sequence[HyperNodeSpec] | InvalidInput, label_keys: Sequence[str]) -> ClusterView:
@@ -61,16 +65,13 @@ def build_view(cluster: str, revision: int, nodes: Sequence[NodeRecord], pods: S
     readable = not isinstance(specs, InvalidInput)
     explicit = tuple(specs) if not isinstance(specs, InvalidInput) else ()
     result = build_snapshot(cluster, nodes, pods, explicit, label_keys=label_keys)
-    if result.snapshot is not None:
-        domain_nodes, tree = result.snapshot.nodes, result.snapshot.tree if readable else None
-    else:
-        domain_nodes, tree = to_nodes(nodes, pods), None
+    domain_nodes = result.snapshot.nodes if result.snapshot is not None else to_nodes(nodes, pods)
     by_job: dict[str, list[PodRecord]] = {}
     for pod in pods:
         job = pod.labels.get(LABEL_JOB)
         if job is not None:
             by_job.setdefault(job, []).append(pod)
-    return ClusterView(revision, domain_nodes, tree, {job: tuple(p) for job, p in by_job.items()},
+    return ClusterView(revision, domain_nodes, {job: tuple(p) for job, p in by_job.items()},
                        hypernodes=explicit if readable else None, snapshot=result.snapshot, error=result.error,
                        unreadable="" if readable else str(specs),
                        ready=frozenset(n.name for n in domain_nodes if n.ready))
