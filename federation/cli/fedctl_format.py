@@ -95,6 +95,9 @@ def job_block(job: jobs_pb2.Job) -> str:
         f"restarts:   {job.restarts}",
         f"reason:     {job.reason or '-'}",
     ]
+    if spec.HasField("ttl_seconds_after_finished"):
+        lines.append(f"ttl:        {spec.ttl_seconds_after_finished}s after it finishes"
+                     + (f" (deleted at {when(job.expires)})" if job.HasField("expires") else ""))
     if job.message:
         lines.append(f"message:    {job.message}")
     lines.append("tasks:")

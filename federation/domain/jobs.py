@@ -33,6 +33,9 @@ MAX_TOPOLOGY_WAIT_SECONDS = 30 * 86_400.0
 WORKLOAD_GANG_PATH = "spec.podManagementPolicy"
 MAX_POLICY_TIMEOUT_SECONDS = 30 * 86_400.0  # a lifecycle policy's delay before its action
 MAX_POD_HOSTNAME = 63  # a pod's hostname is a DNS-1123 label
+# Volcano's CRD types spec.ttlSecondsAfterFinished as an int32 with minimum 0, so every
+# value a Volcano cluster admits is admitted here (about 68 years at most).
+MAX_TTL_SECONDS_AFTER_FINISHED = 2**31 - 1
 
 
 def _quantities(resources: Resources) -> str:
@@ -189,6 +192,10 @@ class Job:
     # Volcano spec.minSuccess: the job is Completed once this many pods Succeeded (the rest
     # are deleted), and Failed if all its pods end with fewer (agents/core/recovery.py).
     min_success: int | None = None
+    # Volcano spec.ttlSecondsAfterFinished: the job's record (and with it its Work, so its
+    # pods) is deleted this many seconds after it Succeeded, Failed or was Cancelled
+    # (control/job_ttl.py). None: kept until its queue is deleted.
+    ttl_seconds_after_finished: int | None = None
 
     def __post_init__(self) -> None:
         _dns_label(self.name, "metadata.name")
@@ -209,6 +216,12 @@ class Job:
             require(1 <= self.min_success <= self.total_replicas, "spec.minSuccess",
                     f"must be between 1 and the total replicas ({self.total_replicas})")
         check_policy_set(self.policies, "spec.policies")
+        if self.ttl_seconds_after_finished is not None:
+            ttl = self.ttl_seconds_after_finished
+            require(isinstance(ttl, int) and not isinstance(ttl, bool), "spec.ttlSecondsAfterFinished",
+                    f"must be an integer, got {ttl!r}")
+            require(0 <= ttl <= MAX_TTL_SECONDS_AFTER_FINISHED, "spec.ttlSecondsAfterFinished",
+                    f"must be between 0 and {MAX_TTL_SECONDS_AFTER_FINISHED:,} seconds (Volcano's int32), got {ttl}")
         if self.topology_wait_seconds is not None:
             require(0 <= self.topology_wait_seconds <= MAX_TOPOLOGY_WAIT_SECONDS,
                     "metadata.annotations[federation.io/topology-wait]", "must be between 0 and 30 days")

@@ -11,10 +11,9 @@ Job priority: the integer annotation ``federation.io/priority`` if present, else
 built-in table ``PRIORITY_CLASSES`` keyed by ``spec.priorityClassName`` (no class = 0,
 low 100, normal 1000, high 10000, critical 100000, plus the two Kubernetes system
 classes); an unknown class is refused. Unknown keys in a Job's ``spec`` or tasks are
-refused so that a typo (``minAvaliable``) never silently drops a constraint;
-``schedulerName``, ``ttlSecondsAfterFinished`` and ``runningEstimate`` are accepted and
-ignored. Queue owners (tenants) come from the annotation ``federation.io/owners``
-(comma-separated).
+refused so that a typo (``minAvaliable``) never silently drops a constraint
+(docs/design/compatibility.md lists what each accepted field does). Queue owners
+(tenants) come from the annotation ``federation.io/owners`` (comma-separated).
 """
 
 from __future__ import annotations

@@ -74,9 +74,9 @@ PRIORITY_CLASSES: Mapping[str, int] = {
 }
 
 _JOB_SPEC_KEYS = ("queue", "minAvailable", "minSuccess", "priorityClassName", "maxRetry", "tasks", "policies",
-                  "plugins", "networkTopology", "schedulerName")
+                  "plugins", "networkTopology", "schedulerName", "ttlSecondsAfterFinished")
 # Refused with their own reasons first (_check_job_fields), then these generic ones.
-_JOB_SPEC_UNSUPPORTED = ("volumes", "ttlSecondsAfterFinished", "runningEstimate")
+_JOB_SPEC_UNSUPPORTED = ("volumes", "runningEstimate")
 _TASK_KEYS = ("name", "replicas", "minAvailable", "template", "policies", "maxRetry", "dependsOn")
 _TASK_UNSUPPORTED = ("topologyPolicy", "partitionPolicy")
 # Volcano accepts these in a policy (pkg/webhooks/admission/jobs/validate/util.go); we do not.
@@ -266,9 +266,6 @@ def _check_job_fields(meta: Mapping[str, object], spec: Mapping[str, object], pa
     if scheduler != "volcano":
         raise InvalidInput(f"{path}.spec.schedulerName", f"{scheduler!r} not supported: only volcano, whose gang "
                            "placement and binding the federation performs itself")
-    if "ttlSecondsAfterFinished" in spec:
-        raise InvalidInput(f"{path}.spec.ttlSecondsAfterFinished", "not supported: a finished job keeps its "
-                           "record and pods until it is deleted")
     if "runningEstimate" in spec:
         raise InvalidInput(f"{path}.spec.runningEstimate", "not supported: the planner does not use run-time "
                            "estimates")
@@ -377,6 +374,8 @@ def parse_job(doc: Mapping[str, object], path: str, propagation: PropagationPoli
             tolerations=_common_tolerations([tols for _, tols in parsed]),
             topology_wait_seconds=_topology_wait(annotations, path),
             min_success=integer(spec["minSuccess"], f"{path}.spec.minSuccess") if "minSuccess" in spec else None,
+            ttl_seconds_after_finished=integer(spec["ttlSecondsAfterFinished"], f"{path}.spec.ttlSecondsAfterFinished",
+                                               wire=None) if "ttlSecondsAfterFinished" in spec else None,
         )
     except InvalidInput as exc:
         raise exc if exc.path.startswith(path) else _rooted(path, exc) from None

@@ -23,13 +23,15 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import grpc
 import grpc.aio
 from grpc_health.v1 import health_pb2_grpc
 
+from federation.control.job_ttl import DEFAULT_INTERVAL_SECONDS as TTL_INTERVAL_SECONDS
+from federation.control.job_ttl import JobTtl
 from federation.control.loop import DEFAULT_MAX_PENDING, RoundScheduler
 from federation.control.retention import AuditRetention
 from federation.domain.errors import InvalidInput
@@ -65,6 +67,7 @@ from federation.service.queues import QueueServicer
 from federation.service.wire_bytes import PassBytes
 from federation.store import Store
 from federation.store.engine import url_password
+from federation.store.job_expiry import ExpiredJob
 from federation.store.leases import LeaseFence, LeaseRepository
 from federation.v1 import (
     agent_pb2_grpc,
@@ -151,6 +154,8 @@ class RunningServer:
     leadership: Leadership
     metrics: MetricsServer | None = None
     retention: AuditRetention | None = None
+    job_ttl: JobTtl | None = None
+    """Deletes finished jobs past their ttlSecondsAfterFinished (leader only; control/job_ttl.py)."""
     elector: Elector | None = None
     health_server: grpc.aio.Server | None = None
     """The plaintext health-only server (``health_listen``), or None."""
@@ -185,6 +190,8 @@ class RunningServer:
                 await self.rounds.stop()
             if self.retention is not None:
                 await self.retention.stop()
+            if self.job_ttl is not None:
+                await self.job_ttl.stop()
             if self.metrics is not None:
                 await asyncio.to_thread(self.metrics.stop)
             if self.elector is not None:
@@ -192,13 +199,15 @@ class RunningServer:
 
     async def _elected(self, epoch: int) -> None:
         """Take the leader's part: rounds (the first one repairs what the last leader left),
-        agents and audit retention."""
+        agents, audit retention and the jobs' TTLs."""
         if self.rounds is not None:
             await self.rounds.start()
         if self.hub is not None:
             await self.hub.start()
         if self.retention is not None:
             await self.retention.start()
+        if self.job_ttl is not None:
+            await self.job_ttl.start()
         await self.health.publish()
 
     async def _lost(self, reason: str) -> None:
@@ -209,6 +218,8 @@ class RunningServer:
             await self.rounds.stop()
         if self.retention is not None:
             await self.retention.stop()
+        if self.job_ttl is not None:
+            await self.job_ttl.stop()
         self.lost.set()
 
     async def wait_for_termination(self) -> None:
@@ -238,6 +249,15 @@ def _health_only_server(health: HealthReporter, listen: str) -> tuple[grpc.aio.S
     health_pb2_grpc.add_HealthServicer_to_server(health.servicer, server)
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     return server, _bind("--health-listen", listen, lambda: server.add_insecure_port(target))
+
+
+def _forget_jobs(gone: Sequence[ExpiredJob], hub: AgentHub | None, jobs: JobServicer) -> None:
+    """Jobs deleted under their TTL: each cluster that had their Works is sent the Cancel
+    (the hub finds the Works gone), and watchers see the deleted events go at once."""
+    if hub is not None:
+        for cluster in sorted({c for job in gone for c in job.clusters}):
+            hub.notify_works_changed(cluster)
+    jobs.feed.wake()
 
 
 def _bind(flag: str, listen: str, add_port: Callable[[], int]) -> int:
@@ -276,6 +296,7 @@ async def build_server(
     leader_election: LeaseTimings | None = None,
     health_interval_seconds: float = DEFAULT_INTERVAL_SECONDS,
     health_listen: str | None = None,
+    job_ttl_interval_seconds: float = TTL_INTERVAL_SECONDS,
 ) -> RunningServer:
     """Start the service on ``listen`` (port 0 = any free port) and return its handles.
 
@@ -288,6 +309,8 @@ async def build_server(
     retention) once it holds the lease (docs/design/standby.md).
     ``health_listen`` adds a plaintext port serving only the health service, for probes
     that cannot speak TLS (``_health_only_server``; ``health_server``, ``health_port``).
+    ``job_ttl_interval_seconds`` is how often at most the leader looks for finished jobs
+    whose ttlSecondsAfterFinished ran out (``job_ttl``).
     """
     auth = auth if auth is not None else Authenticator.open_mode()
     leadership = Leadership() if leader_election is not None else Leadership.always()
@@ -350,10 +373,12 @@ async def build_server(
     retention = None
     if audit_retention_seconds is not None:
         retention = AuditRetention(store, audit_retention_seconds, metrics=metrics)
+    job_ttl = JobTtl(store, on_deleted=lambda gone: _forget_jobs(gone, hub, jobs),
+                     interval_seconds=job_ttl_interval_seconds)
     address = f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
     running = RunningServer(server=server, port=bound, address=address, store=store, auth=auth,
                             rounds=rounds, hub=hub, jobs=jobs, health=health, leadership=leadership,
-                            metrics=exporter, retention=retention)
+                            metrics=exporter, retention=retention, job_ttl=job_ttl)
     if health_only is not None:
         running.health_server, running.health_port = health_only
         await running.health_server.start()

@@ -46,6 +46,7 @@ def job_to_view(r: JobRecord, spec: types_pb2.JobSpec | None = None) -> jobs_pb2
         unschedulable=r.unschedulable, reason=r.reason, tenant=r.tenant, cluster=r.cluster or "",
         hypernode=r.hypernode or "", tier=r.tier or 0, submitted=timestamp(r.created_at),
         updated=timestamp(r.updated_at), restarts=r.restarts, message=r.message, effective_priority=r.job.priority,
+        expires=timestamp(r.expires_at) if r.expires_at is not None else None,
     )
 
 

@@ -65,6 +65,7 @@ _JOB_COLUMNS = [c.name for c in _JOBS.columns]
 _INITIAL: dict[str, Any] = {
     "state": JobState.PENDING, "unschedulable": False, "reason": "", "message": "", "cluster": None,
     "hypernode": None, "tier": None, "restarts": 0, "version": 1,
+    "expires_at": None,  # set when the job finishes (lifecycle.expiry)
 }
 _FROM_ITEM = ("name", "queue", "tenant", "spec", "spec_digest")
 _FROM_CLOCK = ("created_at", "updated_at")

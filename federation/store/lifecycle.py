@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
@@ -19,7 +19,14 @@ from sqlalchemy.orm import Session
 
 from federation.domain.errors import InvalidInput
 from federation.domain.jobs import Job
-from federation.domain.states import ACTIVE_WORK_STATES, EVENT_FOR_STATE, JobState, WorkState, allowed
+from federation.domain.states import (
+    ACTIVE_WORK_STATES,
+    EVENT_FOR_STATE,
+    TERMINAL_STATES,
+    JobState,
+    WorkState,
+    allowed,
+)
 from federation.store.codec import job_from_json
 from federation.store.errors import IllegalTransition, NotFound
 from federation.store.models import JobEventRow, JobRow, WorkRow
@@ -95,6 +102,7 @@ def job_record(row: JobRow) -> JobRecord:
         created_at=row.created_at,
         updated_at=row.updated_at,
         version=row.version,
+        expires_at=row.expires_at,
     )
 
 
@@ -168,8 +176,20 @@ def move(
         row.reason = reason
     if message is not None:
         row.message = message
+    if to_state in TERMINAL_STATES:
+        row.expires_at = expiry(decode_spec(row.spec_digest, row.spec), now)
     touch(row, now)
     add_event(session, row, event or EVENT_FOR_STATE[to_state], reason or message or "", now)
+
+
+def expiry(job: Job, finished_at: datetime) -> datetime | None:
+    """When a job that finished at ``finished_at`` is to be deleted: its
+    ``ttlSecondsAfterFinished`` after that, or never. The clock starts when the terminal
+    state is recorded, as Volcano's garbage collector counts from the job's last state
+    transition time (volcano-sh/volcano pkg/controllers/garbagecollector/garbagecollector.go,
+    ``getFinishAndExpireTime``); terminal states never change, so it is set once."""
+    ttl = job.ttl_seconds_after_finished
+    return None if ttl is None else finished_at + timedelta(seconds=ttl)
 
 
 def withdraw_works(session: Session, now: datetime, *, jobs: Sequence[str] = (), cluster: str | None = None,

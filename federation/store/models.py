@@ -125,6 +125,7 @@ class JobRow(Base):
         Index(None, "state", "created_at", "name"),
         Index(None, "queue", "state"),
         Index(None, "cluster", "state"),
+        Index(None, "expires_at"),
     )
 
     name: Mapped[str] = mapped_column(String(63), primary_key=True)
@@ -143,6 +144,10 @@ class JobRow(Base):
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
     version: Mapped[int] = mapped_column(Integer, default=1)
+    # When a finished job with ttlSecondsAfterFinished is deleted (migration 0010): set once,
+    # as it enters a terminal state; NULL for every other job. A column, not the spec's
+    # field, so the leader's sweep is one indexed range read (control/job_ttl.py).
+    expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
 
 class JobEventRow(Base):

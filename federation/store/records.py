@@ -49,6 +49,8 @@ class JobRecord:
     created_at: datetime
     updated_at: datetime
     version: int
+    # When it is deleted under its ttlSecondsAfterFinished (set once it finished; else None).
+    expires_at: datetime | None = None
 
     @property
     def terminal(self) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from federation.store.audit import AuditRepository
 from federation.store.clusters import ClusterRepository
 from federation.store.engine import DEFAULT_URL, Clock, Database, make_engine, utc_now
+from federation.store.job_expiry import JobExpiryRepository
 from federation.store.jobs import JobRepository
 from federation.store.objects import PolicyRepository, PriorityClassRepository
 from federation.store.queues import QueueRepository
@@ -37,6 +38,7 @@ class Store:
                                    ping_idle_seconds=ping_idle_seconds, echo=echo), clock)
         self.queues = QueueRepository(self.db)
         self.jobs = JobRepository(self.db)
+        self.expiry = JobExpiryRepository(self.db)
         self.clusters = ClusterRepository(self.db)
         self.works = WorkRepository(self.db)
         self.audit = AuditRepository(self.db)

@@ -26,43 +26,43 @@ from federation.v1 import types_pb2 as federation_dot_v1_dot_types__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x66\x65\x64\x65ration/v1/jobs.proto\x12\rfederation.v1\x1a\x19\x66\x65\x64\x65ration/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x02\n\x03Job\x12\n\n\x02id\x18\x01 \x01(\t\x12$\n\x04spec\x18\x02 \x01(\x0b\x32\x16.federation.v1.JobSpec\x12&\n\x05state\x18\x03 \x01(\x0e\x32\x17.federation.v1.JobState\x12\x15\n\runschedulable\x18\x04 \x01(\x08\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x0e\n\x06tenant\x18\x06 \x01(\t\x12\x0f\n\x07\x63luster\x18\x07 \x01(\t\x12\x11\n\thypernode\x18\x08 \x01(\t\x12\x0c\n\x04tier\x18\t \x01(\x05\x12-\n\tsubmitted\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x07updated\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08restarts\x18\x0c \x01(\x05\x12\x0f\n\x07message\x18\r \x01(\t\x12\x1a\n\x12\x65\x66\x66\x65\x63tive_priority\x18\x0e \x01(\x05\"I\n\x10SubmitJobRequest\x12$\n\x04spec\x18\x01 \x01(\x0b\x32\x16.federation.v1.JobSpec\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\"E\n\x11SubmitJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x12.federation.v1.Job\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"0\n\x10\x43\x61ncelJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x1d\n\rGetJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"o\n\x0fListJobsRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12&\n\x05state\x18\x02 \x01(\x0e\x32\x17.federation.v1.JobState\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"M\n\x10ListJobsResponse\x12 \n\x04jobs\x18\x01 \x03(\x0b\x32\x12.federation.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xa3\x01\n\x08JobEvent\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\x03\x12\x1f\n\x03job\x18\x02 \x01(\x0b\x32\x12.federation.v1.Job\x12)\n\x04type\x18\x03 \x01(\x0e\x32\x1b.federation.v1.JobEventType\x12\x0f\n\x07message\x18\x04 \x01(\t\x12(\n\x04time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"8\n\rJobEventBatch\x12\'\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x17.federation.v1.JobEvent\"8\n\x10WatchJobsRequest\x12\x15\n\rfrom_event_id\x18\x01 \x01(\x03\x12\r\n\x05queue\x18\x02 \x01(\t\"!\n\x11\x45xplainJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\xaa\x01\n\x12PendingExplanation\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x12\n\nconstraint\x18\x02 \x01(\t\x12\x17\n\x0f\x63losest_cluster\x18\x03 \x01(\t\x12\x15\n\runschedulable\x18\x04 \x01(\x08\x12\x10\n\x08round_id\x18\x05 \x01(\x03\x12.\n\nround_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x83\x02\n\x12\x45xplainJobResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12&\n\x05state\x18\x02 \x01(\x0e\x32\x17.federation.v1.JobState\x12-\n\tplacement\x18\x03 \x01(\x0b\x32\x18.federation.v1.PlacementH\x00\x12\x34\n\x07pending\x18\x04 \x01(\x0b\x32!.federation.v1.PendingExplanationH\x00\x12\x10\n\x08round_id\x18\x05 \x01(\x03\x12\x0f\n\x07message\x18\x06 \x01(\t\x12\x15\n\rtopology_wait\x18\x07 \x01(\t\x12\x0e\n\x06policy\x18\x08 \x01(\tB\x08\n\x06\x64\x65tail*\xcb\x01\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11JOB_STATE_PENDING\x10\x01\x12\x14\n\x10JOB_STATE_PLACED\x10\x02\x12\x18\n\x14JOB_STATE_DISPATCHED\x10\x03\x12\x15\n\x11JOB_STATE_RUNNING\x10\x04\x12\x17\n\x13JOB_STATE_SUCCEEDED\x10\x05\x12\x14\n\x10JOB_STATE_FAILED\x10\x06\x12\x17\n\x13JOB_STATE_CANCELLED\x10\x07*\xc6\x03\n\x0cJobEventType\x12\x1e\n\x1aJOB_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n\x18JOB_EVENT_TYPE_SUBMITTED\x10\x01\x12\x19\n\x15JOB_EVENT_TYPE_PLACED\x10\x02\x12\x1d\n\x19JOB_EVENT_TYPE_DISPATCHED\x10\x03\x12\x1a\n\x16JOB_EVENT_TYPE_RUNNING\x10\x04\x12\x1c\n\x18JOB_EVENT_TYPE_SUCCEEDED\x10\x05\x12\x19\n\x15JOB_EVENT_TYPE_FAILED\x10\x06\x12\x1c\n\x18JOB_EVENT_TYPE_CANCELLED\x10\x07\x12\x1c\n\x18JOB_EVENT_TYPE_RESTARTED\x10\x08\x12\x1b\n\x17JOB_EVENT_TYPE_REQUEUED\x10\t\x12\x1c\n\x18JOB_EVENT_TYPE_PREEMPTED\x10\n\x12 \n\x1cJOB_EVENT_TYPE_UNSCHEDULABLE\x10\x0b\x12\x1a\n\x16JOB_EVENT_TYPE_WAITING\x10\x0c\x12\x18\n\x14JOB_EVENT_TYPE_GROWN\x10\r\x12\x1a\n\x16JOB_EVENT_TYPE_WARNING\x10\x0e\x32\x97\x04\n\nJobService\x12N\n\tSubmitJob\x12\x1f.federation.v1.SubmitJobRequest\x1a .federation.v1.SubmitJobResponse\x12@\n\tCancelJob\x12\x1f.federation.v1.CancelJobRequest\x1a\x12.federation.v1.Job\x12:\n\x06GetJob\x12\x1c.federation.v1.GetJobRequest\x1a\x12.federation.v1.Job\x12K\n\x08ListJobs\x12\x1e.federation.v1.ListJobsRequest\x1a\x1f.federation.v1.ListJobsResponse\x12G\n\tWatchJobs\x12\x1f.federation.v1.WatchJobsRequest\x1a\x17.federation.v1.JobEvent0\x01\x12R\n\x0fWatchJobBatches\x12\x1f.federation.v1.WatchJobsRequest\x1a\x1c.federation.v1.JobEventBatch0\x01\x12Q\n\nExplainJob\x12 .federation.v1.ExplainJobRequest\x1a!.federation.v1.ExplainJobResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x66\x65\x64\x65ration/v1/jobs.proto\x12\rfederation.v1\x1a\x19\x66\x65\x64\x65ration/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x90\x03\n\x03Job\x12\n\n\x02id\x18\x01 \x01(\t\x12$\n\x04spec\x18\x02 \x01(\x0b\x32\x16.federation.v1.JobSpec\x12&\n\x05state\x18\x03 \x01(\x0e\x32\x17.federation.v1.JobState\x12\x15\n\runschedulable\x18\x04 \x01(\x08\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x0e\n\x06tenant\x18\x06 \x01(\t\x12\x0f\n\x07\x63luster\x18\x07 \x01(\t\x12\x11\n\thypernode\x18\x08 \x01(\t\x12\x0c\n\x04tier\x18\t \x01(\x05\x12-\n\tsubmitted\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x07updated\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08restarts\x18\x0c \x01(\x05\x12\x0f\n\x07message\x18\r \x01(\t\x12\x1a\n\x12\x65\x66\x66\x65\x63tive_priority\x18\x0e \x01(\x05\x12+\n\x07\x65xpires\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"I\n\x10SubmitJobRequest\x12$\n\x04spec\x18\x01 \x01(\x0b\x32\x16.federation.v1.JobSpec\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\"E\n\x11SubmitJobResponse\x12\x1f\n\x03job\x18\x01 \x01(\x0b\x32\x12.federation.v1.Job\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"0\n\x10\x43\x61ncelJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x1d\n\rGetJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"o\n\x0fListJobsRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12&\n\x05state\x18\x02 \x01(\x0e\x32\x17.federation.v1.JobState\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"M\n\x10ListJobsResponse\x12 \n\x04jobs\x18\x01 \x03(\x0b\x32\x12.federation.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xa3\x01\n\x08JobEvent\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\x03\x12\x1f\n\x03job\x18\x02 \x01(\x0b\x32\x12.federation.v1.Job\x12)\n\x04type\x18\x03 \x01(\x0e\x32\x1b.federation.v1.JobEventType\x12\x0f\n\x07message\x18\x04 \x01(\t\x12(\n\x04time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"8\n\rJobEventBatch\x12\'\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x17.federation.v1.JobEvent\"8\n\x10WatchJobsRequest\x12\x15\n\rfrom_event_id\x18\x01 \x01(\x03\x12\r\n\x05queue\x18\x02 \x01(\t\"!\n\x11\x45xplainJobRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\xaa\x01\n\x12PendingExplanation\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x12\n\nconstraint\x18\x02 \x01(\t\x12\x17\n\x0f\x63losest_cluster\x18\x03 \x01(\t\x12\x15\n\runschedulable\x18\x04 \x01(\x08\x12\x10\n\x08round_id\x18\x05 \x01(\x03\x12.\n\nround_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x83\x02\n\x12\x45xplainJobResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12&\n\x05state\x18\x02 \x01(\x0e\x32\x17.federation.v1.JobState\x12-\n\tplacement\x18\x03 \x01(\x0b\x32\x18.federation.v1.PlacementH\x00\x12\x34\n\x07pending\x18\x04 \x01(\x0b\x32!.federation.v1.PendingExplanationH\x00\x12\x10\n\x08round_id\x18\x05 \x01(\x03\x12\x0f\n\x07message\x18\x06 \x01(\t\x12\x15\n\rtopology_wait\x18\x07 \x01(\t\x12\x0e\n\x06policy\x18\x08 \x01(\tB\x08\n\x06\x64\x65tail*\xcb\x01\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11JOB_STATE_PENDING\x10\x01\x12\x14\n\x10JOB_STATE_PLACED\x10\x02\x12\x18\n\x14JOB_STATE_DISPATCHED\x10\x03\x12\x15\n\x11JOB_STATE_RUNNING\x10\x04\x12\x17\n\x13JOB_STATE_SUCCEEDED\x10\x05\x12\x14\n\x10JOB_STATE_FAILED\x10\x06\x12\x17\n\x13JOB_STATE_CANCELLED\x10\x07*\xc6\x03\n\x0cJobEventType\x12\x1e\n\x1aJOB_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n\x18JOB_EVENT_TYPE_SUBMITTED\x10\x01\x12\x19\n\x15JOB_EVENT_TYPE_PLACED\x10\x02\x12\x1d\n\x19JOB_EVENT_TYPE_DISPATCHED\x10\x03\x12\x1a\n\x16JOB_EVENT_TYPE_RUNNING\x10\x04\x12\x1c\n\x18JOB_EVENT_TYPE_SUCCEEDED\x10\x05\x12\x19\n\x15JOB_EVENT_TYPE_FAILED\x10\x06\x12\x1c\n\x18JOB_EVENT_TYPE_CANCELLED\x10\x07\x12\x1c\n\x18JOB_EVENT_TYPE_RESTARTED\x10\x08\x12\x1b\n\x17JOB_EVENT_TYPE_REQUEUED\x10\t\x12\x1c\n\x18JOB_EVENT_TYPE_PREEMPTED\x10\n\x12 \n\x1cJOB_EVENT_TYPE_UNSCHEDULABLE\x10\x0b\x12\x1a\n\x16JOB_EVENT_TYPE_WAITING\x10\x0c\x12\x18\n\x14JOB_EVENT_TYPE_GROWN\x10\r\x12\x1a\n\x16JOB_EVENT_TYPE_WARNING\x10\x0e\x32\x97\x04\n\nJobService\x12N\n\tSubmitJob\x12\x1f.federation.v1.SubmitJobRequest\x1a .federation.v1.SubmitJobResponse\x12@\n\tCancelJob\x12\x1f.federation.v1.CancelJobRequest\x1a\x12.federation.v1.Job\x12:\n\x06GetJob\x12\x1c.federation.v1.GetJobRequest\x1a\x12.federation.v1.Job\x12K\n\x08ListJobs\x12\x1e.federation.v1.ListJobsRequest\x1a\x1f.federation.v1.ListJobsResponse\x12G\n\tWatchJobs\x12\x1f.federation.v1.WatchJobsRequest\x1a\x17.federation.v1.JobEvent0\x01\x12R\n\x0fWatchJobBatches\x12\x1f.federation.v1.WatchJobsRequest\x1a\x1c.federation.v1.JobEventBatch0\x01\x12Q\n\nExplainJob\x12 .federation.v1.ExplainJobRequest\x1a!.federation.v1.ExplainJobResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'federation.v1.jobs_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_JOBSTATE']._serialized_start=1633
-  _globals['_JOBSTATE']._serialized_end=1836
-  _globals['_JOBEVENTTYPE']._serialized_start=1839
-  _globals['_JOBEVENTTYPE']._serialized_end=2293
+  _globals['_JOBSTATE']._serialized_start=1678
+  _globals['_JOBSTATE']._serialized_end=1881
+  _globals['_JOBEVENTTYPE']._serialized_start=1884
+  _globals['_JOBEVENTTYPE']._serialized_end=2338
   _globals['_JOB']._serialized_start=104
-  _globals['_JOB']._serialized_end=459
-  _globals['_SUBMITJOBREQUEST']._serialized_start=461
-  _globals['_SUBMITJOBREQUEST']._serialized_end=534
-  _globals['_SUBMITJOBRESPONSE']._serialized_start=536
-  _globals['_SUBMITJOBRESPONSE']._serialized_end=605
-  _globals['_CANCELJOBREQUEST']._serialized_start=607
-  _globals['_CANCELJOBREQUEST']._serialized_end=655
-  _globals['_GETJOBREQUEST']._serialized_start=657
-  _globals['_GETJOBREQUEST']._serialized_end=686
-  _globals['_LISTJOBSREQUEST']._serialized_start=688
-  _globals['_LISTJOBSREQUEST']._serialized_end=799
-  _globals['_LISTJOBSRESPONSE']._serialized_start=801
-  _globals['_LISTJOBSRESPONSE']._serialized_end=878
-  _globals['_JOBEVENT']._serialized_start=881
-  _globals['_JOBEVENT']._serialized_end=1044
-  _globals['_JOBEVENTBATCH']._serialized_start=1046
-  _globals['_JOBEVENTBATCH']._serialized_end=1102
-  _globals['_WATCHJOBSREQUEST']._serialized_start=1104
-  _globals['_WATCHJOBSREQUEST']._serialized_end=1160
-  _globals['_EXPLAINJOBREQUEST']._serialized_start=1162
-  _globals['_EXPLAINJOBREQUEST']._serialized_end=1195
-  _globals['_PENDINGEXPLANATION']._serialized_start=1198
-  _globals['_PENDINGEXPLANATION']._serialized_end=1368
-  _globals['_EXPLAINJOBRESPONSE']._serialized_start=1371
-  _globals['_EXPLAINJOBRESPONSE']._serialized_end=1630
-  _globals['_JOBSERVICE']._serialized_start=2296
-  _globals['_JOBSERVICE']._serialized_end=2831
+  _globals['_JOB']._serialized_end=504
+  _globals['_SUBMITJOBREQUEST']._serialized_start=506
+  _globals['_SUBMITJOBREQUEST']._serialized_end=579
+  _globals['_SUBMITJOBRESPONSE']._serialized_start=581
+  _globals['_SUBMITJOBRESPONSE']._serialized_end=650
+  _globals['_CANCELJOBREQUEST']._serialized_start=652
+  _globals['_CANCELJOBREQUEST']._serialized_end=700
+  _globals['_GETJOBREQUEST']._serialized_start=702
+  _globals['_GETJOBREQUEST']._serialized_end=731
+  _globals['_LISTJOBSREQUEST']._serialized_start=733
+  _globals['_LISTJOBSREQUEST']._serialized_end=844
+  _globals['_LISTJOBSRESPONSE']._serialized_start=846
+  _globals['_LISTJOBSRESPONSE']._serialized_end=923
+  _globals['_JOBEVENT']._serialized_start=926
+  _globals['_JOBEVENT']._serialized_end=1089
+  _globals['_JOBEVENTBATCH']._serialized_start=1091
+  _globals['_JOBEVENTBATCH']._serialized_end=1147
+  _globals['_WATCHJOBSREQUEST']._serialized_start=1149
+  _globals['_WATCHJOBSREQUEST']._serialized_end=1205
+  _globals['_EXPLAINJOBREQUEST']._serialized_start=1207
+  _globals['_EXPLAINJOBREQUEST']._serialized_end=1240
+  _globals['_PENDINGEXPLANATION']._serialized_start=1243
+  _globals['_PENDINGEXPLANATION']._serialized_end=1413
+  _globals['_EXPLAINJOBRESPONSE']._serialized_start=1416
+  _globals['_EXPLAINJOBRESPONSE']._serialized_end=1675
+  _globals['_JOBSERVICE']._serialized_start=2341
+  _globals['_JOBSERVICE']._serialized_end=2876
 # @@protoc_insertion_point(module_scope)

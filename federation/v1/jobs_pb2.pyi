@@ -152,6 +152,7 @@ class Job(_message.Message):
     RESTARTS_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     EFFECTIVE_PRIORITY_FIELD_NUMBER: _builtins.int
+    EXPIRES_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The job name (unique in the federation)."""
     state: Global___JobState.ValueType
@@ -173,6 +174,12 @@ class Job(_message.Message):
     def submitted(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def updated(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def expires(self) -> _timestamp_pb2.Timestamp:
+        """When the job is deleted under spec.ttl_seconds_after_finished: set once it finished
+        (the finish time plus the TTL); unset while it runs or when it has no TTL.
+        """
+
     def __init__(
         self,
         *,
@@ -190,10 +197,11 @@ class Job(_message.Message):
         restarts: _builtins.int = ...,
         message: _builtins.str = ...,
         effective_priority: _builtins.int = ...,
+        expires: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["spec", b"spec", "submitted", b"submitted", "updated", b"updated"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires", b"expires", "spec", b"spec", "submitted", b"submitted", "updated", b"updated"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "effective_priority", b"effective_priority", "hypernode", b"hypernode", "id", b"id", "message", b"message", "reason", b"reason", "restarts", b"restarts", "spec", b"spec", "state", b"state", "submitted", b"submitted", "tenant", b"tenant", "tier", b"tier", "unschedulable", b"unschedulable", "updated", b"updated"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "effective_priority", b"effective_priority", "expires", b"expires", "hypernode", b"hypernode", "id", b"id", "message", b"message", "reason", b"reason", "restarts", b"restarts", "spec", b"spec", "state", b"state", "submitted", b"submitted", "tenant", b"tenant", "tier", b"tier", "unschedulable", b"unschedulable", "updated", b"updated"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

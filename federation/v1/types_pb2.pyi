@@ -602,6 +602,7 @@ class JobSpec(_message.Message):
     WORKLOAD_FIELD_NUMBER: _builtins.int
     AFTER_FIELD_NUMBER: _builtins.int
     MIN_SUCCESS_FIELD_NUMBER: _builtins.int
+    TTL_SECONDS_AFTER_FINISHED_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     namespace: _builtins.str
     """Empty = "default"."""
@@ -625,6 +626,11 @@ class JobSpec(_message.Message):
     min_success: _builtins.int
     """Volcano minSuccess; unset = none. 1..the total replicas: the job is Completed once this
     many pods Succeeded (the others are deleted), and Failed if its pods all end with fewer.
+    """
+    ttl_seconds_after_finished: _builtins.int
+    """Volcano ttlSecondsAfterFinished; unset = kept. 0..2147483647: the job (record, events,
+    Work, and so its pods) is deleted this many seconds after it Succeeded, Failed or was
+    Cancelled; 0 = right after. Its placement audit stays.
     """
     @_builtins.property
     def tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___TaskSpec]: ...
@@ -671,10 +677,11 @@ class JobSpec(_message.Message):
         workload: Global___Workload | None = ...,
         after: _abc.Iterable[_builtins.str] | None = ...,
         min_success: _builtins.int | None = ...,
+        ttl_seconds_after_finished: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_min_success", b"_min_success", "_priority", b"_priority", "_topology_wait_seconds", b"_topology_wait_seconds", "max_retry", b"max_retry", "min_available", b"min_available", "min_success", b"min_success", "network_topology", b"network_topology", "priority", b"priority", "propagation", b"propagation", "topology_wait_seconds", b"topology_wait_seconds", "workload", b"workload"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_min_success", b"_min_success", "_priority", b"_priority", "_topology_wait_seconds", b"_topology_wait_seconds", "_ttl_seconds_after_finished", b"_ttl_seconds_after_finished", "max_retry", b"max_retry", "min_available", b"min_available", "min_success", b"min_success", "network_topology", b"network_topology", "priority", b"priority", "propagation", b"propagation", "topology_wait_seconds", b"topology_wait_seconds", "ttl_seconds_after_finished", b"ttl_seconds_after_finished", "workload", b"workload"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_min_success", b"_min_success", "_priority", b"_priority", "_topology_wait_seconds", b"_topology_wait_seconds", "after", b"after", "labels", b"labels", "max_retry", b"max_retry", "min_available", b"min_available", "min_success", b"min_success", "name", b"name", "namespace", b"namespace", "network_topology", b"network_topology", "plugins", b"plugins", "policies", b"policies", "priority", b"priority", "priority_class", b"priority_class", "propagation", b"propagation", "queue", b"queue", "tasks", b"tasks", "tolerations", b"tolerations", "topology_wait_seconds", b"topology_wait_seconds", "workload", b"workload"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_min_success", b"_min_success", "_priority", b"_priority", "_topology_wait_seconds", b"_topology_wait_seconds", "_ttl_seconds_after_finished", b"_ttl_seconds_after_finished", "after", b"after", "labels", b"labels", "max_retry", b"max_retry", "min_available", b"min_available", "min_success", b"min_success", "name", b"name", "namespace", b"namespace", "network_topology", b"network_topology", "plugins", b"plugins", "policies", b"policies", "priority", b"priority", "priority_class", b"priority_class", "propagation", b"propagation", "queue", b"queue", "tasks", b"tasks", "tolerations", b"tolerations", "topology_wait_seconds", b"topology_wait_seconds", "ttl_seconds_after_finished", b"ttl_seconds_after_finished", "workload", b"workload"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__max_retry: _TypeAlias = _typing.Literal["max_retry"]  # noqa: Y015
     _WhichOneofArgType__max_retry: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry"]  # noqa: Y015
@@ -686,6 +693,8 @@ class JobSpec(_message.Message):
     _WhichOneofArgType__priority: _TypeAlias = _typing.Literal["_priority", b"_priority"]  # noqa: Y015
     _WhichOneofReturnType__topology_wait_seconds: _TypeAlias = _typing.Literal["topology_wait_seconds"]  # noqa: Y015
     _WhichOneofArgType__topology_wait_seconds: _TypeAlias = _typing.Literal["_topology_wait_seconds", b"_topology_wait_seconds"]  # noqa: Y015
+    _WhichOneofReturnType__ttl_seconds_after_finished: _TypeAlias = _typing.Literal["ttl_seconds_after_finished"]  # noqa: Y015
+    _WhichOneofArgType__ttl_seconds_after_finished: _TypeAlias = _typing.Literal["_ttl_seconds_after_finished", b"_ttl_seconds_after_finished"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_retry) -> _WhichOneofReturnType__max_retry | None: ...
     @_typing.overload
@@ -696,6 +705,8 @@ class JobSpec(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__priority) -> _WhichOneofReturnType__priority | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__topology_wait_seconds) -> _WhichOneofReturnType__topology_wait_seconds | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ttl_seconds_after_finished) -> _WhichOneofReturnType__ttl_seconds_after_finished | None: ...
 
 Global___JobSpec: _TypeAlias = JobSpec  # noqa: Y015
 

@@ -196,6 +196,8 @@ def job_to_proto(job: Job) -> types_pb2.JobSpec:
         msg.min_available = job.min_available
     if job.min_success is not None:
         msg.min_success = job.min_success
+    if job.ttl_seconds_after_finished is not None:
+        msg.ttl_seconds_after_finished = job.ttl_seconds_after_finished
     if job.network_topology is not None:
         nt = job.network_topology
         msg.network_topology.mode = nt.mode
@@ -275,6 +277,8 @@ def job_from_proto(msg: types_pb2.JobSpec, path: str = "spec",
             topology_wait_seconds=msg.topology_wait_seconds if msg.HasField("topology_wait_seconds") else None,
             # Unlike minAvailable, a 0 is not unset: Volcano's CRD refuses it (minimum 1), so do we.
             min_success=msg.min_success if msg.HasField("min_success") else None,
+            ttl_seconds_after_finished=msg.ttl_seconds_after_finished
+            if msg.HasField("ttl_seconds_after_finished") else None,
         )
     except InvalidInput as exc:
         raise _job_error(exc, path) from None

@@ -72,6 +72,7 @@ CASES: list[tuple[str, Mutation, str]] = [
     ("minAvailable above total replicas", _set(min_available=3), "spec.minAvailable"),
     ("minSuccess above total replicas", _set(min_success=3), "spec.minSuccess"),
     ("minSuccess zero", _set(min_success=0), "spec.minSuccess"),
+    ("ttlSecondsAfterFinished negative", _set(ttl_seconds_after_finished=-1), "spec.ttlSecondsAfterFinished"),
     ("malformed quantity 8Gx", _task(resources={"memory": "8Gx"}), "spec.tasks[0].resources.memory"),
     ("duplicate task names", _duplicate_task, "spec.tasks[1].name"),
     ("highestTierAllowed below one", _tiers(0, None), "spec.networkTopology.highestTierAllowed"),

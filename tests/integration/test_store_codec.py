@@ -73,6 +73,7 @@ EVERYTHING = Job(
     topology_wait_seconds=7200.0,
     after=("tokenize", "dedupe"),
     min_success=12,
+    ttl_seconds_after_finished=600,
 )
 # A workload job carries the fields a Volcano Job cannot (one task, no plugins or policies).
 DEPLOYMENT = Job(

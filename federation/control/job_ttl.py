@@ -1,0 +1,100 @@
+"""``ttlSecondsAfterFinished``: the leader deletes finished jobs once their TTL has run out.
+
+Modelled on Volcano's garbage collector (volcano-sh/volcano
+pkg/controllers/garbagecollector/garbagecollector.go): a job that set the field and has
+finished is deleted, with its pods, once the TTL has passed since it finished; 0 deletes
+it right after. Volcano counts Completed, Failed and Terminated as finished, from the
+job's last state transition, and leaves Aborted out because an aborted Volcano job can be
+resumed. Here the terminal states are succeeded, failed (which includes a job the agent
+aborted or terminated under its policies: it is never resumed) and cancelled (a user's
+cancel, which like Volcano's Terminated ends the job for good); the deadline is stamped
+when the store records that state (``store.lifecycle.expiry``).
+
+Where the timer runs: in the store, not in memory. Volcano's controller re-queues each
+job for its remaining time in a work queue, which a restart rebuilds from its informer;
+our equivalent of the informer is the ``jobs.expires_at`` column, so this loop only asks
+the store, every ``interval_seconds`` at most (sooner when the next deadline is nearer),
+for the jobs whose deadline has passed and deletes them, a batch per transaction, in a
+worker thread (never on the event loop). It runs on the leader only (started and stopped
+with the rounds), so a central restart or a standby taking over carries on where the last
+leader stopped: a deadline that passed meanwhile is met at the new leader's first sweep.
+A deleted job's Works go with it; ``on_deleted`` tells the agent hub, whose Cancel makes
+each cluster delete the job's pods (``store.job_expiry``). A failed sweep is logged and
+tried again at the next tick; a sweep is idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+
+from federation.store import Store, StoreError
+from federation.store.job_expiry import DEFAULT_BATCH, ExpiredJob
+
+log = logging.getLogger(__name__)
+
+DEFAULT_INTERVAL_SECONDS = 1.0
+
+
+class JobTtl:
+    def __init__(self, store: Store, *, on_deleted: Callable[[Sequence[ExpiredJob]], None] = lambda _: None,
+                 interval_seconds: float = DEFAULT_INTERVAL_SECONDS, batch: int = DEFAULT_BATCH,
+                 pause_seconds: float = 0.05) -> None:
+        if interval_seconds <= 0:
+            raise ValueError(f"the TTL sweep interval must be positive, got {interval_seconds}")
+        self._store = store
+        self._on_deleted = on_deleted
+        self._interval = interval_seconds
+        self._batch = batch
+        self._pause = pause_seconds
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name="job-ttl")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _loop(self) -> None:
+        while True:
+            delay = self._interval
+            try:
+                delay = await self._tick()
+            except StoreError as exc:
+                log.warning("job TTL: sweep failed (%s); retrying in %gs", exc, self._interval)
+            except Exception:
+                log.exception("job TTL: sweep failed; retrying in %gs", self._interval)
+            await asyncio.sleep(delay)
+
+    async def _tick(self) -> float:
+        """Sweep when a deadline has passed; how long to wait before the next look."""
+        due = await asyncio.to_thread(self._store.expiry.next_expiry)
+        if due is None:
+            return self._interval
+        wait = (due - self._store.db.now()).total_seconds()
+        if wait > 0:
+            return min(self._interval, wait)
+        await self.sweep_now()
+        return self._interval
+
+    async def sweep_now(self) -> list[ExpiredJob]:
+        """Delete every job whose TTL after finishing has run out, batch by batch."""
+        deleted: list[ExpiredJob] = []
+        while True:
+            batch = await asyncio.to_thread(self._store.expiry.delete_expired, self._batch)
+            deleted.extend(batch)
+            if batch:
+                for job in batch:
+                    log.info("job %s deleted: it %s and its ttlSecondsAfterFinished ran out at %s", job.name,
+                             job.state, job.expired_at.isoformat(timespec="seconds"))
+                self._on_deleted(batch)
+            if len(batch) < self._batch:
+                return deleted
+            await asyncio.sleep(self._pause)  # other writers get the database between batches
