@@ -233,6 +233,14 @@ class Job:
                     "a workload job has one task and no plugins or policies (its controller runs the pods)")
             require(self.min_success is None, "spec.minSuccess",
                     "not supported for a Deployment or StatefulSet: its controller, not the agent, runs the pods")
+            # No restart budget either: its controller restarts and replaces the pods, and the
+            # agent keeps no retries for it (docs/design/agent.md). 3 is the unset value.
+            require(self.max_retry == DEFAULT_MAX_RETRY, "spec.maxRetry",
+                    "not supported for a Deployment or StatefulSet: its controller restarts the pods")
+            require(not self.tasks[0].policies, "spec.tasks[0].policies",
+                    "not supported for a Deployment or StatefulSet: its controller restarts the pods")
+            require(self.tasks[0].max_retry is None, "spec.tasks[0].maxRetry",
+                    "not supported for a Deployment or StatefulSet: its controller restarts the pods")
             self._check_workload(self.workload)
         self._check_depends_on()
         for i, other in enumerate(self.after):

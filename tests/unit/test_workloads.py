@@ -5,6 +5,8 @@ the wire round trip."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -107,3 +109,22 @@ def test_a_wire_workload_must_be_an_object_of_its_kind() -> None:
     with pytest.raises(InvalidInput) as info:
         job_from_proto(msg)
     assert info.value.path == "spec.workload.bodyJson"
+
+
+@pytest.mark.parametrize(("change", "path"), [
+    pytest.param(lambda m: setattr(m, "max_retry", 7), "spec.maxRetry", id="job-max-retry"),
+    pytest.param(lambda m: setattr(m.tasks[0], "max_retry", 2), "spec.tasks[0].maxRetry", id="task-max-retry"),
+    pytest.param(lambda m: m.tasks[0].policies.add(events=["PodFailed"], action="RestartJob"),
+                 "spec.tasks[0].policies", id="task-policies"),
+])
+def test_a_wire_workload_with_a_restart_budget_or_policy_is_refused(change: Callable[[Any], object],
+                                                                   path: str) -> None:
+    # Its controller restarts the pods and the agent keeps no retries for it: accepted,
+    # these would be silently dropped.
+    [job] = load_jobs(workload(template_ann=GANG))
+    msg = job_to_proto(job)
+    change(msg)
+    with pytest.raises(InvalidInput) as info:
+        job_from_proto(msg)
+    assert info.value.path == path
+    assert "not supported for a Deployment or StatefulSet" in info.value.rule
