@@ -1,5 +1,7 @@
 """The part of a job's ``JobRuntimeState`` that must outlive the agent process, kept on
-the cluster next to the job: an annotation on its headless Service ``<job>``.
+the cluster next to the job: an annotation on its headless Service ``<job>``. (A
+Deployment or StatefulSet job has neither: its controller restarts the pods, and the
+agent holds no state for it; docs/design/agent.md.)
 
 Why on the cluster: the agent runs as a DaemonSet with leader election, and a new leader
 used to start every job from nothing. A crash-looping job under a flapping leader got a
@@ -54,8 +56,9 @@ from agents.core.recovery import (
 from federation.domain.jobs import Job
 from federation.domain.works import Work
 
-# On the job's headless Service ``<job>`` (agents/core/render.py), which every job has;
-# outside its spec hash, so writing it never makes reconcile replace the Service.
+# On the job's headless Service ``<job>`` (agents/core/render.py), which every Volcano
+# job has (made first when missing, JobController._ensure_service); outside its spec
+# hash, so writing it never makes reconcile replace the Service.
 ANNOTATION_CHECKPOINT = "federation.io/runtime-state"
 CHECKPOINT_FORMAT = 1
 # An annotation's share of a Service: the apiserver allows 256 KiB for all of them.

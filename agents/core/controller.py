@@ -65,6 +65,7 @@ from agents.core.recovery import (
     decide,
     record,
 )
+from agents.core.render import render_service
 from agents.core.view import ClusterViews
 from agents.core.workloads import reconcile_workload, workload_refs
 from federation.domain.plans import PodAssignment
@@ -135,13 +136,14 @@ class JobController:
         error = ""
         recovering = not work.cancelled and work.job.workload is None  # a workload's controller repairs its pods
         if recovering:
+            observed, error = await self._ensure_service(backend, work, observed)
             self._saved = self._seen_checkpoint(observed.services, self._saved)
             if not self._resumed:
                 self._resume(work)
             self.state = track_deletions(self.state, pods, now)
             executed, due, applied = await self._recover(backend, work, observed, pods, now)
             wake_at = due if wake_at is None or (due is not None and due < wake_at) else wake_at
-            error = applied.error
+            error = error or applied.error
             if executed and applied.ok:
                 observed = await self._observe(backend, tree)
         if work.job.workload is not None:
@@ -151,10 +153,14 @@ class JobController:
         ops = result.ops
         if recovering:
             ops = self._with_checkpoint(ops)
+            live = {p.name for p in live_pods(pods)}
             deleting = {op.name for op in ops if isinstance(op, DeletePod)}
-            if deleting & {p.name for p in live_pods(pods)}:  # saved as not live before they go
+            if deleting & live:  # saved as not live before they go
                 fresh = job_pods(work.job, observed.pods, work.version)
-                error = error or await self._save(backend, work, without(live_pods(fresh), deleting))
+                refused = await self._save(backend, work, without(live_pods(fresh), deleting))
+                if refused:  # they wait for the record that says the agent deleted them
+                    error = error or refused
+                    ops = tuple(op for op in ops if not (isinstance(op, DeletePod) and op.name in live))
         applied = await apply_ops(backend, ops)
         error = error or applied.error
         if log.isEnabledFor(logging.DEBUG):  # a pass runs per job on every watch event: build nothing unasked
@@ -173,7 +179,7 @@ class JobController:
             # WorkStatus message, so "job Failed" alone would lose e.g. maxRetry exhaustion.
             message = f"job {self.state.phase}: {self.state.reason}"
         if error:
-            phase, message, wake_at = self._refused(result.ops, applied, phase, message, error, now, wake_at)
+            phase, message, wake_at = self._refused(ops, applied, phase, message, error, now, wake_at)
         else:
             self._refusals = 0
         replans = [a for a in executed if a.kind == WorkPhase.REPLAN]
@@ -228,6 +234,30 @@ class JobController:
                  "%d deletions to act on", work.name, self.state.retries, self.state.phase, len(self.state.live),
                  len(self.state.evicted))
 
+    async def _ensure_service(self, backend: ClusterBackend, work: Work, observed: Observed) -> tuple[Observed, str]:
+        """``observed`` with the job's Service, made first when it is missing (deleted by
+        someone, or the job's first pass) carrying the state held now; the refusal, if any.
+
+        Every save of the pass goes onto it, and a restart is carried out only once its
+        record is saved: a Service left for reconcile to make at the end of the pass would
+        let the pass delete pods with their record nowhere (an agent killed in between
+        left a new leader with a fresh ``maxRetry``). It is the job's own object, which
+        reconcile would make in the same pass anyway. The Services are read again after
+        the create: the Kubernetes backend takes an identical Service that already exists
+        (one this agent's cache had not seen yet) for created, and its record is then the
+        one to resume from."""
+        job = work.job
+        if any(s.name == job.name and s.namespace == job.namespace for s in observed.services):
+            return observed, ""
+        service = render_service(job)
+        text = encode(checkpoint_of(work, self.state, self.state.live))
+        try:
+            await backend.create_service(replace(service, annotations={**service.annotations,
+                                                                       ANNOTATION_CHECKPOINT: text}))
+        except BackendError as exc:
+            return observed, f"create service {job.namespace}/{job.name}: {exc.reason}"
+        return replace(observed, services=tuple(await backend.list_services({LABEL_JOB: job.name}))), ""
+
     def _with_checkpoint(self, ops: Sequence[Op]) -> tuple[Op, ...]:
         """A Service reconcile creates (again) carries the saved checkpoint: replacing the
         Service on a new spec hash must not lose it. The annotation is outside the hash."""
@@ -245,14 +275,16 @@ class JobController:
         Called before a pass deletes pods (which are saved as no longer live, so a new
         leader never takes the agent's own deletions for someone else's) and at the end of
         the pass. A restart is thus counted before it is carried out: a leader lost in
-        between costs the job one retry more, never one less."""
+        between costs the job one retry more, never one less. A refused save holds the
+        deletions back (the caller's rule): carried out unsaved, a restart would be
+        forgotten by the next leader, and a leader per failure would restart for ever."""
         text = encode(checkpoint_of(work, self.state if state is None else state, live))
         if text == self._saved:
             return ""
         try:
             await backend.annotate_service(work.namespace, work.name, ANNOTATION_CHECKPOINT, text)
-        except NotFound:
-            return ""  # no Service yet: reconcile creates it, and the end of the pass saves
+        except NotFound:  # deleted since the pass began (``_ensure_service``): made again next pass
+            return f"save runtime state on service {work.namespace}/{work.name}: the service is gone"
         except BackendError as exc:
             return f"save runtime state on service {work.namespace}/{work.name}: {exc.reason}"
         self._saved = text
@@ -304,10 +336,10 @@ class JobController:
                 job_wide = job_wide or action.kind not in (RESTART_POD, RESTART_TASK, WorkPhase.REPLAN)
         ops = ops_for_actions(work, observed, ready, now)
         deleting = {op.name for op in ops if isinstance(op, DeletePod)}
-        saved = await self._save(backend, work, without(live_pods(pods), deleting), state) if ops else ""
+        refused = await self._save(backend, work, without(live_pods(pods), deleting), state) if ops else ""
+        if refused:  # the record first: nothing is carried out that a new leader would not know of
+            return [], wake_at, Applied((), ops[0], refused)
         applied = await apply_ops(backend, ops)
-        if saved and applied.ok:
-            applied = Applied(applied.done, None, saved)
         if applied.ok:
             self.state = state
             targets = tuple(t for a in ready for t in a.targets)

@@ -40,6 +40,7 @@ from agents.core.records import (
     SshMount,
     pod_name,
 )
+from federation.domain.jobs import Job
 from federation.domain.works import Work
 
 
@@ -74,14 +75,7 @@ def render(work: Work) -> Rendered:
     deepspeed) the ConfigMap ``<job>-hosts`` and (for ssh) the Secret ``<job>-ssh``."""
     job = work.job
     job_labels = {LABEL_JOB: job.name}
-    selector = dict(job_labels)
-    svc = job.plugin("svc")
-    publish = svc.switch("publish-not-ready-addresses") if svc is not None else True
-    service = ServiceManifest(
-        name=job.name, namespace=job.namespace, labels=job_labels,
-        annotations={ANNOTATION_SPEC_HASH: spec_hash("service", sorted(selector.items()), publish)},
-        selector=selector, publish_not_ready_addresses=publish,
-    )
+    service = render_service(job)
     config_map = None
     mounts: tuple[tuple[str, str], ...] = ()
     if needs_config_map(job):
@@ -104,6 +98,19 @@ def render(work: Work) -> Rendered:
         )
     pods = tuple(_pod(work, task, index, mounts, ssh) for task, index, _ in job.pods())
     return Rendered(service, config_map, pods, secret)
+
+
+def render_service(job: Job) -> ServiceManifest:
+    """The headless Service ``<job>``: the pods' DNS subdomain, and where the job's saved
+    runtime state lives (agents/core/checkpoints.py)."""
+    selector = {LABEL_JOB: job.name}
+    svc = job.plugin("svc")
+    publish = svc.switch("publish-not-ready-addresses") if svc is not None else True
+    return ServiceManifest(
+        name=job.name, namespace=job.namespace, labels=dict(selector),
+        annotations={ANNOTATION_SPEC_HASH: spec_hash("service", sorted(selector.items()), publish)},
+        selector=selector, publish_not_ready_addresses=publish,
+    )
 
 
 def _pod(work: Work, task: str, index: int, mounts: tuple[tuple[str, str], ...], ssh: SshMount | None) -> PodManifest:

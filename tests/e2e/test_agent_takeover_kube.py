@@ -1,7 +1,7 @@
 """An agent restarted mid-job on a real kube-apiserver takes up the job where the old one
 left it, from the runtime state saved on the job's Service (agents/core/checkpoints.py):
-the restart already spent counts against maxRetry, and a pod deleted while no agent ran
-is PodEvicted."""
+the restart already spent counts against maxRetry, a Service deleted under the running
+agent is made again carrying it, and a pod deleted while no agent ran is PodEvicted."""
 
 from __future__ import annotations
 
@@ -58,6 +58,20 @@ async def test_a_restarted_agent_resumes_max_retry_and_sees_a_pod_deleted_while_
             before_stop = await eventually("failed pod restarted (retry 1 of 2)", restarted, 45)
             saved = await eventually("retry saved on the Service", lambda: _saved(api, job.name))
             assert saved["retries"] == 1
+            # Someone deletes the job's Service under the running agent: its next pass makes
+            # it again before anything else, carrying the retry, and nothing is refused
+            # (reconcile, in the same pass, finds it made).
+            core = client.CoreV1Api(api)
+            gone_uid = (await core.read_namespaced_service(job.name, "default")).metadata.uid
+            errors = len(first.errors)
+            await core.delete_namespaced_service(job.name, "default")
+
+            async def remade() -> dict[str, Any]:
+                svc = await _service(api, job.name)
+                return _record(svc) if svc is not None and svc.metadata.uid != gone_uid else {}
+
+            await eventually("Service made again, carrying the retry", remade, 30)
+            assert first.errors[errors:] == []
         finally:
             await first.stop()  # the agent process is gone
             await backend.close()
@@ -89,8 +103,22 @@ async def _both(api: Any, job: str) -> dict[str, str]:
     return pods if len(pods) == 2 else {}
 
 
-async def _saved(api: Any, job: str) -> dict[str, Any]:
-    svc = await client.CoreV1Api(api).read_namespaced_service(job, "default")
+async def _service(api: Any, job: str) -> Any:
+    try:
+        return await client.CoreV1Api(api).read_namespaced_service(job, "default")
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def _record(svc: Any) -> dict[str, Any]:
+    """The saved record once it holds the one restart, else {}."""
     text = (svc.metadata.annotations or {}).get(ANNOTATION_CHECKPOINT)
     record: dict[str, Any] = json.loads(text) if text else {}
     return record if record.get("retries") == 1 else {}
+
+
+async def _saved(api: Any, job: str) -> dict[str, Any]:
+    svc = await _service(api, job)
+    return _record(svc) if svc is not None else {}
