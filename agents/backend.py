@@ -22,6 +22,10 @@ Contract details both implementations honour (the unit tests pin them on the fak
   allowed to list Secrets, and a Secret is read back without its ``data``. Secrets and
   workloads are deleted only when they carry our job label: a user's object of the same
   name is not the agent's to delete.
+- PersistentVolumeClaims, PersistentVolumes and StorageClasses are read one by name and
+  never listed or watched (agents/core/volumes.py); ``read_*`` raise ``InvalidInput``
+  for an object that cannot be read as its record. ``select_claim_node`` writes only on
+  the claim as it was read (its resourceVersion), else ``BackendError``.
 - ``watch`` yields ``ChangeEvent`` for every mutation until cancelled; the runtime uses
   events only as triggers to re-list and reconcile.
 """
@@ -33,12 +37,15 @@ from typing import Protocol, runtime_checkable
 
 from agents.core.records import (
     ChangeEvent,
+    ClaimRecord,
     ConfigMapManifest,
     NodeRecord,
     PodManifest,
     PodRecord,
     SecretManifest,
     ServiceManifest,
+    StorageClassRecord,
+    VolumeRecord,
     WorkloadManifest,
 )
 from federation.domain.topology import HyperNodeSpec
@@ -144,6 +151,23 @@ class ClusterBackend(Protocol):
 
     async def delete_workload(self, kind: str, namespace: str, name: str) -> bool:
         """Deletes it only when it carries our job label (a user's own object is left alone)."""
+        ...
+
+    async def read_claim(self, namespace: str, name: str) -> ClaimRecord | None:
+        """A PersistentVolumeClaim by name (None when absent)."""
+        ...
+
+    async def read_volume(self, name: str) -> VolumeRecord | None:
+        """A PersistentVolume by name (None when absent)."""
+        ...
+
+    async def read_storage_class(self, name: str) -> StorageClassRecord | None:
+        """A StorageClass by name (None when absent)."""
+        ...
+
+    async def select_claim_node(self, namespace: str, name: str, node: str, resource_version: str) -> None:
+        """Annotate the claim ``volume.kubernetes.io/selected-node: <node>`` if it is still
+        at ``resource_version`` (``NotFound`` when absent, ``BackendError`` when changed)."""
         ...
 
     def watch(self) -> AsyncIterator[ChangeEvent]:

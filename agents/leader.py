@@ -35,12 +35,15 @@ from typing import Any, Protocol
 from agents.backend import BackendError, ClusterBackend
 from agents.core.records import (
     ChangeEvent,
+    ClaimRecord,
     ConfigMapManifest,
     NodeRecord,
     PodManifest,
     PodRecord,
     SecretManifest,
     ServiceManifest,
+    StorageClassRecord,
+    VolumeRecord,
     WorkloadManifest,
 )
 from federation.domain.topology import HyperNodeSpec
@@ -367,6 +370,19 @@ class GuardedBackend:
     async def delete_workload(self, kind: str, namespace: str, name: str) -> bool:
         self._check()
         return await self._backend.delete_workload(kind, namespace, name)
+
+    async def read_claim(self, namespace: str, name: str) -> ClaimRecord | None:
+        return await self._backend.read_claim(namespace, name)
+
+    async def read_volume(self, name: str) -> VolumeRecord | None:
+        return await self._backend.read_volume(name)
+
+    async def read_storage_class(self, name: str) -> StorageClassRecord | None:
+        return await self._backend.read_storage_class(name)
+
+    async def select_claim_node(self, namespace: str, name: str, node: str, resource_version: str) -> None:
+        self._check()
+        await self._backend.select_claim_node(namespace, name, node, resource_version)
 
     def watch(self) -> AsyncIterator[ChangeEvent]:
         return self._backend.watch()

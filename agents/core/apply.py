@@ -28,12 +28,14 @@ from agents.core.operations import (
     DeleteService,
     DeleteWorkload,
     Op,
+    SelectClaimNode,
 )
 from agents.core.reconcile import Observed
-from agents.core.records import LABEL_JOB
+from agents.core.records import LABEL_JOB, ClaimRecord, PodRecord, StorageClassRecord, VolumeRecord
 from agents.core.snapshot import SnapshotResult, build_snapshot
 from agents.core.ssh_keys import with_key_pair
 from agents.core.view import ClusterViews, read_view
+from agents.core.volumes import MAX_JOB_CLAIMS, Volumes
 from federation.domain.errors import InvalidInput
 from federation.domain.topology import HyperNodeTree
 
@@ -85,6 +87,8 @@ async def _apply_one(backend: ClusterBackend, op: Op) -> None:
             await backend.delete_workload(kind, namespace, name)
         case CreatePod(manifest):
             await backend.create_pod(manifest)
+        case SelectClaimNode(namespace, claim, node, resource_version):
+            await backend.select_claim_node(namespace, claim, node, resource_version)
         case BindPod(namespace, name, node):
             await backend.bind_pod(namespace, name, node)
         case DeletePod(namespace, name, _):
@@ -105,7 +109,8 @@ async def read_snapshot(backend: ClusterBackend, *, label_keys: Sequence[str] = 
 async def observe_job(
     backend: ClusterBackend, job: str, *, tree: HyperNodeTree | None, label_keys: Sequence[str] = (),
     secrets: Sequence[tuple[str, str]] = (), workloads: Sequence[tuple[str, str, str]] = (),
-    views: ClusterViews | None = None,
+    views: ClusterViews | None = None, namespace: str = "default", claims: Sequence[str] = (),
+    pod_count: int = 0,
 ) -> Observed:
     """The job's objects plus the nodes (free computed over ALL pods) and the tree to bind in.
 
@@ -114,12 +119,15 @@ async def observe_job(
     are the (namespace, name) of the job's Secrets, read one by one: the agent may not
     list Secrets; ``workloads`` likewise for the (kind, namespace, name) of a workload job.
     ``views`` shares one read of the whole cluster between the jobs of a pass (view.py);
-    without it the cluster is read afresh.
+    without it the cluster is read afresh. ``claims`` are the PersistentVolumeClaims the
+    job's ``pod_count`` pods name in its ``namespace`` (agents/core/volumes.py): read, with their PVs and
+    classes, only while some pod is still to be bound, so a running job costs no reads.
     """
     selector = {LABEL_JOB: job}
     view = await views.get(backend, label_keys) if views is not None else await read_view(backend, label_keys)
+    pods = view.job_pods(job)
     return Observed(
-        pods=view.job_pods(job),
+        pods=pods,
         services=tuple(await backend.list_services(selector)),
         config_maps=tuple(await backend.list_config_maps(selector)),
         # Only a Secret labelled with this job is the job's: one of the same name that a user
@@ -130,4 +138,45 @@ async def observe_job(
         nodes=view.nodes,
         ready=view.ready,
         tree=view.tree if view.tree is not None else tree,
+        volumes=await read_volumes(backend, namespace, claims)
+        if claims and binding_ahead(pods, pod_count) else None,
     )
+
+
+def binding_ahead(pods: Sequence[PodRecord], pod_count: int) -> bool:
+    """Whether a pass may bind a pod: one of the job's pods is unbound and not finished,
+    or fewer than ``pod_count`` are live (the missing ones are created and bound)."""
+    live = [p for p in pods if not p.terminal and not p.deleting]
+    return len(live) < pod_count or any(p.node is None for p in live)
+
+
+async def read_volumes(backend: ClusterBackend, namespace: str, claims: Sequence[str]) -> Volumes:
+    """The claims (by name, in ``namespace``), the PVs of the bound ones and the classes of
+    the unbound ones, each read once by name; what the cluster holds is hostile input: a
+    refusal or an object the backend could not read (``InvalidInput``) becomes the
+    ``error`` that holds the gang back, naming it."""
+    if len(claims) > MAX_JOB_CLAIMS:
+        return Volumes(error=f"the job's pods name {len(claims)} PersistentVolumeClaims, over the limit of "
+                             f"{MAX_JOB_CLAIMS} the agent reads for a job")
+    found: dict[str, ClaimRecord] = {}
+    volumes: dict[str, VolumeRecord] = {}
+    classes: dict[str, StorageClassRecord] = {}
+    try:
+        for name in claims:
+            claim = await backend.read_claim(namespace, name)
+            if claim is None:
+                continue
+            found[name] = claim
+            if claim.bound and claim.volume not in volumes:
+                pv = await backend.read_volume(claim.volume)
+                if pv is not None:
+                    volumes[claim.volume] = pv
+            elif not claim.bound and claim.storage_class and claim.storage_class not in classes:
+                cls = await backend.read_storage_class(claim.storage_class)
+                if cls is not None:
+                    classes[claim.storage_class] = cls
+    except BackendError as exc:
+        return Volumes(error=f"read volumes: {exc.reason}")
+    except InvalidInput as exc:
+        return Volumes(error=f"read volumes: {exc}")
+    return Volumes(found, volumes, classes)

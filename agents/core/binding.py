@@ -8,7 +8,11 @@ valid are kept, the rest are re-packed best-fit inside the SAME domain, never ou
 pkg/scheduler/plugins/network-topology-aware — is the planner's decision to keep).
 
 Each pod goes only to a node its task's nodeSelector, required node affinity and
-tolerations allow (``Job.node_constraints``), as the planner assumed.
+tolerations allow (``Job.node_constraints``), as the planner assumed, and that its
+PersistentVolumeClaims allow (agents/core/volumes.py: a bound PV's node affinity, a
+WaitForFirstConsumer claim's chosen node). Pods sharing a WaitForFirstConsumer claim not
+yet given a node all go where the first of them goes. The planner knows no PV, so a
+domain where the volumes allow no node fails here and the Work reports Replan.
 
 The result is all-or-nothing, like Volcano's gang plugin (pkg/scheduler/plugins/gang):
 either an assignment holding at least ``minAvailable`` pods (and every task's own
@@ -21,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from agents.core.volumes import VolumeRules
 from federation.domain.jobs import Job
 from federation.domain.nodes import Node, Toleration, untolerated
 from federation.domain.plans import PodAssignment
@@ -110,6 +115,7 @@ def bind_gang(
     pending: Sequence[PodKey] | None = None,
     bound: Sequence[PodAssignment] = (),
     waiting: frozenset[str] = frozenset(),
+    volumes: VolumeRules | None = None,
 ) -> GangBinding:
     """Assign nodes inside ``domain`` to the ``pending`` pods (default: every pod of the job).
 
@@ -119,6 +125,7 @@ def bind_gang(
     packed best-fit-decreasing, pods that a task's own ``minAvailable`` requires first.
     Pods beyond the gang minimum that do not fit are simply left out (elastic jobs).
     ``waiting`` tasks (dependsOn not met, no pods yet) do not count their own minimum.
+    ``volumes`` narrow each pod's nodes further and pin shared unprovisioned claims.
     """
     keys: list[PodKey] = list(pending) if pending is not None else [(t, i) for t, i, _ in job.pods()]
     requests = {(t.name, i): t.resources for t in job.tasks for i in range(t.replicas)}
@@ -130,19 +137,30 @@ def bind_gang(
     free = {n.name: n.free for n in candidates}
     chosen: dict[PodKey, str] = {}
     taken: set[tuple[str, str]] = {(a.task, a.node) for a in bound if a.task in exclusive}
+    claimed: dict[str, str] = {}  # WaitForFirstConsumer claim -> the node its first pod was given
+    by_name = {n.name: n for n in candidates}
+
+    def fits_volumes(key: PodKey, node: str) -> bool:
+        if volumes is None:
+            return True
+        return volumes.allows(key, by_name[node]) and all(claimed.get(c, node) == node
+                                                          for c in volumes.selects(key))
 
     def take(key: PodKey, node: str) -> None:
         chosen[key] = node
         free[node] = free[node] - requests[key]
         if key[0] in exclusive:
             taken.add((key[0], node))
+        if volumes is not None:
+            for claim in volumes.selects(key):
+                claimed.setdefault(claim, node)
 
     plan = {(a.task, a.index): a.node for a in planned}
     reused = 0
     for key in keys:
         node = plan.get(key)
         if node is not None and node in allowed.get(key[0], ()) and (key[0], node) not in taken \
-                and requests[key].fits_in(free[node]):
+                and requests[key].fits_in(free[node]) and fits_volumes(key, node):
             take(key, node)
             reused += 1
 
@@ -159,7 +177,7 @@ def bind_gang(
                   key=lambda k: (not mandatory(k), _size_key(requests[k]), k))
     missed: PodKey | None = None
     for key in rest:
-        options = [n for n in per_task.get(key[0], ()) if (key[0], n.name) not in taken]
+        options = [n for n in per_task.get(key[0], ()) if (key[0], n.name) not in taken and fits_volumes(key, n.name)]
         node = _best_fit(requests[key], options, free)
         if node is None:
             missed = missed or key
@@ -168,7 +186,12 @@ def bind_gang(
 
     total = len(chosen) + len(bound)
     if total < job.gang_size:
-        return GangBinding(None, _shortfall(job, domain, total, missed, requests, len(candidates)))
+        reason = _shortfall(job, domain, total, missed, requests, len(candidates))
+        if missed is not None and volumes is not None and volumes.describe(missed):
+            room = [n for n in per_task.get(missed[0], ()) if volumes.allows(missed, n)]
+            reason += (f"; its volumes ({volumes.describe(missed)}) allow {len(room)} of the "
+                       f"{len(per_task.get(missed[0], ()))} nodes its task may use there")
+        return GangBinding(None, reason)
     for task in job.tasks:
         have = bound_per_task.get(task.name, 0) + sum(1 for k in chosen if k[0] == task.name)
         if task.min_available is not None and have < task.min_available and task.name not in waiting:

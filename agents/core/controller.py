@@ -67,6 +67,7 @@ from agents.core.recovery import (
 )
 from agents.core.render import render_service
 from agents.core.view import ClusterViews
+from agents.core.volumes import claim_names
 from agents.core.workloads import reconcile_workload, workload_refs
 from federation.domain.plans import PodAssignment
 from federation.domain.states import WorkPhase
@@ -308,7 +309,8 @@ class JobController:
     async def _observe(self, backend: ClusterBackend, tree: HyperNodeTree | None) -> Observed:
         job = self.work.job
         return await observe_job(backend, job.name, tree=tree, label_keys=self.label_keys,
-                                 secrets=secret_refs(job), workloads=workload_refs(job), views=self.views)
+                                 secrets=secret_refs(job), workloads=workload_refs(job), views=self.views,
+                                 namespace=job.namespace, claims=claim_names(job), pod_count=len(job.pods()))
 
     async def _recover(
         self, backend: ClusterBackend, work: Work, observed: Observed, pods: Sequence[PodRecord], now: float

@@ -101,6 +101,21 @@ class BindPod:
 
 
 @dataclass(frozen=True)
+class SelectClaimNode:
+    """Write ``volume.kubernetes.io/selected-node: <node>`` on a WaitForFirstConsumer claim
+    before binding its pod there (kube-scheduler's PreBind, agents/core/volumes.py), only
+    if the claim is still as read (``resource_version``)."""
+
+    namespace: str
+    claim: str
+    node: str
+    resource_version: str
+
+    def describe(self) -> str:
+        return f"select node {self.node} for persistentvolumeclaim {self.namespace}/{self.claim}"
+
+
+@dataclass(frozen=True)
 class DeletePod:
     namespace: str
     name: str
@@ -112,4 +127,4 @@ class DeletePod:
 
 
 Op = (CreateService | DeleteService | CreateConfigMap | DeleteConfigMap | CreateSecret | DeleteSecret
-      | CreateWorkload | DeleteWorkload | CreatePod | BindPod | DeletePod)
+      | CreateWorkload | DeleteWorkload | CreatePod | SelectClaimNode | BindPod | DeletePod)

@@ -26,8 +26,13 @@ Rules, in order:
    (agents/core/binding.py). Otherwise no pod is bound, and pods already bound (an agent
    killed midway, room taken by someone else) are deleted to be recreated unbound, and
    the Work reports Replan. A gang is therefore never left half-bound.
+7. **Volumes first.** Pods naming PersistentVolumeClaims are bound only as kube-scheduler
+   would bind them (agents/core/volumes.py): a missing or unbound Immediate claim keeps
+   the whole gang unbound and Pending with the reason, a bound PV's node affinity narrows
+   the nodes (none left in the domain: Replan, as rule 6), and a WaitForFirstConsumer
+   claim gets its pod's node written on it (``SelectClaimNode``) before any pod is bound.
 
-Creates come before binds in the op list, and ``apply_ops`` stops at the first failure,
+Creates come before claim writes and those before binds in the op list, and ``apply_ops`` stops at the first failure,
 so a half-applied pass can leave pods unbound but never binds part of a gang that the
 next pass could not complete.
 """
@@ -50,6 +55,7 @@ from agents.core.operations import (
     DeleteSecret,
     DeleteService,
     Op,
+    SelectClaimNode,
 )
 from agents.core.records import (
     ANNOTATION_SPEC_HASH,
@@ -73,6 +79,7 @@ from agents.core.recovery import (
 )
 from agents.core.recovery import RUNNING as JOB_RUNNING
 from agents.core.render import render
+from agents.core.volumes import VolumeRules, Volumes, volume_rules
 from federation.domain.jobs import Job
 from federation.domain.nodes import Node
 from federation.domain.plans import PodAssignment
@@ -99,6 +106,9 @@ class Observed:
     # The names of the Ready ``nodes``, when the reader worked them out once for every job
     # (agents/core/view.py); None: ``pod_events`` derives them from ``nodes``.
     ready: frozenset[str] | None = None
+    # The claims the job's pods name, their PVs and classes (agents/core/volumes.py); None
+    # when the job names none or nothing was left to bind when it was observed.
+    volumes: Volumes | None = None
 
 
 @dataclass(frozen=True)
@@ -171,10 +181,14 @@ def reconcile(
         return Reconciliation(tuple(ops), _settled_phase(work, current), "")
     if observed.tree is None:
         return Reconciliation(tuple(ops), WorkPhase.PENDING, "no valid HyperNode tree observed yet")
+    rules = volume_rules(job, unbound, observed.volumes)
+    if rules is not None and rules.waiting:
+        return Reconciliation(tuple(ops), WorkPhase.PENDING, rules.waiting)
     domain = observed.tree.domains.get(work.placement.hypernode)
     planned = _merge(work.placement.pods, hints)
     result = bind_gang(job, domain or Domain(work.placement.hypernode, 0, frozenset()), observed.nodes,
-                       planned=planned, pending=sorted(unbound), bound=bound, waiting=waiting_tasks)
+                       planned=planned, pending=sorted(unbound), bound=bound, waiting=waiting_tasks,
+                       volumes=rules)
     if result.assignments is None:
         reason = result.reason if domain is not None else f"HyperNode {work.placement.hypernode} not found"
         ops += [DeletePod(job.namespace, p.name, "gang cannot be completed; unbinding")
@@ -182,9 +196,24 @@ def reconcile(
         return Reconciliation(tuple(ops), WorkPhase.REPLAN, reason)
     names = {(t, i): n for t, i, n in ((m.labels[LABEL_TASK], int(m.labels[LABEL_TASK_INDEX]), m.name)
                                        for m in desired.pods)}
+    ops += claim_writes(job.namespace, rules, observed.volumes, result.assignments)
     ops += [BindPod(job.namespace, names[(a.task, a.index)], a.node) for a in result.assignments]
     phase = WorkPhase.RUNNING if _started(current) >= job.gang_size else WorkPhase.BOUND
     return Reconciliation(tuple(ops), phase, "")
+
+
+def claim_writes(namespace: str, rules: VolumeRules | None, volumes: Volumes | None,
+                 assignments: Sequence[PodAssignment]) -> list[Op]:
+    """The selected-node writes for the WaitForFirstConsumer claims of the pods about to be
+    bound, once per claim (bind_gang put every pod sharing one on the same node)."""
+    if rules is None or volumes is None:
+        return []
+    chosen: dict[str, str] = {}
+    for a in assignments:
+        for claim in rules.selects((a.task, a.index)):
+            chosen.setdefault(claim, a.node)
+    return [SelectClaimNode(namespace, claim, node, volumes.claims[claim].resource_version)
+            for claim, node in sorted(chosen.items())]
 
 
 def waiting_on_dependencies(job: Job, pods: Iterable[PodRecord]) -> frozenset[str]:

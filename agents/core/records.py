@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from federation.domain.nodes import Taint, Toleration
 from federation.domain.resources import Resources
+from federation.domain.scheduling import Term
 from federation.domain.states import TERMINAL_POD_PHASES, PodPhase
 
 # Labels and annotations the agent stamps on everything it creates. Selecting on
@@ -217,6 +218,52 @@ class WorkloadManifest:
 
     def __hash__(self) -> int:
         return hash((self.kind, self.namespace, self.name))
+
+
+# kube-scheduler's VolumeBinding plugin and the PersistentVolume controller speak through
+# these (k8s.io/component-helpers/storage/volume: AnnSelectedNode, AnnBindCompleted).
+ANNOTATION_SELECTED_NODE = "volume.kubernetes.io/selected-node"
+ANNOTATION_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+BINDING_IMMEDIATE, BINDING_WAIT_FOR_FIRST_CONSUMER = "Immediate", "WaitForFirstConsumer"
+
+
+@dataclass(frozen=True)
+class ClaimRecord:
+    """A PersistentVolumeClaim a job's pods name, read by name (agents/core/volumes.py).
+
+    ``volume`` is ``spec.volumeName``; ``bound`` that the PV controller finished binding
+    it (``volume`` set and the bind-completed annotation present, kube-scheduler's "fully
+    bound"); ``lost`` its ``status.phase`` Lost; ``selected_node`` the node a scheduler
+    chose for a WaitForFirstConsumer claim; ``resource_version`` guards that write."""
+
+    name: str
+    namespace: str
+    storage_class: str = ""
+    volume: str = ""
+    bound: bool = False
+    lost: bool = False
+    deleting: bool = False
+    selected_node: str = ""
+    resource_version: str = ""
+
+
+@dataclass(frozen=True)
+class VolumeRecord:
+    """A PersistentVolume a claim is bound to: its required node affinity (None: any node)."""
+
+    name: str
+    node_affinity: tuple[Term, ...] | None = None
+
+
+@dataclass(frozen=True)
+class StorageClassRecord:
+    """A StorageClass by name. ``allowed_topologies``: terms ORed, each a tuple of (label
+    key, allowed values) ANDed; empty allows every node."""
+
+    name: str
+    binding_mode: str = BINDING_IMMEDIATE
+    provisioner: str = ""
+    allowed_topologies: tuple[tuple[tuple[str, tuple[str, ...]], ...], ...] = ()
 
 
 ObjectRecord = NodeRecord | PodRecord | ServiceManifest | ConfigMapManifest | SecretManifest | str

@@ -34,7 +34,7 @@ from typing import Any
 
 from agents.core.binding import bind_gang
 from agents.core.operations import BindPod, CreateWorkload, DeletePod, DeleteWorkload, Op
-from agents.core.reconcile import Observed, Reconciliation
+from agents.core.reconcile import Observed, Reconciliation, claim_writes
 from agents.core.records import (
     ANNOTATION_SPEC_HASH,
     ANNOTATION_WORK_ID,
@@ -47,6 +47,7 @@ from agents.core.records import (
     WorkloadManifest,
 )
 from agents.core.render import spec_hash
+from agents.core.volumes import volume_rules
 from federation.domain.jobs import Job
 from federation.domain.plans import PodAssignment
 from federation.domain.states import PodPhase, WorkPhase
@@ -153,14 +154,18 @@ def reconcile_workload(work: Work, observed: Observed) -> Reconciliation:
         return Reconciliation(tuple(ops), phase, "")
     if observed.tree is None:
         return Reconciliation(tuple(ops), WorkPhase.PENDING, "no valid HyperNode tree observed yet")
+    names = {(p.task, p.index): p.name for p in current}
+    rules = volume_rules(job, unbound, observed.volumes, names)  # a StatefulSet's claim templates too
+    if rules is not None and rules.waiting:
+        return Reconciliation(tuple(ops), WorkPhase.PENDING, rules.waiting)
     domain = observed.tree.domains.get(work.placement.hypernode)
     result = bind_gang(job, domain or Domain(work.placement.hypernode, 0, frozenset()), observed.nodes,
-                       planned=work.placement.pods, pending=sorted(unbound), bound=bound)
+                       planned=work.placement.pods, pending=sorted(unbound), bound=bound, volumes=rules)
     if result.assignments is None:
         reason = result.reason if domain is not None else f"HyperNode {work.placement.hypernode} not found"
         ops += [DeletePod(p.namespace, p.name, "gang cannot be completed; unbinding") for p in current if p.node]
         return Reconciliation(tuple(ops), WorkPhase.REPLAN, reason)
-    names = {(p.task, p.index): p.name for p in current}
+    ops += claim_writes(job.namespace, rules, observed.volumes, result.assignments)
     ops += [BindPod(job.namespace, names[(a.task, a.index)], a.node) for a in result.assignments]
     return Reconciliation(tuple(ops), WorkPhase.RUNNING if started >= job.gang_size else WorkPhase.BOUND, "")
 

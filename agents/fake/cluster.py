@@ -20,6 +20,7 @@ from agents.backend import AlreadyExists, BackendError, BindingRejected, NotFoun
 from agents.core.records import (
     LABEL_JOB,
     ChangeEvent,
+    ClaimRecord,
     ConfigMapManifest,
     NodeRecord,
     ObjectRecord,
@@ -27,6 +28,8 @@ from agents.core.records import (
     PodRecord,
     SecretManifest,
     ServiceManifest,
+    StorageClassRecord,
+    VolumeRecord,
     WorkloadManifest,
 )
 from agents.fake.clock import ManualClock
@@ -98,6 +101,11 @@ class FakeCluster:
         self._config_maps: dict[Key, ConfigMapManifest] = {}
         self._secrets: dict[Key, SecretManifest] = {}
         self.priority_classes: dict[str, int] = {}  # name -> value; tests may pre-set the cluster's own
+        # Storage, set by tests (``put_claim``...): the fake runs no PV controller or provisioner.
+        self.claims: dict[Key, ClaimRecord] = {}
+        self.volumes: dict[str, VolumeRecord] = {}
+        self.storage_classes: dict[str, StorageClassRecord] = {}
+        self.storage_reads = 0  # read_claim, read_volume and read_storage_class calls
         self._workloads: dict[tuple[str, str, str], WorkloadManifest] = {}
         self._subscribers: list[asyncio.Queue[ChangeEvent]] = []
         self._writes = 0
@@ -273,6 +281,33 @@ class FakeCluster:
         if gone is not None:
             self._emit(kind, "DELETED", name)
         return gone is not None
+
+    async def read_claim(self, namespace: str, name: str) -> ClaimRecord | None:
+        self.storage_reads += 1
+        return self.claims.get((namespace, name))
+
+    async def read_volume(self, name: str) -> VolumeRecord | None:
+        self.storage_reads += 1
+        return self.volumes.get(name)
+
+    async def read_storage_class(self, name: str) -> StorageClassRecord | None:
+        self.storage_reads += 1
+        return self.storage_classes.get(name)
+
+    async def select_claim_node(self, namespace: str, name: str, node: str, resource_version: str) -> None:
+        self.calls.append(("select_claim_node", f"{name}->{node}"))
+        claim = self.claims.get((namespace, name))
+        if claim is None:
+            raise NotFound(f"persistentvolumeclaim {namespace}/{name} not found")
+        if claim.resource_version != resource_version:
+            raise BackendError(f"persistentvolumeclaim {namespace}/{name} changed since it was read")
+        self.put_claim(replace(claim, selected_node=node))
+
+    def put_claim(self, claim: ClaimRecord) -> None:
+        """Create or replace a claim; its resourceVersion moves on, as the apiserver's does."""
+        version = int(self.claims[(claim.namespace, claim.name)].resource_version or 0) + 1 \
+            if (claim.namespace, claim.name) in self.claims else 1
+        self.claims[(claim.namespace, claim.name)] = replace(claim, resource_version=str(version))
 
     def workloads(self) -> list[WorkloadManifest]:
         return list(self._workloads.values())

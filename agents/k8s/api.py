@@ -152,3 +152,7 @@ def custom_api(api: Any) -> Any:
 
 def coordination_api(api: Any) -> Any:
     return k8s_client.CoordinationV1Api(api)
+
+
+def storage_api(api: Any) -> Any:
+    return k8s_client.StorageV1Api(api)

@@ -72,6 +72,7 @@ from agents.k8s.convert import (
 )
 from agents.k8s.informer import WATCH_SECONDS, Informer, Key
 from agents.k8s.named import NamedObjects, fail
+from agents.k8s.storage import StorageObjects
 from federation.domain.resources import Resources
 from federation.domain.topology import HyperNodeSpec
 
@@ -108,7 +109,7 @@ class _Subscription:
             self._backend._subscribers.remove(self._queue)
 
 
-class KubernetesBackend(NamedObjects):
+class KubernetesBackend(NamedObjects, StorageObjects):
     """One member cluster through its kube-apiserver. Informers start on first use (or
     ``start()``), so a replica that is not the leader never lists or watches anything."""
 

@@ -251,6 +251,16 @@ def _node_affinity(raw: object, path: str,
     return required, tuple(preferred)
 
 
+def node_selector_terms(raw: object, path: str) -> tuple[Term, ...]:
+    """A Kubernetes NodeSelector (``{"nodeSelectorTerms": [...]}``) read strictly, with
+    the bounds above: a PersistentVolume's ``spec.nodeAffinity.required`` as the agent
+    reads it from its cluster (agents/core/volumes.py)."""
+    sel = _map(raw, path)
+    _keys(sel, path, ("nodeSelectorTerms",))
+    terms = _list(sel.get("nodeSelectorTerms"), f"{path}.nodeSelectorTerms", MAX_TERMS)
+    return tuple(_term(t, f"{path}.nodeSelectorTerms[{i}]", _text) for i, t in enumerate(terms))
+
+
 def _one_per_node(raw: object, path: str, own: Mapping[str, str]) -> bool:
     """The supported podAntiAffinity: required, on the hostname, selecting the task's own pods."""
     item = _map(raw, path)

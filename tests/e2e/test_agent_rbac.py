@@ -6,6 +6,7 @@ hook Job and Secrets) passes the apiserver's validation (server-side dry run).""
 from __future__ import annotations
 
 import contextlib
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from controlplane import ControlPlane
 from fixtures_federation import Tree, WorkDriver, cleanup, eventually, gpu_job, unique, work_for
 
-from agents.core.records import LABEL_JOB
+from agents.core.records import ANNOTATION_SELECTED_NODE, LABEL_JOB
 from agents.k8s.api import ApiError, call, client_from_kubeconfig, core_api
 from agents.k8s.backend import KubernetesBackend
 from agents.k8s.lease import KubernetesLeaseStore
@@ -147,13 +148,14 @@ def test_rbac_namespaces_renders_cluster_reads_and_one_writing_role_per_namespac
     verbs = {v for rule in cluster_role["rules"] for v in rule["verbs"]}
     assert verbs == {"get", "list", "watch"}, cluster_role  # nothing written cluster-wide
     assert {r for rule in cluster_role["rules"] for r in rule["resources"]} == {
-        "nodes", "pods", "services", "configmaps", "hypernodes"}
+        "nodes", "pods", "services", "configmaps", "hypernodes", "persistentvolumes", "storageclasses"}
     writes = {(d["kind"], d["metadata"]["namespace"]) for d in docs
               if d["kind"] in ("Role", "RoleBinding") and d["metadata"]["name"] == f"{CONFINED}-write"}
     assert writes == {(k, ns) for k in ("Role", "RoleBinding") for ns in ("team-a", "team-b")}
     [write] = [d for d in docs if d["kind"] == "Role" and d["metadata"]["namespace"] == "team-a"]
     assert {r for rule in write["rules"] for r in rule["resources"]} == {
-        "pods", "pods/binding", "services", "configmaps", "secrets", "deployments", "statefulsets"}
+        "pods", "pods/binding", "services", "configmaps", "secrets", "deployments", "statefulsets",
+        "persistentvolumeclaims"}
     # without the value: the writing ClusterRole and no per-namespace Role
     default = render(AGENT, AGENT_VALUES, release=CONFINED)
     assert "create" in {v for d in default if d["kind"] == "ClusterRole" for rule in d["rules"] for v in rule["verbs"]}
@@ -183,3 +185,47 @@ async def test_a_confined_agent_works_in_its_namespaces_and_cannot_create_pods_e
     finally:
         await cleanup(backend, job.name)
         await backend.close()
+
+
+@pytest.mark.parametrize("confined", [False, True], ids=["cluster-wide", "rbac-namespaces"])
+async def test_the_service_account_checks_and_annotates_a_gangs_claim_and_lists_none(
+        control_plane: ControlPlane, confined: bool) -> None:
+    """Both RBAC forms: the claim, its class (and a PV) read by name and the selected node
+    written as the agent's service account; listing claims or PVs is forbidden."""
+    docs = [NAMESPACE, *_confined_rbac("default")] if confined else _rbac()
+    for doc in docs:
+        _create(control_plane, "west", doc)
+    account = f"system:serviceaccount:federation-system:{CONFINED}" if confined else SERVICE_ACCOUNT
+    api = await client_from_kubeconfig(str(control_plane.kubeconfig("west")))
+    api.set_default_header("Impersonate-User", account)
+    backend = KubernetesBackend(api, "west")
+    claims, classes = "/api/v1/namespaces/default/persistentvolumeclaims", "/apis/storage.k8s.io/v1/storageclasses"
+    claim, cls = unique("rbac-data"), unique("rbac-local")
+    control_plane.request("west", "POST", classes, {
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": cls},
+        "provisioner": "csi.example.com", "volumeBindingMode": "WaitForFirstConsumer"})
+    control_plane.request("west", "POST", claims, {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim},
+        "spec": {"storageClassName": cls, "accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "1Gi"}}}})
+    template = json.dumps({"spec": {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}},
+                          sort_keys=True, separators=(",", ":"))
+    job = gpu_job(unique("rbac-claim"), (("worker", 2, 2),), plugins=(("svc", ()),))
+    job = replace(job, tasks=(replace(job.tasks[0], template_json=template),))
+    try:
+        await _gang_runs(control_plane, backend, job)
+        assert ANNOTATION_SELECTED_NODE in control_plane.request("west", "GET", f"{claims}/{claim}")["metadata"][
+            "annotations"]
+        assert await backend.read_volume(unique("no-such-pv")) is None  # get on persistentvolumes: a 404, not a 403
+        core = core_api(api)
+        for listing in (core.list_namespaced_persistent_volume_claim("default", _preload_content=False),
+                        core.list_persistent_volume(_preload_content=False)):
+            with pytest.raises(ApiError) as denied:
+                await call(listing)
+            assert denied.value.status == 403
+    finally:
+        await cleanup(backend, job.name)
+        await backend.close()
+        for path in (f"{claims}/{claim}", f"{classes}/{cls}"):
+            with contextlib.suppress(Exception):
+                control_plane.request("west", "DELETE", path)
