@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -46,6 +46,7 @@ from agents.core.records import (
     VolumeRecord,
     WorkloadManifest,
 )
+from agents.own_writes import PodChange
 from federation.domain.topology import HyperNodeSpec
 
 log = logging.getLogger(__name__)
@@ -295,14 +296,17 @@ class GuardedBackend:
     def writes(self) -> int:
         return self._backend.writes
 
+    def own_pod_writes(self, since: int, until: int) -> Sequence[PodChange] | None:
+        return self._backend.own_pod_writes(since, until)
+
     async def list_nodes(self) -> list[NodeRecord]:
         return await self._backend.list_nodes()
 
     async def list_hypernodes(self) -> list[HyperNodeSpec]:
         return await self._backend.list_hypernodes()
 
-    async def list_pods(self, selector: Mapping[str, str]) -> list[PodRecord]:
-        return await self._backend.list_pods(selector)
+    async def list_pods(self, selector: Mapping[str, str], *, ordered: bool = True) -> list[PodRecord]:
+        return await self._backend.list_pods(selector, ordered=ordered)
 
     async def list_services(self, selector: Mapping[str, str]) -> list[ServiceManifest]:
         return await self._backend.list_services(selector)

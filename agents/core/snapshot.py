@@ -55,7 +55,11 @@ def used_by_node(pods: Sequence[PodRecord]) -> dict[str, Resources]:
 
 def to_nodes(nodes: Sequence[NodeRecord], pods: Sequence[PodRecord]) -> tuple[Node, ...]:
     """Domain nodes with ``free`` computed; never negative (an over-committed node is full)."""
-    used = used_by_node(pods)
+    return with_free(nodes, used_by_node(pods))
+
+
+def with_free(nodes: Sequence[NodeRecord], used: Mapping[str, Resources]) -> tuple[Node, ...]:
+    """Domain nodes, by name, with ``free`` = allocatable - ``used`` (``used_by_node``), clamped at zero."""
     return tuple(
         Node(
             name=n.name,
@@ -142,14 +146,17 @@ def build_snapshot(
     now: float = 0.0,
     labels: Mapping[str, str] | None = None,
     taints: tuple[Taint, ...] = (),
+    used: Mapping[str, Resources] | None = None,
 ) -> SnapshotResult:
     """The snapshot to report, or the reason the HyperNode tree was refused.
 
     ``pods`` must be every pod in the cluster (free resources depend on all of them).
     ``label_keys`` enables label discovery; discovered HyperNodes are validated together
-    with the explicit ones (a name clash between them is an invalid tree).
+    with the explicit ones (a name clash between them is an invalid tree). ``used`` is
+    ``used_by_node(pods)`` when the caller has already summed it (summing 80,000 pods
+    is half a second of CPU).
     """
-    domain_nodes = to_nodes(nodes, pods)
+    domain_nodes = with_free(nodes, used if used is not None else used_by_node(pods))
     try:
         discovered = discover_hypernodes(nodes, label_keys) if label_keys else ()
         snapshot = ClusterSnapshot(

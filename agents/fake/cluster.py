@@ -12,7 +12,8 @@ Succeeded after ``runtime(manifest)`` seconds of that clock, applied by ``tick()
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -34,6 +35,7 @@ from agents.core.records import (
 )
 from agents.fake.clock import ManualClock
 from agents.job_index import JobIndex, one_job
+from agents.own_writes import OwnPodWrites, PodChange
 from federation.domain.errors import InvalidInput
 from federation.domain.resources import Resources
 from federation.domain.states import PodPhase
@@ -109,6 +111,7 @@ class FakeCluster:
         self._workloads: dict[tuple[str, str, str], WorkloadManifest] = {}
         self._subscribers: list[asyncio.Queue[ChangeEvent]] = []
         self._writes = 0
+        self._own = OwnPodWrites()
         self._kind_changes: dict[str, int] = {}  # per kind of object: the revision, JobIndex
         self._services_by_job: JobIndex[ServiceManifest] = JobIndex()
         self._config_maps_by_job: JobIndex[ConfigMapManifest] = JobIndex()
@@ -128,6 +131,9 @@ class FakeCluster:
     def writes(self) -> int:
         return self._writes
 
+    def own_pod_writes(self, since: int, until: int) -> Sequence[PodChange] | None:
+        return self._own.between(since, until)
+
     async def list_nodes(self) -> list[NodeRecord]:
         return sorted(self._nodes.values(), key=lambda n: n.name)
 
@@ -136,7 +142,9 @@ class FakeCluster:
             raise InvalidInput("hyperNodes", self._hypernode_error)
         return list(self._hypernodes)
 
-    async def list_pods(self, selector: Mapping[str, str]) -> list[PodRecord]:
+    async def list_pods(self, selector: Mapping[str, str], *, ordered: bool = True) -> list[PodRecord]:
+        if not ordered:
+            return [p.record for p in self._pods.values() if not selector or _matches(p.record.labels, selector)]
         return self.pods(selector)
 
     async def list_services(self, selector: Mapping[str, str]) -> list[ServiceManifest]:
@@ -153,11 +161,12 @@ class FakeCluster:
 
     async def create_pod(self, manifest: PodManifest) -> PodRecord:
         try:
-            return await self._create_pod(manifest)
+            with self._landing(manifest.namespace, manifest.name):
+                return self._create_pod(manifest)
         finally:
             self._writes += 1
 
-    async def _create_pod(self, manifest: PodManifest) -> PodRecord:
+    def _create_pod(self, manifest: PodManifest) -> PodRecord:
         key = (manifest.namespace, manifest.name)
         self.calls.append(("create_pod", manifest.name))
         if key in self._pods:
@@ -173,11 +182,12 @@ class FakeCluster:
 
     async def bind_pod(self, namespace: str, name: str, node: str) -> None:
         try:
-            await self._bind_pod(namespace, name, node)
+            with self._landing(namespace, name):
+                self._bind_pod(namespace, name, node)
         finally:
             self._writes += 1
 
-    async def _bind_pod(self, namespace: str, name: str, node: str) -> None:
+    def _bind_pod(self, namespace: str, name: str, node: str) -> None:
         self.calls.append(("bind_pod", f"{name}->{node}"))
         pod = self._pods.get((namespace, name))
         if pod is None:
@@ -200,11 +210,12 @@ class FakeCluster:
 
     async def delete_pod(self, namespace: str, name: str) -> bool:
         try:
-            return await self._delete_pod(namespace, name)
+            with self._landing(namespace, name):
+                return self._delete_pod(namespace, name)
         finally:
             self._writes += 1
 
-    async def _delete_pod(self, namespace: str, name: str) -> bool:
+    def _delete_pod(self, namespace: str, name: str) -> bool:
         self.calls.append(("delete_pod", name))
         pod = self._pods.pop((namespace, name), None)
         if pod is not None:
@@ -317,7 +328,9 @@ class FakeCluster:
 
     # ------------------------------------------------------------------ inspection
     def pods(self, selector: Mapping[str, str] | None = None) -> list[PodRecord]:
-        return [p.record for _, p in sorted(self._pods.items()) if _matches(p.record.labels, selector or {})]
+        """By (namespace, name); only the matching pods are sorted (a job's few, not the cluster's)."""
+        matching = [(key, p.record) for key, p in self._pods.items() if _matches(p.record.labels, selector or {})]
+        return [record for _, record in sorted(matching, key=lambda kv: kv[0])]
 
     def pod(self, name: str, namespace: str = "default") -> PodRecord | None:
         pod = self._pods.get((namespace, name))
@@ -430,6 +443,10 @@ class FakeCluster:
         self._emit("Pod", "ADDED", record)
 
     # ------------------------------------------------------------------ internals
+    def _landing(self, namespace: str, name: str) -> contextlib.AbstractContextManager[None]:
+        """Around an own pod write (synchronous here): recorded for the shared view."""
+        return self._own.landing(lambda: self.revision, lambda: self.pod(name, namespace))
+
     def _live(self, namespace: str, name: str) -> _Pod:
         """A pod that has run: an unbound pod never reached a kubelet, so it cannot fail or finish."""
         pod = self._pods.get((namespace, name))

@@ -36,7 +36,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -73,12 +73,14 @@ from agents.k8s.convert import (
 from agents.k8s.informer import WATCH_SECONDS, Informer, Key
 from agents.k8s.named import NamedObjects, fail
 from agents.k8s.storage import StorageObjects
+from agents.own_writes import OwnPodWrites, PodChange
 from federation.domain.resources import Resources
 from federation.domain.topology import HyperNodeSpec
 
 log = logging.getLogger(__name__)
 
 _VIEW_KINDS = ("nodes", "pods", "hypernodes")  # what agents/core/view.py is built from: the revision
+Landing = Callable[[str, str], contextlib.AbstractContextManager[None]]  # (namespace, name): KubernetesBackend._landing
 _KIND_EVENT = {"nodes": "Node", "pods": "Pod", "hypernodes": "HyperNode", "services": "Service",
                "configmaps": "ConfigMap"}
 
@@ -125,6 +127,7 @@ class KubernetesBackend(NamedObjects, StorageObjects):
         custom = k8s.custom_api(api_client)
         self._subscribers: list[asyncio.Queue[ChangeEvent]] = []
         self._writes = 0
+        self._own = OwnPodWrites()
         self._kind_changes = dict.fromkeys(_KIND_EVENT, 0)  # per informer kind: the revision, JobIndex
         self._services_by_job: JobIndex[ServiceManifest] = JobIndex()
         self._config_maps_by_job: JobIndex[ConfigMapManifest] = JobIndex()
@@ -219,6 +222,9 @@ class KubernetesBackend(NamedObjects, StorageObjects):
     def writes(self) -> int:
         return self._writes
 
+    def own_pod_writes(self, since: int, until: int) -> Sequence[PodChange] | None:
+        return self._own.between(since, until)
+
     async def list_nodes(self) -> list[NodeRecord]:
         await self.start()
         return sorted(self.nodes.records(), key=lambda n: n.name)
@@ -230,10 +236,10 @@ class KubernetesBackend(NamedObjects, StorageObjects):
             raise errors[0]
         return sorted(self.hypernodes.records(), key=lambda h: h.name)
 
-    async def list_pods(self, selector: Mapping[str, str]) -> list[PodRecord]:
+    async def list_pods(self, selector: Mapping[str, str], *, ordered: bool = True) -> list[PodRecord]:
         await self.start()
-        return sorted((p for p in self.pods.records() if _matches(p.labels, selector)),
-                      key=lambda p: (p.namespace, p.name))
+        matching = [p for p in self.pods.records() if not selector or _matches(p.labels, selector)]
+        return sorted(matching, key=lambda p: (p.namespace, p.name)) if ordered else matching
 
     async def list_services(self, selector: Mapping[str, str]) -> list[ServiceManifest]:
         await self.start()
@@ -274,12 +280,15 @@ class KubernetesBackend(NamedObjects, StorageObjects):
                         and record.labels.get(LABEL_WORK_VERSION) == manifest.labels.get(LABEL_WORK_VERSION)
                         and record.annotations.get(ANNOTATION_WORK_ID) == manifest.annotations.get(ANNOTATION_WORK_ID))
                 if same and not record.deleting:
-                    self.pods.upsert(existing)
+                    with self._landing(ns, name):
+                        self.pods.upsert(existing)
                     return record
-                self.pods.upsert(existing)
+                with self._landing(ns, name):
+                    self.pods.upsert(existing)
             terminating = existing is not None and pod_record(existing).deleting
             raise AlreadyExists(f"pod {ns}/{name} already exists" + (" (terminating)" if terminating else "")) from exc
-        self.pods.upsert(obj)
+        with self._landing(ns, name):
+            self.pods.upsert(obj)
         return pod_record(obj)
 
     async def bind_pod(self, namespace: str, name: str, node: str) -> None:
@@ -306,12 +315,14 @@ class KubernetesBackend(NamedObjects, StorageObjects):
             if exc.status == 404:
                 raise NotFound(f"pod {namespace}/{name} not found") from exc
             if exc.status == 409 and f'already assigned to node "{node}"' in exc.message:
-                self.pods.update(key, lambda p: replace(p, node=node))
+                with self._landing(namespace, name):
+                    self.pods.update(key, lambda p: replace(p, node=node))
                 return
             if exc.status == 409 or (400 <= exc.status < 500 and exc.status != 403):
                 raise BindingRejected(f"bind pod {namespace}/{name} to {node}: {exc.message or exc.reason}") from exc
             raise fail(f"bind pod {namespace}/{name} to {node}", exc) from exc
-        self.pods.update(key, lambda p: replace(p, node=node))
+        with self._landing(namespace, name):
+            self.pods.update(key, lambda p: replace(p, node=node))
 
     def _check_room(self, pod: PodRecord | None, name: str, node: str) -> None:
         """The checks the apiserver does not do for a Binding: the node exists, is
@@ -345,7 +356,8 @@ class KubernetesBackend(NamedObjects, StorageObjects):
             host = self.nodes.get(("", pod.node))
             if host is None or not host.ready:
                 body["gracePeriodSeconds"] = 0  # no kubelet will confirm; free the name now
-        return await self._delete(self.pods, self._core.delete_namespaced_pod, namespace, name, body)
+        return await self._delete(self.pods, self._core.delete_namespaced_pod, namespace, name, body,
+                                  landing=self._landing)
 
     # ------------------------------------------------------------------ services and config maps
     async def create_service(self, manifest: ServiceManifest) -> None:
@@ -427,23 +439,31 @@ class KubernetesBackend(NamedObjects, StorageObjects):
         cache.upsert(obj)
 
     async def _delete(self, cache: Informer[Any], delete: Any, namespace: str, name: str,
-                      body: dict[str, Any]) -> bool:
+                      body: dict[str, Any], *, landing: Landing | None = None) -> bool:
+        """``landing`` wraps the cache update of an own pod write (``_landing``)."""
         try:
             obj = await call(delete(name, namespace, body=body, _preload_content=False,
                                     _request_timeout=k8s.REQUEST_TIMEOUT))
         except ApiError as exc:
             if exc.status == 404:
-                cache.remove((namespace, name))
+                with landing(namespace, name) if landing is not None else contextlib.nullcontext():
+                    cache.remove((namespace, name))
                 return False
             raise fail(f"delete {namespace}/{name}", exc) from exc
         meta = obj.get("metadata") or {}
         still_there = (obj.get("kind") == cache_kind(cache) and meta.get("deletionTimestamp")
                        and (meta.get("finalizers") or (obj.get("spec") or {}).get("nodeName")))
-        if still_there:
-            cache.upsert(obj)  # terminating: the watch's DELETED event removes it
-        else:
-            cache.remove((namespace, name), str(meta.get("resourceVersion") or ""))
+        with landing(namespace, name) if landing is not None else contextlib.nullcontext():
+            if still_there:
+                cache.upsert(obj)  # terminating: the watch's DELETED event removes it
+            else:
+                cache.remove((namespace, name), str(meta.get("resourceVersion") or ""))
         return True
+
+    def _landing(self, namespace: str, name: str) -> contextlib.AbstractContextManager[None]:
+        """Around the cache update of an own pod write, never around an ``await``: what it
+        changes is recorded for the shared view (agents/own_writes.py)."""
+        return self._own.landing(lambda: self.revision, lambda: self.pods.get((namespace, name)))
 
 
 def _pointer(key: str) -> str:

@@ -195,10 +195,10 @@ class CountingCluster(FakeCluster):
 
     full_pod_lists = 0
 
-    async def list_pods(self, selector: Mapping[str, str]) -> list[PodRecord]:
+    async def list_pods(self, selector: Mapping[str, str], *, ordered: bool = True) -> list[PodRecord]:
         if not selector:
             self.full_pod_lists += 1
-        return await super().list_pods(selector)
+        return await super().list_pods(selector, ordered=ordered)
 
 
 def _one_pod_jobs(cluster: FakeCluster, runtime: AgentRuntime, count: int) -> None:
