@@ -544,3 +544,82 @@ async def test_loop_lag_while_a_pass_runs_over_1000_jobs() -> None:
             figures[f"{label}_{r}"] = lag.figures()
     assert all(len(cluster.pods({LABEL_JOB: w.name})) == 4 for w in works)
     _record("loop_lag_pass_1000_jobs_20000_nodes", figures)
+
+
+# ---------------------------------------------------------------------------------------
+# 5. A pass in which every job writes: 200 newly placed 4-pod jobs on 4,000 nodes, each
+#    job's pass creating and binding its pods. Each job must see the room the job before
+#    it took; "before" (the view of commit BEFORE_FOLLOW, loaded from git) rebuilt the
+#    whole view for that, once per job; "after" brings the view forward by the agent's own
+#    writes. Interleaved in one process; CPU of the process (every thread), wall time, the
+#    loop's lag, and how many views were built.
+
+BEFORE_FOLLOW = "421f095"
+WRITING_NODES, WRITING_JOBS = 4_000, 200
+
+
+@pytest.mark.parametrize("others", [0, 16_000])
+async def test_pass_where_every_job_writes(others: int) -> None:
+    from agents.fake.cluster import FakeCluster
+    from agents.runtime import AgentRuntime, RuntimeConfig
+
+    before_view = _module_at(BEFORE_FOLLOW, "agents/core/view.py")
+    records = [NodeRecord(f"n{i:05d}", Resources.of(gpu=GPUS, cpu=64_000),
+                          labels={LOOP_KEYS[1]: f"l{i // 8}", LOOP_KEYS[0]: f"s{i // 64}"})
+               for i in range(WRITING_NODES)]
+    works = []
+    for j in range(WRITING_JOBS):
+        job = gpu_job(f"j{j:04d}", (("worker", 4, 1),), plugins=())
+        pods = [("worker", k, f"n{(j * 4 + k) % WRITING_NODES:05d}") for k in range(4)]
+        works.append(work_for(job, "c1", f"t1-l{(j * 4) // 8}", pods=pods))
+    config = RuntimeConfig(cluster="c1", server="127.0.0.1:1", label_keys=LOOP_KEYS)
+    figures: dict[str, Any] = {}
+    for r in range(2):
+        for label in ("before", "after"):
+            cluster = FakeCluster("c1", records)
+            for k in range(others):  # other schedulers' pods, one GPU each
+                cluster.occupy(f"o{k:05d}", f"n{k % WRITING_NODES:05d}", Resources.of(gpu=1, cpu=1000))
+            rt = AgentRuntime(cluster, config)
+            if label == "before":
+                rt.jobs.views = before_view.ClusterViews()  # the old view (same API)
+            for w in works:
+                rt.jobs.accept(w)
+            rt._synced = True
+            cpu = time.process_time()
+            async with LoopLag() as lag:
+                await rt._pass()
+            figures[f"{label}_{r}"] = {**lag.figures(), "cpu_s": round(time.process_time() - cpu, 2),
+                                       "views_built": rt.jobs.views.builds,
+                                       "views_followed": getattr(rt.jobs.views, "followed", 0)}
+            assert cluster.bind_count == 4 * WRITING_JOBS
+            assert all(cluster.pod(f"{w.name}-worker-{k}").node == p.node  # type: ignore[union-attr]
+                       for w in works for k, p in enumerate(w.placement.pods))
+    for key in ("cpu_s", "wall_s", "max_ms"):
+        figures[f"ratio_{key}"] = round(statistics.median(figures[f"after_{r}"][key] for r in range(2))
+                                        / statistics.median(figures[f"before_{r}"][key] for r in range(2)), 4)
+    _record(f"writing_pass_{WRITING_NODES}_nodes_{WRITING_JOBS}_jobs_{others}_others", figures)
+
+
+async def test_loop_lag_of_a_view_build_80000_pods() -> None:
+    """The view's reads at 20,000 nodes and 80,000 pods: the view of BEFORE_FOLLOW read the
+    pods sorted, on the loop; now they are read unordered and each job's few are sorted in
+    the worker thread. Longest loop stall and wall time of one full build, interleaved."""
+    from agents.core.view import read_view
+
+    before_view = _module_at(BEFORE_FOLLOW, "agents/core/view.py")
+    cluster = _big_cluster()
+    _fill(cluster, BIG_PODS)
+    figures: dict[str, Any] = {}
+    for r in range(5):
+        for label, read in (("before", before_view.read_view), ("after", read_view)):
+            async with LoopLag() as lag:
+                view = await read(cluster, LOOP_KEYS)
+            figures[f"{label}_{r}"] = lag.figures()
+            assert len(view.nodes) == BIG_NODES
+        t0 = time.process_time()
+        await cluster.list_pods({})
+        t1 = time.process_time()
+        await cluster.list_pods({}, ordered=False)
+        figures[f"list_pods_{r}"] = {"ordered_ms": round((t1 - t0) * 1000, 1),
+                                     "unordered_ms": round((time.process_time() - t1) * 1000, 1)}
+    _record("loop_lag_view_build_20000_nodes_80000_pods", figures)
