@@ -19,9 +19,9 @@ Contract details both implementations honour (the unit tests pin them on the fak
   HyperNode object cannot be read as a spec; tree-level checks (cycles, two parents,
   tiers) are done by the snapshot builder so that a bad tree is refused as a whole.
 - Secrets are read one by name (``read_secret``) and never listed: the agent is not
-  allowed to list Secrets, and a Secret is read back without its ``data``. Secrets and
-  workloads are deleted only when they carry our job label: a user's object of the same
-  name is not the agent's to delete.
+  allowed to list Secrets, and a Secret is read back without its ``data``. Secrets,
+  NetworkPolicies and workloads are deleted only when they carry our job label: a user's
+  object of the same name is not the agent's to delete.
 - PersistentVolumeClaims, PersistentVolumes and StorageClasses are read one by name and
   never listed or watched (agents/core/volumes.py); ``read_*`` raise ``InvalidInput``
   for an object that cannot be read as its record. ``select_claim_node`` writes only on
@@ -39,6 +39,7 @@ from agents.core.records import (
     ChangeEvent,
     ClaimRecord,
     ConfigMapManifest,
+    NetworkPolicyManifest,
     NodeRecord,
     PodManifest,
     PodRecord,
@@ -116,6 +117,10 @@ class ClusterBackend(Protocol):
 
     async def list_config_maps(self, selector: Mapping[str, str]) -> list[ConfigMapManifest]: ...
 
+    async def list_network_policies(self, selector: Mapping[str, str]) -> list[NetworkPolicyManifest]:
+        """The NetworkPolicies labelled with a job whose labels include all of ``selector``."""
+        ...
+
     async def create_pod(self, manifest: PodManifest) -> PodRecord: ...
 
     async def bind_pod(self, namespace: str, name: str, node: str) -> None: ...
@@ -143,6 +148,12 @@ class ClusterBackend(Protocol):
 
     async def delete_secret(self, namespace: str, name: str) -> bool:
         """Deletes it only when it carries our job label (a user's own Secret is left alone)."""
+        ...
+
+    async def create_network_policy(self, manifest: NetworkPolicyManifest) -> None: ...
+
+    async def delete_network_policy(self, namespace: str, name: str) -> bool:
+        """Deletes it only when it carries our job label (a user's own policy is left alone)."""
         ...
 
     async def read_priority_class(self, name: str) -> int | None:

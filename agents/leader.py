@@ -37,6 +37,7 @@ from agents.core.records import (
     ChangeEvent,
     ClaimRecord,
     ConfigMapManifest,
+    NetworkPolicyManifest,
     NodeRecord,
     PodManifest,
     PodRecord,
@@ -314,6 +315,9 @@ class GuardedBackend:
     async def list_config_maps(self, selector: Mapping[str, str]) -> list[ConfigMapManifest]:
         return await self._backend.list_config_maps(selector)
 
+    async def list_network_policies(self, selector: Mapping[str, str]) -> list[NetworkPolicyManifest]:
+        return await self._backend.list_network_policies(selector)
+
     async def create_pod(self, manifest: PodManifest) -> PodRecord:
         self._check()
         return await self._backend.create_pod(manifest)
@@ -363,6 +367,14 @@ class GuardedBackend:
     async def delete_secret(self, namespace: str, name: str) -> bool:
         self._check()
         return await self._backend.delete_secret(namespace, name)
+
+    async def create_network_policy(self, manifest: NetworkPolicyManifest) -> None:
+        self._check()
+        await self._backend.create_network_policy(manifest)
+
+    async def delete_network_policy(self, namespace: str, name: str) -> bool:
+        self._check()
+        return await self._backend.delete_network_policy(namespace, name)
 
     async def read_workload(self, kind: str, namespace: str, name: str) -> WorkloadManifest | None:
         return await self._backend.read_workload(kind, namespace, name)

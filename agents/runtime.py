@@ -453,7 +453,8 @@ class AgentRuntime:
                 keep = self.jobs.keep()
                 view = await self.jobs.views.get(self.backend, self.config.label_keys)
                 ops = orphan_ops(labelled_pods(view, keep), await self.backend.list_services({}),
-                                 await self.backend.list_config_maps({}), keep)
+                                 await self.backend.list_config_maps({}), keep,
+                                 await self.backend.list_network_policies({}))
                 if ops:
                     log.info("agent %s: withdrawing %d orphaned object(s)", self.config.cluster, len(ops))
                     await apply_ops(self.backend, ops)

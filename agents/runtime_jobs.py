@@ -26,9 +26,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from agents.core.controller import JobController, PassReport
-from agents.core.operations import DeleteConfigMap, DeletePod, DeleteSecret, DeleteService, DeleteWorkload, Op
+from agents.core.operations import (
+    DeleteConfigMap,
+    DeleteNetworkPolicy,
+    DeletePod,
+    DeleteSecret,
+    DeleteService,
+    DeleteWorkload,
+    Op,
+)
 from agents.core.plugins import ssh_secret_name
-from agents.core.records import LABEL_JOB, LABEL_TASK_INDEX, ConfigMapManifest, PodRecord, ServiceManifest
+from agents.core.records import (
+    LABEL_JOB,
+    LABEL_TASK_INDEX,
+    ConfigMapManifest,
+    NetworkPolicyManifest,
+    PodRecord,
+    ServiceManifest,
+)
 from agents.core.recovery import Action
 from agents.core.view import ClusterView, ClusterViews
 from federation.domain.states import WorkPhase
@@ -192,7 +207,8 @@ def labelled_pods(view: ClusterView, keep: set[str]) -> list[PodRecord]:
 
 
 def orphan_ops(pods: Sequence[PodRecord], services: Sequence[ServiceManifest],
-               config_maps: Sequence[ConfigMapManifest], keep: set[str]) -> tuple[Op, ...]:
+               config_maps: Sequence[ConfigMapManifest], keep: set[str],
+               network_policies: Sequence[NetworkPolicyManifest] = ()) -> tuple[Op, ...]:
     """Deletions for objects labelled with a job that is in no desired set."""
     ops: list[Op] = []
     owners: set[tuple[str, str]] = set()
@@ -216,4 +232,8 @@ def orphan_ops(pods: Sequence[PodRecord], services: Sequence[ServiceManifest],
         job = cm.labels.get(LABEL_JOB)
         if job and job not in keep:
             ops.append(DeleteConfigMap(cm.namespace, cm.name))
+    for policy in network_policies:
+        job = policy.labels.get(LABEL_JOB)
+        if job and job not in keep:
+            ops.append(DeleteNetworkPolicy(policy.namespace, policy.name))
     return tuple(ops)

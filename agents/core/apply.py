@@ -18,11 +18,13 @@ from agents.backend import BackendError, ClusterBackend
 from agents.core.operations import (
     BindPod,
     CreateConfigMap,
+    CreateNetworkPolicy,
     CreatePod,
     CreateSecret,
     CreateService,
     CreateWorkload,
     DeleteConfigMap,
+    DeleteNetworkPolicy,
     DeletePod,
     DeleteSecret,
     DeleteService,
@@ -81,6 +83,10 @@ async def _apply_one(backend: ClusterBackend, op: Op) -> None:
             await backend.create_secret(await asyncio.to_thread(with_key_pair, manifest))
         case DeleteSecret(namespace, name):
             await backend.delete_secret(namespace, name)
+        case CreateNetworkPolicy(manifest):
+            await backend.create_network_policy(manifest)
+        case DeleteNetworkPolicy(namespace, name):
+            await backend.delete_network_policy(namespace, name)
         case CreateWorkload(manifest):
             await backend.create_workload(manifest)
         case DeleteWorkload(kind, namespace, name):
@@ -130,6 +136,7 @@ async def observe_job(
         pods=pods,
         services=tuple(await backend.list_services(selector)),
         config_maps=tuple(await backend.list_config_maps(selector)),
+        network_policies=tuple(await backend.list_network_policies(selector)),
         # Only a Secret labelled with this job is the job's: one of the same name that a user
         # made is never replaced or withdrawn (its create then fails: the name is taken).
         secrets=tuple(s for s in [await backend.read_secret(ns, name) for ns, name in secrets]

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.core.records import ConfigMapManifest, PodManifest, SecretManifest, ServiceManifest, WorkloadManifest
+from agents.core.records import (
+    ConfigMapManifest,
+    NetworkPolicyManifest,
+    PodManifest,
+    SecretManifest,
+    ServiceManifest,
+    WorkloadManifest,
+)
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,23 @@ class DeleteSecret:
 
     def describe(self) -> str:
         return f"delete secret {self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class CreateNetworkPolicy:
+    manifest: NetworkPolicyManifest
+
+    def describe(self) -> str:
+        return f"create networkpolicy {self.manifest.namespace}/{self.manifest.name}"
+
+
+@dataclass(frozen=True)
+class DeleteNetworkPolicy:
+    namespace: str
+    name: str
+
+    def describe(self) -> str:
+        return f"delete networkpolicy {self.namespace}/{self.name}"
 
 
 @dataclass(frozen=True)
@@ -127,4 +151,5 @@ class DeletePod:
 
 
 Op = (CreateService | DeleteService | CreateConfigMap | DeleteConfigMap | CreateSecret | DeleteSecret
-      | CreateWorkload | DeleteWorkload | CreatePod | SelectClaimNode | BindPod | DeletePod)
+      | CreateNetworkPolicy | DeleteNetworkPolicy | CreateWorkload | DeleteWorkload | CreatePod | SelectClaimNode
+      | BindPod | DeletePod)

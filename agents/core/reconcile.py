@@ -7,8 +7,8 @@ memory of what it was doing: it reads the cluster and carries on.
 Rules, in order:
 
 1. A cancelled Work withdraws everything labelled with the job.
-2. The headless Service, the hosts ConfigMap and the ssh Secret are created when
-   missing and replaced when their content hash differs.
+2. The headless Service, the hosts ConfigMap, the ssh Secret and the svc NetworkPolicy
+   are created when missing and replaced when their content hash differs.
 3. Pods of another work version (or no longer wanted) are deleted. Their names and room
    are only reused once they are gone, so a pass that still sees such pods creates only
    non-clashing pods and binds nothing (a version change converges in two passes; each
@@ -47,10 +47,12 @@ from agents.core.binding import bind_gang
 from agents.core.operations import (
     BindPod,
     CreateConfigMap,
+    CreateNetworkPolicy,
     CreatePod,
     CreateSecret,
     CreateService,
     DeleteConfigMap,
+    DeleteNetworkPolicy,
     DeletePod,
     DeleteSecret,
     DeleteService,
@@ -62,6 +64,7 @@ from agents.core.records import (
     LABEL_TASK,
     LABEL_TASK_INDEX,
     ConfigMapManifest,
+    NetworkPolicyManifest,
     PodRecord,
     SecretManifest,
     ServiceManifest,
@@ -87,7 +90,7 @@ from federation.domain.states import PodPhase, WorkPhase
 from federation.domain.topology import Domain, HyperNodeTree
 from federation.domain.works import Work
 
-M = TypeVar("M", ServiceManifest, ConfigMapManifest, SecretManifest)
+M = TypeVar("M", ServiceManifest, ConfigMapManifest, SecretManifest, NetworkPolicyManifest)
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class Observed:
     services: tuple[ServiceManifest, ...] = ()
     config_maps: tuple[ConfigMapManifest, ...] = ()
     secrets: tuple[SecretManifest, ...] = ()
+    network_policies: tuple[NetworkPolicyManifest, ...] = ()
     workloads: tuple[WorkloadManifest, ...] = ()
     nodes: tuple[Node, ...] = ()
     tree: HyperNodeTree | None = None
@@ -146,6 +150,8 @@ def reconcile(
     ops += _sync(observed.services, desired.service, job.namespace, CreateService, DeleteService)
     ops += _sync(observed.config_maps, desired.config_map, job.namespace, CreateConfigMap, DeleteConfigMap)
     ops += _sync(observed.secrets, desired.secret, job.namespace, CreateSecret, DeleteSecret)
+    ops += _sync(observed.network_policies, desired.network_policy, job.namespace, CreateNetworkPolicy,
+                 DeleteNetworkPolicy)
 
     wanted = {m.name for m in desired.pods}
     current: dict[str, PodRecord] = {}
@@ -283,9 +289,11 @@ def _withdraw(work: Work, observed: Observed, mine: Sequence[PodRecord]) -> Reco
     # The Secret goes before the Service: the orphan sweep finds a job's Secret by its
     # Service (the agent may not list Secrets), so the Service is the last marker.
     ops += [DeleteSecret(s.namespace, s.name) for s in observed.secrets]
+    ops += [DeleteNetworkPolicy(n.namespace, n.name) for n in observed.network_policies]
     ops += [DeleteService(s.namespace, s.name) for s in observed.services]
     ops += [DeleteConfigMap(c.namespace, c.name) for c in observed.config_maps]
-    left = len(mine) + len(observed.services) + len(observed.config_maps) + len(observed.secrets)
+    left = (len(mine) + len(observed.services) + len(observed.config_maps) + len(observed.secrets)
+            + len(observed.network_policies))
     return Reconciliation(tuple(ops), WorkPhase.CANCELLED, f"withdrawing {left} objects" if left else "withdrawn")
 
 

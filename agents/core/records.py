@@ -205,6 +205,22 @@ class SecretManifest:
 
 
 @dataclass(frozen=True)
+class NetworkPolicyManifest:
+    """The svc plugin's NetworkPolicy ``<job>`` (Volcano's, unless
+    ``--disable-network-policy``): the job's pods admit ingress only from pods of the same
+    job. ``selector`` picks those pods, both as the policy's target and as its one peer."""
+
+    name: str
+    namespace: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    selector: Mapping[str, str] = field(default_factory=dict)
+
+    def __hash__(self) -> int:
+        return hash((self.namespace, self.name))
+
+
+@dataclass(frozen=True)
 class WorkloadManifest:
     """A Deployment or StatefulSet the agent creates for a workload job: ``body_json`` is
     the whole object to create. Read back by name with metadata only."""
@@ -266,9 +282,10 @@ class StorageClassRecord:
     allowed_topologies: tuple[tuple[tuple[str, tuple[str, ...]], ...], ...] = ()
 
 
-ObjectRecord = NodeRecord | PodRecord | ServiceManifest | ConfigMapManifest | SecretManifest | str
+ObjectRecord = (NodeRecord | PodRecord | ServiceManifest | ConfigMapManifest | SecretManifest
+                | NetworkPolicyManifest | str)
 
-EVENT_KINDS = ("Node", "Pod", "Service", "ConfigMap", "Secret", "HyperNode")
+EVENT_KINDS = ("Node", "Pod", "Service", "ConfigMap", "Secret", "NetworkPolicy", "HyperNode")
 EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
 
 

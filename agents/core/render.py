@@ -1,5 +1,6 @@
 """Render a Work into the Kubernetes objects the agent creates: pods, a headless
-Service, a ConfigMap of host files and, for the ssh plugin, a Secret.
+Service, a ConfigMap of host files, for the ssh plugin a Secret and for the svc plugin
+a NetworkPolicy.
 
 What each plugin contributes is in ``agents/core/plugins.py`` (modelled on Volcano's job
 plugins). Pods are rendered without a node: binding is a separate, all-or-nothing step
@@ -34,6 +35,7 @@ from agents.core.records import (
     SCHEDULER_NAME,
     SSH_CONFIG,
     ConfigMapManifest,
+    NetworkPolicyManifest,
     PodManifest,
     SecretManifest,
     ServiceManifest,
@@ -52,6 +54,7 @@ class Rendered:
     config_map: ConfigMapManifest | None
     pods: tuple[PodManifest, ...]
     secret: SecretManifest | None = None
+    network_policy: NetworkPolicyManifest | None = None
 
     def pod(self, name: str) -> PodManifest | None:
         for p in self.pods:
@@ -72,7 +75,8 @@ def config_map_name(job: str) -> str:
 
 def render(work: Work) -> Rendered:
     """Pods for every task replica, the headless Service ``<job>``, (for svc and
-    deepspeed) the ConfigMap ``<job>-hosts`` and (for ssh) the Secret ``<job>-ssh``."""
+    deepspeed) the ConfigMap ``<job>-hosts``, (for ssh) the Secret ``<job>-ssh`` and (for
+    svc without ``--disable-network-policy``) the NetworkPolicy ``<job>``."""
     job = work.job
     job_labels = {LABEL_JOB: job.name}
     service = render_service(job)
@@ -96,8 +100,18 @@ def render(work: Work) -> Rendered:
             annotations={ANNOTATION_SPEC_HASH: spec_hash("ssh-secret", sorted(data.items()))},
             data=data, key_pair=True,
         )
+    svc = job.plugin("svc")
+    network_policy = None
+    if svc is not None and not svc.switch("disable-network-policy"):
+        # Volcano's svc plugin (createNetworkPolicyIfNotExist): ingress to the job's pods
+        # only from the job's own pods, in the job's namespace.
+        network_policy = NetworkPolicyManifest(
+            name=job.name, namespace=job.namespace, labels=job_labels,
+            annotations={ANNOTATION_SPEC_HASH: spec_hash("network-policy", sorted(job_labels.items()))},
+            selector=job_labels,
+        )
     pods = tuple(_pod(work, task, index, mounts, ssh) for task, index, _ in job.pods())
-    return Rendered(service, config_map, pods, secret)
+    return Rendered(service, config_map, pods, secret, network_policy)
 
 
 def render_service(job: Job) -> ServiceManifest:

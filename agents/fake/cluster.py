@@ -23,6 +23,7 @@ from agents.core.records import (
     ChangeEvent,
     ClaimRecord,
     ConfigMapManifest,
+    NetworkPolicyManifest,
     NodeRecord,
     ObjectRecord,
     PodManifest,
@@ -42,7 +43,7 @@ from federation.domain.states import PodPhase
 from federation.domain.topology import HyperNodeSpec
 
 Key = tuple[str, str]  # (namespace, name)
-_M = TypeVar("_M", ServiceManifest, ConfigMapManifest, SecretManifest)
+_M = TypeVar("_M", ServiceManifest, ConfigMapManifest, SecretManifest, NetworkPolicyManifest)
 
 
 @dataclass
@@ -102,6 +103,7 @@ class FakeCluster:
         self._services: dict[Key, ServiceManifest] = {}
         self._config_maps: dict[Key, ConfigMapManifest] = {}
         self._secrets: dict[Key, SecretManifest] = {}
+        self._network_policies: dict[Key, NetworkPolicyManifest] = {}
         self.priority_classes: dict[str, int] = {}  # name -> value; tests may pre-set the cluster's own
         # Storage, set by tests (``put_claim``...): the fake runs no PV controller or provisioner.
         self.claims: dict[Key, ClaimRecord] = {}
@@ -115,6 +117,7 @@ class FakeCluster:
         self._kind_changes: dict[str, int] = {}  # per kind of object: the revision, JobIndex
         self._services_by_job: JobIndex[ServiceManifest] = JobIndex()
         self._config_maps_by_job: JobIndex[ConfigMapManifest] = JobIndex()
+        self._network_policies_by_job: JobIndex[NetworkPolicyManifest] = JobIndex()
         self.calls: list[tuple[str, str]] = []  # (method, object) for every mutating call
         self.bind_count = 0
 
@@ -158,6 +161,13 @@ class FakeCluster:
         if job is not None:
             return self._config_maps_by_job.of(job, self._kind_changes.get("ConfigMap", 0), self._config_maps.values)
         return [c for _, c in sorted(self._config_maps.items()) if _matches(c.labels, selector)]
+
+    async def list_network_policies(self, selector: Mapping[str, str]) -> list[NetworkPolicyManifest]:
+        job = one_job(selector)
+        if job is not None:
+            return self._network_policies_by_job.of(job, self._kind_changes.get("NetworkPolicy", 0),
+                                                    self._network_policies.values)
+        return [n for _, n in sorted(self._network_policies.items()) if _matches(n.labels, selector)]
 
     async def create_pod(self, manifest: PodManifest) -> PodRecord:
         try:
@@ -273,6 +283,18 @@ class FakeCluster:
             return False
         return self._delete(self._secrets, namespace, name, "Secret")
 
+    async def create_network_policy(self, manifest: NetworkPolicyManifest) -> None:
+        self.calls.append(("create_network_policy", manifest.name))
+        self._create(self._network_policies, manifest, "NetworkPolicy")
+
+    async def delete_network_policy(self, namespace: str, name: str) -> bool:
+        """Deletes it only when it carries our job label, as the real backend does."""
+        self.calls.append(("delete_network_policy", name))
+        policy = self._network_policies.get((namespace, name))
+        if policy is None or not policy.labels.get(LABEL_JOB):
+            return False
+        return self._delete(self._network_policies, namespace, name, "NetworkPolicy")
+
     async def read_workload(self, kind: str, namespace: str, name: str) -> WorkloadManifest | None:
         workload = self._workloads.get((kind, namespace, name))
         return replace(workload, body_json="") if workload is not None else None
@@ -352,6 +374,13 @@ class FakeCluster:
     def secrets(self) -> list[SecretManifest]:
         """Secrets as created, key material included (``read_secret`` omits the data)."""
         return list(self._secrets.values())
+
+    def network_policies(self) -> list[NetworkPolicyManifest]:
+        return list(self._network_policies.values())
+
+    def add_network_policy(self, policy: NetworkPolicyManifest) -> None:
+        """A NetworkPolicy someone else made (a test's user object, labelled or not)."""
+        self._create(self._network_policies, policy, "NetworkPolicy")
 
     def free(self, node: str) -> Resources:
         """Allocatable minus the requests of non-terminal pods bound to ``node``."""

@@ -142,6 +142,10 @@ def apps_api(api: Any) -> Any:
     return k8s_client.AppsV1Api(api)
 
 
+def networking_api(api: Any) -> Any:
+    return k8s_client.NetworkingV1Api(api)
+
+
 def scheduling_api(api: Any) -> Any:
     return k8s_client.SchedulingV1Api(api)
 

@@ -3,8 +3,8 @@ kube-apiserver, through one private ``kubernetes_asyncio`` ApiClient per cluster
 
 Reads come from informers (agents/k8s/informer.py: list, watch with bookmarks, relist on
 410) over nodes, all pods (free room depends on every pod, not only ours), HyperNodes
-(``topology.volcano.sh/v1alpha1``, cluster-scoped) and the Services and ConfigMaps that
-carry our job label. Their changes feed ``watch()``, which the runtime uses as triggers.
+(``topology.volcano.sh/v1alpha1``, cluster-scoped) and the Services, ConfigMaps and
+NetworkPolicies that carry our job label. Their changes feed ``watch()``, which the runtime uses as triggers.
 
 Writes go to the apiserver and then into the cache (read-your-writes). How API answers
 map to the Protocol's exceptions:
@@ -48,6 +48,7 @@ from agents.core.records import (
     LABEL_WORK_VERSION,
     ChangeEvent,
     ConfigMapManifest,
+    NetworkPolicyManifest,
     NodeRecord,
     PodManifest,
     PodRecord,
@@ -64,6 +65,8 @@ from agents.k8s.convert import (
     config_map_body,
     config_map_record,
     hypernode_spec,
+    network_policy_body,
+    network_policy_record,
     node_record,
     pod_body,
     pod_record,
@@ -82,7 +85,7 @@ log = logging.getLogger(__name__)
 _VIEW_KINDS = ("nodes", "pods", "hypernodes")  # what agents/core/view.py is built from: the revision
 Landing = Callable[[str, str], contextlib.AbstractContextManager[None]]  # (namespace, name): KubernetesBackend._landing
 _KIND_EVENT = {"nodes": "Node", "pods": "Pod", "hypernodes": "HyperNode", "services": "Service",
-               "configmaps": "ConfigMap"}
+               "configmaps": "ConfigMap", "networkpolicies": "NetworkPolicy"}
 
 
 def _matches(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
@@ -124,6 +127,7 @@ class KubernetesBackend(NamedObjects, StorageObjects):
         self._core = k8s.core_api(api_client)
         self._apps = k8s.apps_api(api_client)
         self._scheduling = k8s.scheduling_api(api_client)
+        self._networking = k8s.networking_api(api_client)
         custom = k8s.custom_api(api_client)
         self._subscribers: list[asyncio.Queue[ChangeEvent]] = []
         self._writes = 0
@@ -131,6 +135,7 @@ class KubernetesBackend(NamedObjects, StorageObjects):
         self._kind_changes = dict.fromkeys(_KIND_EVENT, 0)  # per informer kind: the revision, JobIndex
         self._services_by_job: JobIndex[ServiceManifest] = JobIndex()
         self._config_maps_by_job: JobIndex[ConfigMapManifest] = JobIndex()
+        self._network_policies_by_job: JobIndex[NetworkPolicyManifest] = JobIndex()
         self._tasks: list[asyncio.Task[None]] = []
         self._ready = asyncio.Event()
         self._start_lock = asyncio.Lock()
@@ -150,8 +155,11 @@ class KubernetesBackend(NamedObjects, StorageObjects):
         self.config_maps: Informer[ConfigMapManifest] = Informer(
             "configmaps", self._core.list_config_map_for_all_namespaces, config_map_record,
             self._notifier("configmaps"), label_selector=ours, watch_seconds=watch_seconds)
+        self.network_policies: Informer[NetworkPolicyManifest] = Informer(
+            "networkpolicies", self._networking.list_network_policy_for_all_namespaces, network_policy_record,
+            self._notifier("networkpolicies"), label_selector=ours, watch_seconds=watch_seconds)
         self._informers: tuple[Informer[Any], ...] = (
-            self.nodes, self.pods, self.hypernodes, self.services, self.config_maps)
+            self.nodes, self.pods, self.hypernodes, self.services, self.config_maps, self.network_policies)
 
     @classmethod
     async def from_kubeconfig(cls, path: str | None, cluster: str, *, context: str | None = None,
@@ -256,6 +264,15 @@ class KubernetesBackend(NamedObjects, StorageObjects):
             return self._config_maps_by_job.of(job, self._kind_changes["configmaps"], self.config_maps.records)
         return sorted((c for c in self.config_maps.records() if _matches(c.labels, selector)),
                       key=lambda c: (c.namespace, c.name))
+
+    async def list_network_policies(self, selector: Mapping[str, str]) -> list[NetworkPolicyManifest]:
+        await self.start()
+        job = one_job(selector)
+        if job is not None:
+            return self._network_policies_by_job.of(job, self._kind_changes["networkpolicies"],
+                                                    self.network_policies.records)
+        return sorted((n for n in self.network_policies.records() if _matches(n.labels, selector)),
+                      key=lambda n: (n.namespace, n.name))
 
     # ------------------------------------------------------------------ ClusterBackend: pods
     async def create_pod(self, manifest: PodManifest) -> PodRecord:
@@ -398,6 +415,21 @@ class KubernetesBackend(NamedObjects, StorageObjects):
         return await self._delete(self.config_maps, self._core.delete_namespaced_config_map, namespace, name,
                                   {"propagationPolicy": "Background"})
 
+    async def create_network_policy(self, manifest: NetworkPolicyManifest) -> None:
+        await self.start()
+        await self._create_labelled(self.network_policies, self._networking.create_namespaced_network_policy,
+                                    self._networking.read_namespaced_network_policy, "networkpolicy",
+                                    manifest.namespace, manifest.name, network_policy_body(manifest),
+                                    manifest.annotations)
+
+    async def delete_network_policy(self, namespace: str, name: str) -> bool:
+        """Only one the informer holds: it lists only policies labelled with a job."""
+        await self.start()
+        if self.network_policies.get((namespace, name)) is None:
+            return False
+        return await self._delete(self.network_policies, self._networking.delete_namespaced_network_policy,
+                                  namespace, name, {"propagationPolicy": "Background"})
+
     def watch(self) -> AsyncIterator[ChangeEvent]:
         return _Subscription(self)
 
@@ -472,4 +504,5 @@ def _pointer(key: str) -> str:
 
 
 def cache_kind(cache: Informer[Any]) -> str:
-    return {"pods": "Pod", "services": "Service", "configmaps": "ConfigMap"}.get(cache.kind, "")
+    return {"pods": "Pod", "services": "Service", "configmaps": "ConfigMap",
+            "networkpolicies": "NetworkPolicy"}.get(cache.kind, "")

@@ -25,6 +25,7 @@ from agents.core.records import (
     SSH_PUBLIC_KEY,
     SSH_SUBPATH,
     ConfigMapManifest,
+    NetworkPolicyManifest,
     NodeRecord,
     PodManifest,
     PodRecord,
@@ -413,6 +414,30 @@ def secret_record(obj: Mapping[str, Any]) -> SecretManifest:
     return SecretManifest(
         name=str(meta.get("name")), namespace=str(meta.get("namespace") or "default"),
         labels=_strings(meta.get("labels")), annotations=_strings(meta.get("annotations")),
+    )
+
+
+def network_policy_body(m: NetworkPolicyManifest) -> JSON:
+    """Ingress to the selected pods only from pods the same selector picks (in the
+    policy's namespace: a peer without a namespaceSelector is in it)."""
+    pods = {"matchLabels": dict(m.selector)}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": m.name, "namespace": m.namespace, "labels": dict(m.labels),
+                     "annotations": dict(m.annotations)},
+        "spec": {"podSelector": pods, "ingress": [{"from": [{"podSelector": pods}]}], "policyTypes": ["Ingress"]},
+    }
+
+
+def network_policy_record(obj: Mapping[str, Any]) -> NetworkPolicyManifest:
+    """What the agent compares: metadata and the target selector (the rest is checked
+    through the spec hash annotation, as for the other objects of a job)."""
+    meta, spec = _meta(obj), obj.get("spec") or {}
+    return NetworkPolicyManifest(
+        name=str(meta.get("name")), namespace=str(meta.get("namespace") or "default"),
+        labels=_strings(meta.get("labels")), annotations=_strings(meta.get("annotations")),
+        selector=_strings((spec.get("podSelector") or {}).get("matchLabels")),
     )
 
 

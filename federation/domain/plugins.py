@@ -9,8 +9,8 @@ Volcano's:
 
 - ``env``: none.
 - ``svc`` (plugins/svc): ``--publish-not-ready-addresses`` (default false),
-  ``--disable-network-policy`` (only ``true`` is accepted: the federation creates no
-  NetworkPolicy for a job, which is what that flag asks for), ``--inject-hosts-env``
+  ``--disable-network-policy`` (default false: the job gets a NetworkPolicy ``<job>``
+  that admits ingress to its pods only from its own pods), ``--inject-hosts-env``
   (default true: the ``VC_<TASK>_HOSTS``/``VC_<TASK>_NUM`` environment).
 - ``ssh`` (plugins/ssh): ``--ssh-key-file-path`` (default ``/root/.ssh``) and
   ``--no-root`` (keys under ``/etc/volcano/.ssh``, mode 0755, unless a path is given).
@@ -43,7 +43,7 @@ _FALSE = ("0", "f", "F", "FALSE", "false", "False")
 # plugin -> {flag: default}; a bool flag's default is a bool, a port's an int.
 _FLAGS: Mapping[str, Mapping[str, str | int | bool]] = {
     "env": {},
-    "svc": {"publish-not-ready-addresses": False, "disable-network-policy": True, "inject-hosts-env": True},
+    "svc": {"publish-not-ready-addresses": False, "disable-network-policy": False, "inject-hosts-env": True},
     "ssh": {"ssh-key-file-path": "", "no-root": False},
     "mpi": {"master": "master", "worker": "worker", "port": 22},
     "pytorch": {"master": "master", "worker": "worker", "port": 23456},
@@ -51,11 +51,9 @@ _FLAGS: Mapping[str, Mapping[str, str | int | bool]] = {
     "deepspeed": {},
 }
 PLUGINS = tuple(_FLAGS)
-_REFUSED = {
-    ("svc", "disable-network-policy", False): "the federation creates no NetworkPolicy for a job; "
-                                               "leave the flag out or set it to true",
-    ("pytorch", "wait-master-enabled", None): "the wait-for-master init container is not implemented",
-    ("pytorch", "wait-master-timeout", None): "the wait-for-master init container is not implemented",
+_REFUSED = {  # flags refused whatever their value
+    ("pytorch", "wait-master-enabled"): "the wait-for-master init container is not implemented",
+    ("pytorch", "wait-master-timeout"): "the wait-for-master init container is not implemented",
 }
 _IMPLIES = {"mpi": ("svc", "ssh"), "tensorflow": ("svc",), "pytorch": ("svc",)}
 
@@ -123,17 +121,13 @@ def parse_plugin(plugin: str, args: Sequence[str], path: str) -> PluginOptions:
     for i, arg in enumerate(args):
         where = f"{path}[{i}]"
         name, raw = _split(arg)
-        refused = _REFUSED.get((plugin, name, None))
+        refused = _REFUSED.get((plugin, name))
         if refused:
             raise InvalidInput(where, f"--{name} not supported: {refused}")
         if not name or name not in flags:
             known = ", ".join(f"--{f}" for f in flags) or "none"
             raise InvalidInput(where, f"{arg!r} not supported by the {plugin} plugin (options: {known})")
-        value = _value(plugin, name, flags[name], raw, where)
-        refused = _REFUSED.get((plugin, name, value)) if isinstance(value, bool) else None
-        if refused:
-            raise InvalidInput(where, f"--{name}={str(value).lower()} not supported: {refused}")
-        values[name] = value
+        values[name] = _value(plugin, name, flags[name], raw, where)
     if plugin == "ssh" and not values["ssh-key-file-path"]:
         values["ssh-key-file-path"] = SSH_NO_ROOT_PATH if values["no-root"] else SSH_DEFAULT_PATH
     return PluginOptions(plugin, values)

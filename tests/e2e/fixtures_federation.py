@@ -185,11 +185,13 @@ async def cleanup(backend: KubernetesBackend, job: str, timeout: float = 30.0) -
         await backend.delete_service(svc.namespace, svc.name)
     for cm in await backend.list_config_maps(selector):
         await backend.delete_config_map(cm.namespace, cm.name)
+    for policy in await backend.list_network_policies(selector):
+        await backend.delete_network_policy(policy.namespace, policy.name)
     await backend.delete_secret("default", ssh_secret_name(job))
 
     async def gone() -> bool:
         return not (await backend.list_pods(selector) or await backend.list_services(selector)
-                    or await backend.list_config_maps(selector))
+                    or await backend.list_config_maps(selector) or await backend.list_network_policies(selector))
 
     await eventually(f"{job} cleaned up", gone, timeout)
 

@@ -1,6 +1,7 @@
 """Volcano's job plugins on a real kube-apiserver: a Volcano MPI example as published
-(its ssh Secret, the Secret's mount, MPI_HOST and the hosts files in the created pods),
-TF_CONFIG and the ssh options on real pods, and everything removed with the job."""
+(its ssh Secret, the Secret's mount, MPI_HOST, the hosts files in the created pods and
+the svc plugin's NetworkPolicy), TF_CONFIG and the ssh options on real pods, and
+everything removed with the job."""
 
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ async def test_volcano_mpi_example_gets_its_secret_mounts_and_environment(contro
     backend = await backend_for(control_plane, "east")
     pods_path = "/api/v1/namespaces/default/pods"
     secret_path = f"/api/v1/namespaces/default/secrets/{job.name}-ssh"
+    policy_path = "/apis/networking.k8s.io/v1/namespaces/default/networkpolicies"
     with Tree(control_plane, "east") as tree:
         driver = WorkDriver(backend, work_on(job, "east", tree.spine, tier=2)).start()
         try:
@@ -83,6 +85,11 @@ async def test_volcano_mpi_example_gets_its_secret_mounts_and_environment(contro
             assert _env(master)["MPI_HOST"] == f"{job.name}-mpiworker-0.{job.name},{job.name}-mpiworker-1.{job.name}"
             hosts = _get(control_plane, "east", f"/api/v1/namespaces/default/configmaps/{job.name}-hosts")
             assert hosts["data"]["mpiworker.host"].splitlines() == [f"{n}.{job.name}" for n in names[1:]]
+            # mpi turns on svc, whose NetworkPolicy admits ingress to the job's pods only from them
+            policy = _get(control_plane, "east", f"{policy_path}/{job.name}")
+            own = {"matchLabels": {LABEL_JOB: job.name}}
+            assert policy["spec"]["podSelector"] == own and policy["spec"]["policyTypes"] == ["Ingress"]
+            assert policy["spec"]["ingress"] == [{"from": [{"podSelector": own}]}]
 
             driver.update(work_on(job, "east", tree.spine, tier=2, cancelled=True))
 
@@ -90,9 +97,10 @@ async def test_volcano_mpi_example_gets_its_secret_mounts_and_environment(contro
                 return (not await backend.list_pods({LABEL_JOB: job.name})
                         and not await backend.list_services({LABEL_JOB: job.name})
                         and not await backend.list_config_maps({LABEL_JOB: job.name})
-                        and _get(control_plane, "east", secret_path) is None)
+                        and _get(control_plane, "east", secret_path) is None
+                        and _get(control_plane, "east", f"{policy_path}/{job.name}") is None)
 
-            await eventually("pods, Service, ConfigMap and Secret removed with the job", removed, 45)
+            await eventually("pods, Service, ConfigMap, Secret and NetworkPolicy removed with the job", removed, 45)
         finally:
             await driver.stop()
             await cleanup(backend, job.name)

@@ -148,14 +148,15 @@ def test_rbac_namespaces_renders_cluster_reads_and_one_writing_role_per_namespac
     verbs = {v for rule in cluster_role["rules"] for v in rule["verbs"]}
     assert verbs == {"get", "list", "watch"}, cluster_role  # nothing written cluster-wide
     assert {r for rule in cluster_role["rules"] for r in rule["resources"]} == {
-        "nodes", "pods", "services", "configmaps", "hypernodes", "persistentvolumes", "storageclasses"}
+        "nodes", "pods", "services", "configmaps", "networkpolicies", "hypernodes", "persistentvolumes",
+        "storageclasses"}
     writes = {(d["kind"], d["metadata"]["namespace"]) for d in docs
               if d["kind"] in ("Role", "RoleBinding") and d["metadata"]["name"] == f"{CONFINED}-write"}
     assert writes == {(k, ns) for k in ("Role", "RoleBinding") for ns in ("team-a", "team-b")}
     [write] = [d for d in docs if d["kind"] == "Role" and d["metadata"]["namespace"] == "team-a"]
     assert {r for rule in write["rules"] for r in rule["resources"]} == {
         "pods", "pods/binding", "services", "configmaps", "secrets", "deployments", "statefulsets",
-        "persistentvolumeclaims"}
+        "persistentvolumeclaims", "networkpolicies"}
     # without the value: the writing ClusterRole and no per-namespace Role
     default = render(AGENT, AGENT_VALUES, release=CONFINED)
     assert "create" in {v for d in default if d["kind"] == "ClusterRole" for rule in d["rules"] for v in rule["verbs"]}

@@ -26,6 +26,8 @@ ACCEPTED = [
                          "--inject-hosts-env=False"),
                  {"publish-not-ready-addresses": True, "disable-network-policy": True, "inject-hosts-env": False},
                  id="svc-go-bool-spellings"),
+    pytest.param("svc", (), {"publish-not-ready-addresses": False, "disable-network-policy": False,
+                             "inject-hosts-env": True}, id="svc-network-policy-by-default-as-volcano"),
 ]
 
 
@@ -39,8 +41,6 @@ REFUSED = [
     pytest.param("env", ("--foo=1",), "spec.plugins.env[0]", "not supported by the env plugin", id="env-takes-none"),
     pytest.param("pytorch", ("--master=m", "--wait-master-enabled=true"), "spec.plugins.pytorch[1]",
                  "--wait-master-enabled not supported", id="pytorch-wait-master-refused"),
-    pytest.param("svc", ("--disable-network-policy=false",), "spec.plugins.svc[0]",
-                 "--disable-network-policy=false not supported", id="svc-network-policy-refused"),
     pytest.param("mpi", ("--port=0",), "spec.plugins.mpi[0]", "between 1 and 65535", id="port-range"),
     pytest.param("mpi", ("--port=ssh",), "spec.plugins.mpi[0]", "must be an integer", id="port-integer"),
     pytest.param("mpi", ("--master",), "spec.plugins.mpi[0]", "needs a value", id="string-flag-needs-value"),

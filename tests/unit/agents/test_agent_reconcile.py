@@ -8,7 +8,7 @@ from agentkit import LABEL_KEYS, fake, gpu, job, observe, step, work
 from agents.core.apply import apply_ops, observe_job
 from agents.core.events import observe as observe_state
 from agents.core.events import pod_events
-from agents.core.operations import BindPod, CreateConfigMap, CreatePod, CreateService, DeletePod
+from agents.core.operations import BindPod, CreateConfigMap, CreateNetworkPolicy, CreatePod, CreateService, DeletePod
 from agents.core.reconcile import Observed, ops_for_actions, reconcile
 from agents.core.recovery import JobRuntimeState, Room, decide, record
 from agents.fake.cluster import FakeCluster
@@ -26,7 +26,7 @@ async def test_fresh_work_creates_everything_then_binds_the_whole_gang() -> None
     w = work(job(tasks=(("worker", 2, 8),), plugins=SVC), pods=(("worker", 0, "n00"), ("worker", 1, "n01")))
     result = reconcile(w, await observe(fake(), w))
     kinds = [type(op) for op in result.ops]
-    assert kinds == [CreateService, CreateConfigMap, CreatePod, CreatePod, BindPod, BindPod]
+    assert kinds == [CreateService, CreateConfigMap, CreateNetworkPolicy, CreatePod, CreatePod, BindPod, BindPod]
     assert [op.node for op in result.ops if isinstance(op, BindPod)] == ["n00", "n01"]
     assert result.phase == "Bound"
 
