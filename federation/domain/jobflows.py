@@ -10,7 +10,10 @@ only once all of them Succeeded, and cancels it, naming the dependency and its r
 when one of them failed or was cancelled (``federation/domain/flows.py`` decides, the
 round applies it). Refused, naming the field: ``dependsOn.probe`` (HTTP/TCP/task-status
 probes are not implemented), ``jobRetainPolicy: delete`` (jobs are kept, as ``retain``),
-a flow naming a JobTemplate the file does not hold, and a cycle.
+a flow naming a JobTemplate the file does not hold, and a cycle. A template's
+``ttlSecondsAfterFinished`` is honoured on every step: the TTL sweep keeps a finished step
+while a step that waits for it has not finished (``store/job_waits.py``), so its record
+is still there to release the dependent.
 """
 
 from __future__ import annotations
@@ -66,7 +69,6 @@ def flow_jobs(flows: Sequence[tuple[int, Mapping[str, object]]],
                 if target not in names:
                     raise InvalidInput(f"{where}.dependsOn.targets[{k}]", f"{target!r} is not a flow of this JobFlow")
         _check_acyclic(steps)
-        _check_kept(steps, templates)
         for name, targets, where in steps:
             template, _ = templates[name]
             try:
@@ -75,20 +77,6 @@ def flow_jobs(flows: Sequence[tuple[int, Mapping[str, object]]],
             except InvalidInput as exc:
                 raise InvalidInput(f"{where}.name", f"job {flow}-{name}: {exc.rule}") from None
     return tuple(jobs)
-
-
-def _check_kept(steps: Sequence[tuple[str, tuple[str, ...], str]], templates: Mapping[str, tuple[Job, str]]) -> None:
-    """A step another step depends on must outlive its success: the dependent is released
-    by reading that job's record, and a ``ttlSecondsAfterFinished`` that deleted the
-    record first would leave the dependent waiting for a job that no longer exists
-    (Volcano's controller would instead create the deleted job again)."""
-    targets = {t for _, step_targets, _ in steps for t in step_targets}
-    for name in sorted(targets):
-        template, where = templates[name]
-        if template.ttl_seconds_after_finished is not None:
-            raise InvalidInput(f"{where}.spec.ttlSecondsAfterFinished", "not supported on a JobTemplate another "
-                               "flow depends on: its job's record releases the dependent flow and must not be "
-                               "deleted first")
 
 
 def _check_acyclic(steps: Sequence[tuple[str, tuple[str, ...], str]]) -> None:

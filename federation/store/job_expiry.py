@@ -20,9 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import ColumnElement, and_, delete, func, select
 
 from federation.store.engine import Database
+from federation.store.job_waits import awaited
 from federation.store.models import JobRow, WorkRow
 
 DEFAULT_BATCH = 500
@@ -43,16 +44,32 @@ class JobExpiryRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def delete_expired(self, limit: int = DEFAULT_BATCH) -> list[ExpiredJob]:
-        """Delete up to ``limit`` jobs whose ``expires_at`` has passed, in one transaction;
-        returns them (fewer than ``limit``: none is left for now). Rows are locked in name
-        order, as every writer locks jobs, then their Works go by cascade (job before
-        work, the store's lock order)."""
+    def delete_expired(self, limit: int = DEFAULT_BATCH, *, since: datetime | None = None) -> list[ExpiredJob]:
+        """Delete up to ``limit`` jobs whose ``expires_at`` has passed (and is after ``since``,
+        when given: the caller already looked at the earlier ones), in one transaction;
+        returns them (fewer than ``limit``: none is left for now). A job that a job which has
+        not finished waits for (``after``) is kept (``store.job_waits``); its deadline stays,
+        so a later look without ``since`` deletes it once nothing waits for it.
+
+        The jobs are found by a read transaction first and only those are locked and
+        checked again in the write transaction: a look over thousands of kept jobs then
+        holds no lock (on SQLite, the one write lock every writer queues for). Rows are
+        locked in name order, as every writer locks jobs, then their Works go by cascade
+        (job before work, the store's lock order)."""
         now = self._db.now()
+        due: ColumnElement[bool] = JobRow.expires_at <= now
+        if since is not None:
+            due = and_(due, JobRow.expires_at > since)
+        deletable = and_(due, ~awaited(self._db.postgres))
+        with self._db.read() as session:
+            found = list(session.scalars(select(JobRow.name).where(deletable).order_by(JobRow.name).limit(limit)))
+        if not found:
+            return []
         with self._db.write() as session:
+            # Again under the lock: a job submitted meanwhile may wait for one of them.
             rows = session.execute(
                 select(JobRow.name, JobRow.queue, JobRow.state, JobRow.expires_at)
-                .where(JobRow.expires_at <= now).order_by(JobRow.name).limit(limit).with_for_update()
+                .where(JobRow.name.in_(found), deletable).order_by(JobRow.name).with_for_update()
             ).all()
             if not rows:
                 return []
@@ -64,8 +81,12 @@ class JobExpiryRepository:
         return [ExpiredJob(r.name, r.queue, r.state, r.expires_at, tuple(sorted(clusters.get(r.name, ()))))
                 for r in rows]
 
-    def next_expiry(self) -> datetime | None:
-        """The earliest ``expires_at`` still stored (the sweep sleeps until then)."""
+    def next_expiry(self, *, after: datetime | None = None) -> datetime | None:
+        """The earliest ``expires_at`` stored (after ``after``, when given): one end of an
+        index, whatever is kept behind it (the sweep sleeps until then)."""
+        stmt = select(func.min(JobRow.expires_at))
+        if after is not None:
+            stmt = stmt.where(JobRow.expires_at > after)
         with self._db.read() as session:
-            value: datetime | None = session.scalar(select(func.min(JobRow.expires_at)))
+            value: datetime | None = session.scalar(stmt)
             return value

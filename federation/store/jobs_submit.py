@@ -39,7 +39,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeAlias, cast
 
-from sqlalchemy import Connection, Executable, TextClause, bindparam, insert, literal, select, text
+from sqlalchemy import ARRAY, Connection, Executable, Text, TextClause, bindparam, func, insert, literal, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
@@ -49,6 +49,7 @@ from federation.domain.states import JobState
 from federation.store.codec import canonical_json, digest_of, job_to_json
 from federation.store.engine import Database
 from federation.store.errors import AlreadyExists, Conflict, NotFound
+from federation.store.job_waits import wait_rows
 from federation.store.lifecycle import job_record
 from federation.store.models import Base, JobRow
 from federation.store.records import JobRecord, Submitted
@@ -60,6 +61,7 @@ SUBMITTED = "Submitted"
 _JOBS = Base.metadata.tables["jobs"]
 _EVENTS = Base.metadata.tables["job_events"]
 _QUEUES = Base.metadata.tables["queues"]
+_WAITS = Base.metadata.tables["job_waits"]
 _JOB_COLUMNS = [c.name for c in _JOBS.columns]
 # Columns every new job starts with; the rest come from the item or the clock.
 _INITIAL: dict[str, Any] = {
@@ -77,7 +79,7 @@ _FK_RETRIES = 3
 class _Row:
     """One item prepared for insertion: column values plus its encoded spec text."""
 
-    __slots__ = ("job", "spec_text", "values")
+    __slots__ = ("job", "spec_text", "values", "waits")
 
     def __init__(self, job: Job, tenant: str, now: datetime) -> None:
         spec = job_to_json(job)
@@ -87,6 +89,7 @@ class _Row:
             **_INITIAL, "name": job.name, "queue": job.queue, "tenant": tenant, "spec": spec,
             "spec_digest": digest_of(spec), "created_at": now, "updated_at": now,
         }
+        self.waits = wait_rows(job)  # its job_waits rows, stored with it (store/job_waits.py)
 
     @property
     def name(self) -> str:
@@ -192,7 +195,9 @@ def _postgres_one(db: Database, row: _Row) -> tuple[set[str], set[str], dict[str
     for attempt in range(_FK_RETRIES):
         with db.core_statement() as conn:
             try:
-                if conn.execute(_pg_submit_one(), row.values).first() is not None:
+                params = {**row.values, "wait_dependencies": [w["dependency"] for w in row.waits],
+                          "wait_namespace": row.job.namespace}
+                if conn.execute(_pg_submit_one(), params).first() is not None:
                     return {row.name}, {row.queue}, {}
             except IntegrityError:  # the queue was deleted after the statement saw it
                 if attempt + 1 == _FK_RETRIES:
@@ -209,6 +214,10 @@ def _postgres_many(db: Database, rows: Sequence[_Row]) -> tuple[set[str], set[st
         "tenants": [r.values["tenant"] for r in rows], "specs": [r.spec_text for r in rows],
         "digests": [r.values["spec_digest"] for r in rows], "now": rows[0].values["created_at"],
         "queue_names": sorted({r.queue for r in rows}),
+        # Each job_waits row with the position (1-based, as ORDINALITY) of its item.
+        "wait_ords": [i for i, r in enumerate(rows, 1) for _ in r.waits],
+        "wait_dependencies": [w["dependency"] for r in rows for w in r.waits],
+        "wait_namespaces": [w["namespace"] for r in rows for w in r.waits],
     }
     created: set[str] = set()
     known: set[str] = set()
@@ -242,7 +251,8 @@ def _sql_literal(value: Any) -> str:
 
 @functools.cache
 def _pg_submit_one() -> Executable:
-    """INSERT one job unless its name exists or its queue does not, and in the same statement its event."""
+    """INSERT one job unless its name exists or its queue does not, and in the same statement
+    its event and the names it waits for (``job_waits``)."""
     values = select(*(bindparam(c, type_=_JOBS.c[c].type) for c in _JOB_COLUMNS)).where(
         select(_QUEUES.c.name).where(_QUEUES.c.name == bindparam("queue")).exists())
     new_job = (
@@ -250,13 +260,18 @@ def _pg_submit_one() -> Executable:
         .on_conflict_do_nothing(index_elements=[_JOBS.c.name])
         .returning(_JOBS.c.name, _JOBS.c.queue, _JOBS.c.created_at).cte("new_job")
     )
+    new_waits = insert(_WAITS).from_select(
+        ["job", "dependency", "namespace"],
+        select(new_job.c.name, func.unnest(bindparam("wait_dependencies", type_=ARRAY(Text))),
+               bindparam("wait_namespace", type_=Text)),
+    ).cte("new_waits")
     return (
         insert(_EVENTS)
         .from_select(["job", "queue", "type", "state", "message", "time"],
                      select(new_job.c.name, new_job.c.queue, literal(SUBMITTED), literal(JobState.PENDING), literal(""),
                             new_job.c.created_at))
         .returning(_EVENTS.c.id)
-        .add_cte(new_job)
+        .add_cte(new_job, new_waits)
     )
 
 
@@ -288,6 +303,14 @@ new_event AS (
     INSERT INTO job_events (job, queue, type, state, message, time)
     SELECT name, queue, {_sql_literal(SUBMITTED)}, {_sql_literal(JobState.PENDING)}, '', created_at
     FROM new_job ORDER BY name
+),
+new_wait AS (
+    INSERT INTO job_waits (job, dependency, namespace)
+    SELECT c.name, w.dependency, w.namespace
+    FROM unnest(CAST(:wait_ords AS bigint[]), CAST(:wait_dependencies AS text[]),
+                CAST(:wait_namespaces AS text[])) AS w(ord, dependency, namespace)
+    JOIN chosen c ON c.ord = w.ord JOIN new_job n ON n.name = c.name
+    ORDER BY c.name, w.dependency
 )
 SELECT 'job' AS kind, name FROM new_job
 UNION ALL
@@ -310,6 +333,9 @@ def _sqlite(db: Database, rows: Sequence[_Row]) -> tuple[set[str], set[str], dic
                 created.add(name)
                 conn.execute(_submitted_event(), {"job": name, "queue": values["queue"],
                                                   "time": values["created_at"]})
+        waits = [w for name, i in reps.items() if name in created for w in rows[i].waits]
+        if waits:  # one executemany for the batch
+            conn.execute(insert(_WAITS), waits)
         existing = _read_existing(conn, (r.name for r in rows if r.name not in created))
     return created, known, existing
 

@@ -150,6 +150,25 @@ class JobRow(Base):
     expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime(), nullable=True)
 
 
+class JobWaitRow(Base):
+    """One name a job waits for with ``after`` (a JobFlow's ``dependsOn``): written with the
+    job at submission, gone with it (``ON DELETE CASCADE``; migration 0011).
+
+    Why a table: the TTL sweep (``store.job_expiry``) must not delete a finished job that
+    an unfinished job waits for (the round would read the missing name as never
+    submitted and hold the waiter for ever), and it must learn that with an indexed
+    lookup per expired job instead of decoding every waiting job's spec. The waiter's
+    namespace is kept here because the round's tenant rule compares it (``store.job_waits``).
+    """
+
+    __tablename__ = "job_waits"
+    __table_args__ = (Index(None, "dependency"),)
+
+    job: Mapped[str] = mapped_column(String(63), ForeignKey("jobs.name", ondelete="CASCADE"), primary_key=True)
+    dependency: Mapped[str] = mapped_column(String(63), primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(63))
+
+
 class JobEventRow(Base):
     __tablename__ = "job_events"
     __table_args__ = (

@@ -20,11 +20,11 @@ import grpc
 import pytest
 from fedctlkit import afedctl, one_line_error
 from fleetkit import Fleet, eventually, job_spec, start_server
-from servicekit import ADMIN, NLP, client, queue, refused, running
+from servicekit import ADMIN, NLP, VISION, client, queue, refused, running
 
 from federation.domain import Queue
 from federation.store import NotFound, Store
-from federation.v1 import types_pb2
+from federation.v1 import jobs_pb2, types_pb2
 
 
 class ShiftedClock:
@@ -118,3 +118,52 @@ async def test_a_bad_ttl_is_refused_by_fedctl_with_exit_2_naming_the_field(store
         one_line_error(result, code=2, path="documents[0].spec.ttlSecondsAfterFinished")
         assert "between 0 and 2,147,483,647" in result.err
         assert await c.list_jobs() == []
+
+
+async def test_a_job_waiting_for_one_whose_ttl_ran_out_is_still_released_and_runs(migrated_url: str) -> None:
+    """``prep`` (TTL 0) succeeds while ``train`` (``after: prep``) cannot be placed yet (a
+    job holds the room it needs): the sweep runs past prep's deadline before the round
+    that releases train, and keeps prep because train waits for it. Deleted, prep would
+    read as never submitted and hold train for ever. Once train has finished, prep goes."""
+    async with one_cluster(migrated_url, ShiftedClock()) as f, f.client(NLP) as c:
+        f.runtimes["prep"] = f.runtimes["train"] = 0.5
+        await c.submit_job(job_spec("hog", pods=3, gpus=8, tier=None))  # 24 of east's 32 GPUs, until cancelled
+        await eventually(lambda: f.store.jobs.get("hog").state == "running", what="hog running")
+        await c.submit_job(with_ttl(job_spec("prep", pods=1, gpus=8, tier=None), 0))
+        train = job_spec("train", pods=4, gpus=8, tier=None)  # the whole cluster
+        train.after.append("prep")
+        await c.submit_job(train)
+        await eventually(lambda: f.store.jobs.get("prep").state == "succeeded", what="prep succeeded")
+        assert f.store.jobs.get("prep").expires_at is not None and f.server.job_ttl is not None
+        assert await f.server.job_ttl.sweep_now() == []  # past its deadline, and kept
+        await asyncio.sleep(0.3)  # the leader's own sweeps (every 0.05 s) keep it too
+        assert f.store.jobs.get("prep").state == "succeeded"
+
+        await c.cancel_job("hog")
+        await eventually(lambda: f.store.jobs.get("train").state == "succeeded", what="train released and run",
+                         timeout=30)
+        placed = [e for e in f.store.jobs.events_since(0, job="train").events if e.type == "Placed"]
+        assert placed and "not submitted" not in f.store.jobs.get("train").message
+        await eventually(lambda: [j.name for j in f.store.jobs.list().items] == ["hog", "train"],
+                         what="prep deleted once train finished")
+
+
+async def test_naming_another_tenants_finished_job_in_after_does_not_keep_it(migrated_url: str) -> None:
+    """vision's job waits for nlp's ``secret``: the round reads a name in a queue vision does
+    not share an owner with as never submitted, so it keeps nothing alive either."""
+    async with one_cluster(migrated_url, ShiftedClock()) as f, f.client(NLP) as nlp, f.client(VISION) as vision:
+        f.store.queues.create(Queue("vision", owners=("vision",)))
+        f.runtimes["secret"] = 0.5
+        await nlp.submit_job(with_ttl(job_spec("secret", pods=1, gpus=8, tier=None), 0))
+        snoop = job_spec("snoop", pods=1, gpus=8, tier=None)
+        snoop.queue = "vision"
+        snoop.after.append("secret")
+        await vision.submit_job(snoop)
+        await eventually(lambda: not [j for j in f.store.jobs.list().items if j.name == "secret"],
+                         what="secret deleted by the sweep although snoop names it")
+        async def snoop_waits() -> bool:
+            job = await vision.get_job("snoop")
+            assert job.state == jobs_pb2.JOB_STATE_PENDING, job
+            return "waiting for secret (not submitted)" in job.message
+
+        await eventually(snoop_waits, what="snoop still waiting, as the round reads it")

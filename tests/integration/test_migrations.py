@@ -18,7 +18,7 @@ from federation.store.models import Base
 
 TABLES = {"queues", "jobs", "job_events", "clusters", "works", "placement_rounds", "placement_decisions",
           "audit_pruning", "propagation_policies", "policy_claims", "priority_classes", "leases",
-          "placement_round_queues"}
+          "placement_round_queues", "job_waits"}
 
 
 def _tables(engine: Engine) -> set[str]:
@@ -186,5 +186,37 @@ def test_decisions_of_an_earlier_job_of_the_name_are_not_stamped_as_the_current_
             decisions = tables["placement_decisions"]
             stamped = dict(conn.execute(sa_select(decisions.c.reason, decisions.c.job_created_at)).all())
         assert stamped == {"about the earlier job": None, "about the current job": created}
+    finally:
+        engine.dispose()
+
+
+def test_the_names_stored_jobs_wait_for_are_written_out(db_url: str) -> None:
+    """0011 writes a ``job_waits`` row for each distinct name in the ``after`` of every job
+    already stored, with the job's namespace (left out of the spec when it is ``default``),
+    so the TTL sweep keeps what they wait for from the first sweep after the upgrade."""
+    migrations.upgrade(db_url, "0010")
+    engine = make_engine(db_url)
+    tables = Base.metadata.tables
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    specs = {"train": {"name": "train", "after": ["prep", "data", "prep"]},
+             "eval": {"name": "eval", "namespace": "ml", "after": ["train"]},
+             "prep": {"name": "prep"}}
+    try:
+        with engine.begin() as conn:
+            conn.execute(tables["queues"].insert().values(name="q", guarantee={}, owners=[], created_at=t,
+                                                          updated_at=t))
+            for name, spec in specs.items():
+                conn.execute(tables["jobs"].insert().values(
+                    name=name, queue="q", tenant="", spec=spec, spec_digest="d", state="pending",
+                    unschedulable=False, reason="", message="", restarts=0, created_at=t, updated_at=t, version=1))
+        migrations.upgrade(db_url, "0011")
+        with engine.connect() as conn:
+            waits = tables["job_waits"]
+            rows = {tuple(r) for r in conn.execute(sa_select(waits.c.job, waits.c.dependency, waits.c.namespace))}
+        assert rows == {("train", "prep", "default"), ("train", "data", "default"), ("eval", "train", "ml")}
+        migrations.upgrade(db_url, "head")
+        assert _diff(engine) == []
+        migrations.downgrade(db_url, "0010")
+        assert "job_waits" not in _tables(engine)
     finally:
         engine.dispose()

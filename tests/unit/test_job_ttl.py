@@ -1,6 +1,6 @@
 """``spec.ttlSecondsAfterFinished`` (Volcano's job TTL) at the edges: the YAML and gRPC
-paths carry it, its bounds and type are checked naming the field, a JobFlow step another
-step depends on cannot have one, and the deletion deadline counts from the finish."""
+paths carry it, its bounds and type are checked naming the field, every JobFlow step may
+have one, and the deletion deadline counts from the finish."""
 
 from __future__ import annotations
 
@@ -119,15 +119,13 @@ FLOW = textwrap.dedent("""\
     """)
 
 
-def test_a_flow_step_others_wait_for_cannot_expire_but_the_last_step_can() -> None:
-    """The dependent step is released by reading its dependency's record: a TTL that
-    deleted it first would leave the dependent waiting for ever."""
-    with pytest.raises(InvalidInput) as info:
-        load_jobs(FLOW.format(ttl_prep="  ttlSecondsAfterFinished: 0", ttl_train=""))
-    assert info.value.path == "documents[0].spec.ttlSecondsAfterFinished"
-    assert "another flow depends on" in info.value.rule
-    jobs = {j.name: j for j in load_jobs(FLOW.format(ttl_prep="", ttl_train="  ttlSecondsAfterFinished: 30"))}
-    assert jobs["flow-train"].ttl_seconds_after_finished == 30 and jobs["flow-prep"].ttl_seconds_after_finished is None
+def test_every_flow_step_may_expire_including_one_another_step_waits_for() -> None:
+    """Accepted on a step another step depends on too: the sweep keeps its record while the
+    dependent has not finished (store/job_waits.py; tests/integration/test_store_job_ttl.py)."""
+    jobs = {j.name: j for j in load_jobs(FLOW.format(ttl_prep="  ttlSecondsAfterFinished: 0",
+                                                     ttl_train="  ttlSecondsAfterFinished: 30"))}
+    assert jobs["flow-prep"].ttl_seconds_after_finished == 0
+    assert (jobs["flow-train"].ttl_seconds_after_finished, jobs["flow-train"].after) == (30, ("flow-prep",))
 
 
 def test_the_deadline_counts_from_the_finish() -> None:
