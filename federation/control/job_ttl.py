@@ -37,12 +37,12 @@ finished. A new leader starts with a full look.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from federation.store import Store, StoreError
+from federation.control.leader_task import LeaderTask
+from federation.store import Store
 from federation.store.job_expiry import DEFAULT_BATCH, ExpiredJob
 
 log = logging.getLogger(__name__)
@@ -64,34 +64,19 @@ class JobTtl:
         self._recheck = RECHECK_INTERVALS * interval_seconds if recheck_seconds is None else recheck_seconds
         self._batch = batch
         self._pause = pause_seconds
-        self._task: asyncio.Task[None] | None = None
+        self._task = LeaderTask("job-ttl", "job TTL: sweep", self.tick, interval_seconds)
         # Every deadline up to this time was looked at (deleted, or kept for a waiter) by the
         # full look at ``_full_at`` or a partial one since; None: no full look yet.
         self._looked_until: datetime | None = None
         self._full_at: datetime | None = None
 
     async def start(self) -> None:
-        if self._task is None:
+        if not self._task.running:
             self._looked_until = self._full_at = None  # a new term looks at everything first
-            self._task = asyncio.create_task(self._loop(), name="job-ttl")
+            self._task.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    async def _loop(self) -> None:
-        while True:
-            delay = self._interval
-            try:
-                delay = await self.tick()
-            except StoreError as exc:
-                log.warning("job TTL: sweep failed (%s); retrying in %gs", exc, self._interval)
-            except Exception:
-                log.exception("job TTL: sweep failed; retrying in %gs", self._interval)
-            await asyncio.sleep(delay)
+        await self._task.stop()
 
     async def tick(self) -> float:
         """Sweep when a deadline has passed; how long to wait before the next look."""

@@ -13,14 +13,13 @@ pruning at once only repeat each other's deletes (the rows are gone or locked).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from federation.control.leader_task import LeaderTask
 from federation.metrics.instruments import NO_METRICS, ServiceMetrics
-from federation.store import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -53,28 +52,17 @@ class AuditRetention:
         self._batch = batch
         self._pause = pause_seconds
         self._metrics = metrics
-        self._task: asyncio.Task[None] | None = None
+        self._task = LeaderTask("audit-retention", "audit retention: pass", self._pass, self._interval)
 
     async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._loop(), name="audit-retention")
+        self._task.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._task.stop()
 
-    async def _loop(self) -> None:
-        while True:
-            try:
-                await self.prune_now()
-            except StoreError as exc:
-                log.warning("audit retention: pass failed (%s); retrying in %gs", exc, self._interval)
-            except Exception:
-                log.exception("audit retention: pass failed; retrying in %gs", self._interval)
-            await asyncio.sleep(self._interval)
+    async def _pass(self) -> float:
+        await self.prune_now()
+        return self._interval
 
     async def prune_now(self) -> PassResult:
         """One pass: every round that ended before now - retention, batch by batch."""
