@@ -139,7 +139,7 @@ def _build_decoder(tp: Any, trusted: bool) -> _Fn:
         inner = [a for a in typing.get_args(tp) if a is not type(None)]
         return lambda value: None if value is None else _decoder(inner[0], trusted)(value)
     if tp is Resources:
-        return lambda value: Resources({str(k): int(v) for k, v in value.items()})
+        return lambda value: Resources.shared({str(k): int(v) for k, v in value.items()})
     if dataclasses.is_dataclass(tp):
         cls = typing.cast(type, tp)
         return lambda value: _decode_dataclass(cls, value, trusted)
@@ -241,7 +241,7 @@ def resources_to_json(resources: Resources | None) -> dict[str, int] | None:
 
 
 def resources_from_json(data: Mapping[str, Any] | None) -> Resources | None:
-    return None if data is None else Resources({str(k): int(v) for k, v in data.items()})
+    return None if data is None else Resources.shared({str(k): int(v) for k, v in data.items()})
 
 
 def _scalar_kind(tp: Any) -> type | None:
