@@ -25,7 +25,9 @@ Contract details both implementations honour (the unit tests pin them on the fak
 - PersistentVolumeClaims, PersistentVolumes and StorageClasses are read one by name and
   never listed or watched (agents/core/volumes.py); ``read_*`` raise ``InvalidInput``
   for an object that cannot be read as its record. ``select_claim_node`` writes only on
-  the claim as it was read (its resourceVersion), else ``BackendError``.
+  the claim as it was read (its resourceVersion), else ``BackendError``. The claims the
+  agent makes for a job's ``spec.volumes`` are created and deleted by name, deleted only
+  while labelled with that job.
 - ``watch`` yields ``ChangeEvent`` for every mutation until cancelled; the runtime uses
   events only as triggers to re-list and reconcile.
 """
@@ -37,6 +39,7 @@ from typing import Protocol, runtime_checkable
 
 from agents.core.records import (
     ChangeEvent,
+    ClaimManifest,
     ClaimRecord,
     ConfigMapManifest,
     NetworkPolicyManifest,
@@ -189,6 +192,15 @@ class ClusterBackend(Protocol):
     async def select_claim_node(self, namespace: str, name: str, node: str, resource_version: str) -> None:
         """Annotate the claim ``volume.kubernetes.io/selected-node: <node>`` if it is still
         at ``resource_version`` (``NotFound`` when absent, ``BackendError`` when changed)."""
+        ...
+
+    async def create_claim(self, manifest: ClaimManifest) -> None:
+        """Create a job's claim; one of that name already made for the same job is success,
+        any other (a user's) is ``AlreadyExists`` and is left as it is."""
+        ...
+
+    async def delete_claim(self, namespace: str, name: str, job: str) -> bool:
+        """Deletes the claim only when it carries ``job``'s label (a user's claim is left alone)."""
         ...
 
     def watch(self) -> AsyncIterator[ChangeEvent]:

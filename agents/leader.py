@@ -35,6 +35,7 @@ from typing import Any, Protocol
 from agents.backend import BackendError, ClusterBackend
 from agents.core.records import (
     ChangeEvent,
+    ClaimManifest,
     ClaimRecord,
     ConfigMapManifest,
     NetworkPolicyManifest,
@@ -395,6 +396,14 @@ class GuardedBackend:
 
     async def read_storage_class(self, name: str) -> StorageClassRecord | None:
         return await self._backend.read_storage_class(name)
+
+    async def create_claim(self, manifest: ClaimManifest) -> None:
+        self._check()
+        await self._backend.create_claim(manifest)
+
+    async def delete_claim(self, namespace: str, name: str, job: str) -> bool:
+        self._check()
+        return await self._backend.delete_claim(namespace, name, job)
 
     async def select_claim_node(self, namespace: str, name: str, node: str, resource_version: str) -> None:
         self._check()

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 
 from agents.core.controller import JobController, PassReport
 from agents.core.operations import (
+    DeleteClaim,
     DeleteConfigMap,
     DeleteNetworkPolicy,
     DeletePod,
@@ -37,6 +38,7 @@ from agents.core.operations import (
 )
 from agents.core.plugins import ssh_secret_name
 from agents.core.records import (
+    ANNOTATION_CLAIMS,
     LABEL_JOB,
     LABEL_TASK_INDEX,
     ConfigMapManifest,
@@ -46,6 +48,7 @@ from agents.core.records import (
 )
 from agents.core.recovery import Action
 from agents.core.view import ClusterView, ClusterViews
+from federation.domain.job_volumes import MAX_JOB_VOLUMES
 from federation.domain.states import WorkPhase
 from federation.domain.workloads import WORKLOAD_KINDS
 from federation.domain.works import Work
@@ -227,6 +230,9 @@ def orphan_ops(pods: Sequence[PodRecord], services: Sequence[ServiceManifest],
             # The agent may not list Secrets: a job's ssh Secret is found by its Service
             # (deleted first; a job without one answers 404, which is fine).
             ops.append(DeleteSecret(svc.namespace, ssh_secret_name(job)))
+            # Nor claims: the ones made for its spec.volumes are named on its Service, and
+            # each is deleted only while it carries the job's label.
+            ops += [DeleteClaim(svc.namespace, claim, job) for claim in _made_claims(svc)]
             ops.append(DeleteService(svc.namespace, svc.name))
     for cm in config_maps:
         job = cm.labels.get(LABEL_JOB)
@@ -237,3 +243,9 @@ def orphan_ops(pods: Sequence[PodRecord], services: Sequence[ServiceManifest],
         if job and job not in keep:
             ops.append(DeleteNetworkPolicy(policy.namespace, policy.name))
     return tuple(ops)
+
+
+def _made_claims(svc: ServiceManifest) -> list[str]:
+    """The claims a job's Service says the agent made for it (bounded: it is cluster data)."""
+    names = svc.annotations.get(ANNOTATION_CLAIMS, "").split(",")[:MAX_JOB_VOLUMES]
+    return [n for n in names if n and len(n) <= 253]

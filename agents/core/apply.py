@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from agents.backend import BackendError, ClusterBackend
 from agents.core.operations import (
     BindPod,
+    CreateClaim,
     CreateConfigMap,
     CreateNetworkPolicy,
     CreatePod,
     CreateSecret,
     CreateService,
     CreateWorkload,
+    DeleteClaim,
     DeleteConfigMap,
     DeleteNetworkPolicy,
     DeletePod,
@@ -87,6 +89,10 @@ async def _apply_one(backend: ClusterBackend, op: Op) -> None:
             await backend.create_network_policy(manifest)
         case DeleteNetworkPolicy(namespace, name):
             await backend.delete_network_policy(namespace, name)
+        case CreateClaim(manifest):
+            await backend.create_claim(manifest)
+        case DeleteClaim(namespace, name, job_name):
+            await backend.delete_claim(namespace, name, job_name)
         case CreateWorkload(manifest):
             await backend.create_workload(manifest)
         case DeleteWorkload(kind, namespace, name):
@@ -116,7 +122,7 @@ async def observe_job(
     backend: ClusterBackend, job: str, *, tree: HyperNodeTree | None, label_keys: Sequence[str] = (),
     secrets: Sequence[tuple[str, str]] = (), workloads: Sequence[tuple[str, str, str]] = (),
     views: ClusterViews | None = None, namespace: str = "default", claims: Sequence[str] = (),
-    pod_count: int = 0,
+    pod_count: int = 0, made_claims: Sequence[str] = (),
 ) -> Observed:
     """The job's objects plus the nodes (free computed over ALL pods) and the tree to bind in.
 
@@ -128,10 +134,20 @@ async def observe_job(
     without it the cluster is read afresh. ``claims`` are the PersistentVolumeClaims the
     job's ``pod_count`` pods name in its ``namespace`` (agents/core/volumes.py): read, with their PVs and
     classes, only while some pod is still to be bound, so a running job costs no reads.
+    ``made_claims`` are the claims the agent makes for the job's ``spec.volumes``: read by
+    name on every pass, as the ssh Secret is, to make, keep or withdraw them.
     """
     selector = {LABEL_JOB: job}
     view = await views.get(backend, label_keys) if views is not None else await read_view(backend, label_keys)
     pods = view.job_pods(job)
+    made: tuple[ClaimRecord, ...] = ()
+    made_error = ""  # an unreadable claim holds the job's pods back, naming it
+    try:
+        made = tuple(c for c in [await backend.read_claim(namespace, name) for name in made_claims] if c is not None)
+    except BackendError as exc:
+        made_error = f"read the job's claims: {exc.reason}"
+    except InvalidInput as exc:
+        made_error = f"read the job's claims: {exc}"
     return Observed(
         pods=pods,
         services=tuple(await backend.list_services(selector)),
@@ -145,8 +161,10 @@ async def observe_job(
         nodes=view.nodes,
         ready=view.ready,
         tree=view.tree if view.tree is not None else tree,
-        volumes=await read_volumes(backend, namespace, claims)
+        volumes=await read_volumes(backend, namespace, claims, {c.name: c for c in made})
         if claims and binding_ahead(pods, pod_count) else None,
+        claims=made,
+        claims_error=made_error,
     )
 
 
@@ -157,11 +175,12 @@ def binding_ahead(pods: Sequence[PodRecord], pod_count: int) -> bool:
     return len(live) < pod_count or any(p.node is None for p in live)
 
 
-async def read_volumes(backend: ClusterBackend, namespace: str, claims: Sequence[str]) -> Volumes:
+async def read_volumes(backend: ClusterBackend, namespace: str, claims: Sequence[str],
+                       known: Mapping[str, ClaimRecord] | None = None) -> Volumes:
     """The claims (by name, in ``namespace``), the PVs of the bound ones and the classes of
-    the unbound ones, each read once by name; what the cluster holds is hostile input: a
-    refusal or an object the backend could not read (``InvalidInput``) becomes the
-    ``error`` that holds the gang back, naming it."""
+    the unbound ones, each read once by name (``known`` claims were read this pass already);
+    what the cluster holds is hostile input: a refusal or an object the backend could not
+    read (``InvalidInput``) becomes the ``error`` that holds the gang back, naming it."""
     if len(claims) > MAX_JOB_CLAIMS:
         return Volumes(error=f"the job's pods name {len(claims)} PersistentVolumeClaims, over the limit of "
                              f"{MAX_JOB_CLAIMS} the agent reads for a job")
@@ -170,7 +189,7 @@ async def read_volumes(backend: ClusterBackend, namespace: str, claims: Sequence
     classes: dict[str, StorageClassRecord] = {}
     try:
         for name in claims:
-            claim = await backend.read_claim(namespace, name)
+            claim = (known or {}).get(name) or await backend.read_claim(namespace, name)
             if claim is None:
                 continue
             found[name] = claim

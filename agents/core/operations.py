@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agents.core.records import (
+    ClaimManifest,
     ConfigMapManifest,
     NetworkPolicyManifest,
     PodManifest,
@@ -89,6 +90,26 @@ class DeleteNetworkPolicy:
 
 
 @dataclass(frozen=True)
+class CreateClaim:
+    manifest: ClaimManifest
+
+    def describe(self) -> str:
+        return f"create persistentvolumeclaim {self.manifest.namespace}/{self.manifest.name}"
+
+
+@dataclass(frozen=True)
+class DeleteClaim:
+    """Deletes the claim only while it carries ``job``'s label: a user's claim of that name is never touched."""
+
+    namespace: str
+    name: str
+    job: str
+
+    def describe(self) -> str:
+        return f"delete persistentvolumeclaim {self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
 class CreateWorkload:
     manifest: WorkloadManifest
 
@@ -151,5 +172,5 @@ class DeletePod:
 
 
 Op = (CreateService | DeleteService | CreateConfigMap | DeleteConfigMap | CreateSecret | DeleteSecret
-      | CreateNetworkPolicy | DeleteNetworkPolicy | CreateWorkload | DeleteWorkload | CreatePod | SelectClaimNode
-      | BindPod | DeletePod)
+      | CreateNetworkPolicy | DeleteNetworkPolicy | CreateClaim | DeleteClaim | CreateWorkload | DeleteWorkload
+      | CreatePod | SelectClaimNode | BindPod | DeletePod)

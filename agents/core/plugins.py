@@ -33,8 +33,8 @@ import json
 
 from agents.core.records import pod_name
 from federation.domain.jobs import Job
+from federation.domain.plugins import HOSTS_MOUNT_PATH
 
-HOSTS_MOUNT_PATH = "/etc/volcano"
 SSH_MODE_ROOT, SSH_MODE_NO_ROOT = 0o600, 0o755
 
 

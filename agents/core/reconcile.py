@@ -26,7 +26,10 @@ Rules, in order:
    (agents/core/binding.py). Otherwise no pod is bound, and pods already bound (an agent
    killed midway, room taken by someone else) are deleted to be recreated unbound, and
    the Work reports Replan. A gang is therefore never left half-bound.
-7. **Volumes first.** Pods naming PersistentVolumeClaims are bound only as kube-scheduler
+7. **Volumes first.** The claims of the job's ``spec.volumes[].volumeClaim`` are created
+   before its pods (Volcano's ``createJobIOIfNotExist``), never replaced, and withdrawn
+   with the job; a claim of that name the job did not make (a user's) is left alone and
+   holds the job's pods back with the reason. Pods naming PersistentVolumeClaims are bound only as kube-scheduler
    would bind them (agents/core/volumes.py): a missing or unbound Immediate claim keeps
    the whole gang unbound and Pending with the reason, a bound PV's node affinity narrows
    the nodes (none left in the domain: Replan, as rule 6), and a WaitForFirstConsumer
@@ -46,11 +49,13 @@ from typing import TypeVar
 from agents.core.binding import bind_gang
 from agents.core.operations import (
     BindPod,
+    CreateClaim,
     CreateConfigMap,
     CreateNetworkPolicy,
     CreatePod,
     CreateSecret,
     CreateService,
+    DeleteClaim,
     DeleteConfigMap,
     DeleteNetworkPolicy,
     DeletePod,
@@ -63,6 +68,8 @@ from agents.core.records import (
     ANNOTATION_SPEC_HASH,
     LABEL_TASK,
     LABEL_TASK_INDEX,
+    ClaimManifest,
+    ClaimRecord,
     ConfigMapManifest,
     NetworkPolicyManifest,
     PodRecord,
@@ -113,6 +120,11 @@ class Observed:
     # The claims the job's pods name, their PVs and classes (agents/core/volumes.py); None
     # when the job names none or nothing was left to bind when it was observed.
     volumes: Volumes | None = None
+    # The claims of the names the agent makes for the job's spec.volumes, as read on this
+    # pass (any labels: one of another job or a user's is not the job's), and why they
+    # could not be read.
+    claims: tuple[ClaimRecord, ...] = ()
+    claims_error: str = ""
 
 
 @dataclass(frozen=True)
@@ -171,6 +183,10 @@ def reconcile(
         phase = WorkPhase.SUCCEEDED if job_phase == COMPLETED else WorkPhase.FAILED
         return Reconciliation(tuple(ops), phase, f"job {job_phase}")
 
+    claim_ops, hold = _make_claims(job.name, desired.claims, observed)
+    if hold:
+        return Reconciliation(tuple(ops), WorkPhase.PENDING, hold)
+    ops += claim_ops
     held = {p.name for p in stale if p.namespace == job.namespace}
     waiting_tasks = waiting_on_dependencies(job, current.values())
     missing = [m for m in desired.pods if m.name not in current and m.name not in held
@@ -185,6 +201,9 @@ def reconcile(
     unbound += [(m.labels[LABEL_TASK], int(m.labels[LABEL_TASK_INDEX])) for m in missing]
     if not unbound:
         return Reconciliation(tuple(ops), _settled_phase(work, current), "")
+    if claim_ops:  # read back on the next pass (their class decides how the gang binds)
+        made = ", ".join(op.manifest.name for op in claim_ops if isinstance(op, CreateClaim))
+        return Reconciliation(tuple(ops), WorkPhase.PENDING, f"creating persistentvolumeclaims {made}")
     if observed.tree is None:
         return Reconciliation(tuple(ops), WorkPhase.PENDING, "no valid HyperNode tree observed yet")
     rules = volume_rules(job, unbound, observed.volumes)
@@ -206,6 +225,23 @@ def reconcile(
     ops += [BindPod(job.namespace, names[(a.task, a.index)], a.node) for a in result.assignments]
     phase = WorkPhase.RUNNING if _started(current) >= job.gang_size else WorkPhase.BOUND
     return Reconciliation(tuple(ops), phase, "")
+
+
+def _make_claims(job: str, desired: Sequence[ClaimManifest], observed: Observed) -> tuple[list[Op], str]:
+    """Creates for the job's missing claims, or why its pods must wait: a claim of one of
+    its names is someone else's (never replaced, and its data is not the job's to mount),
+    or the claims could not be read."""
+    if observed.claims_error:
+        return [], observed.claims_error
+    found = {c.name: c for c in observed.claims}
+    for manifest in desired:
+        claim = found.get(manifest.name)
+        if claim is not None and claim.job != job:
+            owner = f"job {claim.job}" if claim.job else "a user (it carries no job label)"
+            return [], (f"persistentvolumeclaim {manifest.namespace}/{manifest.name}, which this job's "
+                        f"spec.volumes makes, already exists and belongs to {owner}; it is left alone and the "
+                        "job waits until it is renamed or deleted")
+    return [CreateClaim(m) for m in desired if m.name not in found], ""
 
 
 def claim_writes(namespace: str, rules: VolumeRules | None, volumes: Volumes | None,
@@ -292,8 +328,12 @@ def _withdraw(work: Work, observed: Observed, mine: Sequence[PodRecord]) -> Reco
     ops += [DeleteNetworkPolicy(n.namespace, n.name) for n in observed.network_policies]
     ops += [DeleteService(s.namespace, s.name) for s in observed.services]
     ops += [DeleteConfigMap(c.namespace, c.name) for c in observed.config_maps]
+    # The job's claims go with it, as Volcano's owner reference makes the garbage collector
+    # do; one still used by a terminating pod stays until the pod is gone (pvc-protection).
+    claims = [c for c in observed.claims if c.job == work.name]
+    ops += [DeleteClaim(c.namespace, c.name, work.name) for c in claims if not c.deleting]
     left = (len(mine) + len(observed.services) + len(observed.config_maps) + len(observed.secrets)
-            + len(observed.network_policies))
+            + len(observed.network_policies) + len(claims))
     return Reconciliation(tuple(ops), WorkPhase.CANCELLED, f"withdrawing {left} objects" if left else "withdrawn")
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from federation.domain.job_volumes import ClaimSpec
 from federation.domain.nodes import Taint, Toleration
 from federation.domain.resources import Resources
 from federation.domain.scheduling import Term
@@ -27,6 +28,9 @@ LABEL_WORK_VERSION = "federation.io/work-version"
 LABEL_MANAGED = "federation.io/managed"
 ANNOTATION_WORK_ID = "federation.io/work-id"
 ANNOTATION_SPEC_HASH = "federation.io/spec-hash"
+# On a job's Service: the claims the agent made for it, comma separated. The agent may not
+# list claims, so the orphan sweep finds them here (agents/runtime_jobs.py).
+ANNOTATION_CLAIMS = "federation.io/claims"
 SCHEDULER_NAME = "federation-scheduler"
 
 
@@ -149,6 +153,9 @@ class PodManifest:
     # "" leaves the template's (or the cluster's default) alone.
     priority_class_name: str = ""
     priority: int | None = None
+    # (pod volume, claim, mount path) of the job's spec.volumes: each claim a pod volume,
+    # mounted at its path in every container (Volcano's createJobPod).
+    claim_mounts: tuple[tuple[str, str, str], ...] = ()
 
     def __hash__(self) -> int:
         return hash((self.namespace, self.name))
@@ -221,6 +228,20 @@ class NetworkPolicyManifest:
 
 
 @dataclass(frozen=True)
+class ClaimManifest:
+    """A PersistentVolumeClaim the agent makes for a job's ``spec.volumes[i].volumeClaim``
+    (``<job>-pvc-<i>``), labelled with the job; never replaced: the job's data lives in it."""
+
+    name: str
+    namespace: str
+    spec: ClaimSpec
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def __hash__(self) -> int:
+        return hash((self.namespace, self.name))
+
+
+@dataclass(frozen=True)
 class WorkloadManifest:
     """A Deployment or StatefulSet the agent creates for a workload job: ``body_json`` is
     the whole object to create. Read back by name with metadata only."""
@@ -250,7 +271,8 @@ class ClaimRecord:
     ``volume`` is ``spec.volumeName``; ``bound`` that the PV controller finished binding
     it (``volume`` set and the bind-completed annotation present, kube-scheduler's "fully
     bound"); ``lost`` its ``status.phase`` Lost; ``selected_node`` the node a scheduler
-    chose for a WaitForFirstConsumer claim; ``resource_version`` guards that write."""
+    chose for a WaitForFirstConsumer claim; ``resource_version`` guards that write; ``job``
+    its ``LABEL_JOB`` label (the job whose claim the agent made, "" for a user's claim)."""
 
     name: str
     namespace: str
@@ -261,6 +283,7 @@ class ClaimRecord:
     deleting: bool = False
     selected_node: str = ""
     resource_version: str = ""
+    job: str = ""
 
 
 @dataclass(frozen=True)

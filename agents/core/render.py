@@ -1,6 +1,6 @@
 """Render a Work into the Kubernetes objects the agent creates: pods, a headless
-Service, a ConfigMap of host files, for the ssh plugin a Secret and for the svc plugin
-a NetworkPolicy.
+Service, a ConfigMap of host files, for the ssh plugin a Secret, for the svc plugin
+a NetworkPolicy and for each ``spec.volumes[].volumeClaim`` a PersistentVolumeClaim.
 
 What each plugin contributes is in ``agents/core/plugins.py`` (modelled on Volcano's job
 plugins). Pods are rendered without a node: binding is a separate, all-or-nothing step
@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agents.core.plugins import (
-    HOSTS_MOUNT_PATH,
     container_ports,
     hosts_data,
     needs_config_map,
@@ -26,6 +25,7 @@ from agents.core.plugins import (
     ssh_mount,
 )
 from agents.core.records import (
+    ANNOTATION_CLAIMS,
     ANNOTATION_SPEC_HASH,
     ANNOTATION_WORK_ID,
     LABEL_JOB,
@@ -34,6 +34,7 @@ from agents.core.records import (
     LABEL_WORK_VERSION,
     SCHEDULER_NAME,
     SSH_CONFIG,
+    ClaimManifest,
     ConfigMapManifest,
     NetworkPolicyManifest,
     PodManifest,
@@ -42,7 +43,9 @@ from agents.core.records import (
     SshMount,
     pod_name,
 )
+from federation.domain.job_volumes import made_claim_name, pod_volume_name
 from federation.domain.jobs import Job
+from federation.domain.plugins import HOSTS_MOUNT_PATH
 from federation.domain.works import Work
 
 
@@ -55,6 +58,7 @@ class Rendered:
     pods: tuple[PodManifest, ...]
     secret: SecretManifest | None = None
     network_policy: NetworkPolicyManifest | None = None
+    claims: tuple[ClaimManifest, ...] = ()
 
     def pod(self, name: str) -> PodManifest | None:
         for p in self.pods:
@@ -111,7 +115,16 @@ def render(work: Work) -> Rendered:
             selector=job_labels,
         )
     pods = tuple(_pod(work, task, index, mounts, ssh) for task, index, _ in job.pods())
-    return Rendered(service, config_map, pods, secret, network_policy)
+    return Rendered(service, config_map, pods, secret, network_policy, render_claims(job))
+
+
+def render_claims(job: Job) -> tuple[ClaimManifest, ...]:
+    """The claims the agent makes for the job: one per ``spec.volumes[i].volumeClaim``,
+    named ``<job>-pvc-<i>`` and labelled with the job (Volcano's ``createPVC``, whose
+    owner reference to the job is here the label the agent deletes it by)."""
+    return tuple(ClaimManifest(name=made_claim_name(job.name, i), namespace=job.namespace, spec=v.claim,
+                               labels={LABEL_JOB: job.name})
+                 for i, v in enumerate(job.volumes) if v.claim is not None)
 
 
 def render_service(job: Job) -> ServiceManifest:
@@ -120,9 +133,12 @@ def render_service(job: Job) -> ServiceManifest:
     selector = {LABEL_JOB: job.name}
     svc = job.plugin("svc")
     publish = svc.switch("publish-not-ready-addresses") if svc is not None else True
+    annotations = {ANNOTATION_SPEC_HASH: spec_hash("service", sorted(selector.items()), publish)}
+    made = [c.name for c in render_claims(job)]
+    if made:  # outside the hash: where the orphan sweep finds them, not a reason to replace the Service
+        annotations[ANNOTATION_CLAIMS] = ",".join(made)
     return ServiceManifest(
-        name=job.name, namespace=job.namespace, labels=dict(selector),
-        annotations={ANNOTATION_SPEC_HASH: spec_hash("service", sorted(selector.items()), publish)},
+        name=job.name, namespace=job.namespace, labels=dict(selector), annotations=annotations,
         selector=selector, publish_not_ready_addresses=publish,
     )
 
@@ -155,4 +171,5 @@ def _pod(work: Work, task: str, index: int, mounts: tuple[tuple[str, str], ...],
         template_json=spec.template_json,
         priority_class_name=job.priority_class,
         priority=job.priority if job.priority_class else None,
+        claim_mounts=tuple((pod_volume_name(i), claim, path) for i, (claim, path) in enumerate(job.claims)),
     )

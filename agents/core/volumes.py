@@ -96,14 +96,17 @@ def _claim_templates(job: Job) -> tuple[str, ...]:
 
 
 def pod_claims(job: Job) -> dict[PodKey, tuple[str, ...]]:
-    """The claims each pod of ``job`` names, by (task, index); pods naming none are absent."""
+    """The claims each pod of ``job`` names, by (task, index); pods naming none are absent.
+    A Volcano job's ``spec.volumes`` claims are in every pod (agents/core/render.py)."""
     per_set = _claim_templates(job)
+    every_pod = [claim for claim, _ in job.claims]
     out: dict[PodKey, tuple[str, ...]] = {}
     for task in job.tasks:
         named = template_claims(task.template_json)
         for index in range(task.replicas):
             claims = [c for v, c in named if v not in per_set]
             claims += [f"{t}-{job.name}-{index}" for t in per_set]
+            claims += every_pod
             if claims:
                 out[(task.name, index)] = tuple(dict.fromkeys(claims))
     return out

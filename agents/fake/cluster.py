@@ -21,6 +21,7 @@ from agents.backend import AlreadyExists, BackendError, BindingRejected, NotFoun
 from agents.core.records import (
     LABEL_JOB,
     ChangeEvent,
+    ClaimManifest,
     ClaimRecord,
     ConfigMapManifest,
     NetworkPolicyManifest,
@@ -110,6 +111,7 @@ class FakeCluster:
         self.volumes: dict[str, VolumeRecord] = {}
         self.storage_classes: dict[str, StorageClassRecord] = {}
         self.storage_reads = 0  # read_claim, read_volume and read_storage_class calls
+        self.made_claims: dict[Key, ClaimManifest] = {}  # the claims create_claim made, as asked for
         self._workloads: dict[tuple[str, str, str], WorkloadManifest] = {}
         self._subscribers: list[asyncio.Queue[ChangeEvent]] = []
         self._writes = 0
@@ -341,6 +343,28 @@ class FakeCluster:
         version = int(self.claims[(claim.namespace, claim.name)].resource_version or 0) + 1 \
             if (claim.namespace, claim.name) in self.claims else 1
         self.claims[(claim.namespace, claim.name)] = replace(claim, resource_version=str(version))
+
+    async def create_claim(self, manifest: ClaimManifest) -> None:
+        """Kept as made in ``made_claims``; as a record, an unbound claim of its class."""
+        self.calls.append(("create_claim", manifest.name))
+        existing = self.claims.get((manifest.namespace, manifest.name))
+        if existing is not None:
+            if existing.job != manifest.labels.get(LABEL_JOB):
+                raise AlreadyExists(f"persistentvolumeclaim {manifest.namespace}/{manifest.name} already exists")
+            return
+        self.made_claims[(manifest.namespace, manifest.name)] = manifest
+        self.put_claim(ClaimRecord(manifest.name, manifest.namespace, storage_class=manifest.spec.storage_class or "",
+                                   job=manifest.labels.get(LABEL_JOB, "")))
+
+    async def delete_claim(self, namespace: str, name: str, job: str) -> bool:
+        """Deletes it only while it carries ``job``'s label, as the real backend does."""
+        self.calls.append(("delete_claim", name))
+        claim = self.claims.get((namespace, name))
+        if claim is None or claim.job != job:
+            return False
+        del self.claims[(namespace, name)]
+        self.made_claims.pop((namespace, name), None)
+        return True
 
     def workloads(self) -> list[WorkloadManifest]:
         return list(self._workloads.values())

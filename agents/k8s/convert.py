@@ -252,7 +252,9 @@ def _merge_env(current: Sequence[Mapping[str, Any]], ours: Sequence[tuple[str, s
 def pod_body(m: PodManifest) -> JSON:
     """The pod to create: the user's template (``template_json``) with our labels,
     annotations, scheduler name, hostname/subdomain, tolerations, node selector, the
-    plugins' environment on every container and the host files mounted.
+    plugins' environment on every container, the host files mounted and the job's
+    ``spec.volumes`` claims mounted in every container (not init containers: Volcano's
+    ``createJobPod`` mounts them in ``containers`` only).
 
     ``nodeName`` is removed on purpose: binding is a separate all-or-nothing step. A
     template without containers (synthetic Work) gets one pause container carrying the
@@ -303,6 +305,9 @@ def pod_body(m: PodManifest) -> JSON:
     if m.ssh is not None:
         volumes = [v for v in volumes if v.get("name") != m.ssh.secret] + [_ssh_volume(m.ssh)]
         mounts.append({"name": m.ssh.secret, "mountPath": m.ssh.path, "subPath": SSH_SUBPATH})
+    for volume, claim, path in m.claim_mounts:  # the job's spec.volumes (paths checked unique at submission)
+        volumes.append({"name": volume, "persistentVolumeClaim": {"claimName": claim}})
+        mounts.append({"name": volume, "mountPath": path})
     for c in containers:
         if c.get("resources"):
             c["resources"] = _with_limits(c["resources"])

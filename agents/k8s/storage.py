@@ -1,8 +1,9 @@
 """PersistentVolumeClaims, PersistentVolumes and StorageClasses, read one by name.
 
 What the agent needs of them to bind a pod as kube-scheduler's VolumeBinding plugin would
-(agents/core/volumes.py): never listed or watched (the agent's role may only get them and
-patch claims, deploy/chart/federation-agent/templates/rbac.yaml). Whatever a cluster
+(agents/core/volumes.py): never listed or watched (the agent's role may only get them,
+patch claims, and create and delete the claims of a job's ``spec.volumes``,
+deploy/chart/federation-agent/templates/rbac.yaml). Whatever a cluster
 holds is hostile input: each object is read into its record with types checked and
 sizes bounded (names, and a PV's node affinity and a class's allowedTopologies within
 domain/scheduling.py's bounds), or refused with ``InvalidInput`` naming the field, which
@@ -14,12 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agents.backend import BackendError, NotFound
+from agents.backend import AlreadyExists, BackendError, NotFound
 from agents.core.records import (
     ANNOTATION_BIND_COMPLETED,
     ANNOTATION_SELECTED_NODE,
     BINDING_IMMEDIATE,
     BINDING_WAIT_FOR_FIRST_CONSUMER,
+    LABEL_JOB,
+    ClaimManifest,
     ClaimRecord,
     StorageClassRecord,
     VolumeRecord,
@@ -28,6 +31,7 @@ from agents.k8s import api as k8s
 from agents.k8s.api import ApiError, call
 from agents.k8s.named import fail
 from federation.domain.errors import InvalidInput
+from federation.domain.resources import format_quantity
 from federation.domain.scheduling import MAX_EXPRESSIONS, MAX_TERMS, MAX_VALUES, node_selector_terms
 
 MAX_NAME = 253  # a DNS subdomain: every name and label key read here fits
@@ -63,9 +67,11 @@ def claim_record(obj: Mapping[str, Any]) -> ClaimRecord:
     meta, spec = _mapping(obj.get("metadata"), "metadata"), _mapping(obj.get("spec"), "spec")
     status = _mapping(obj.get("status"), "status")
     annotations = _mapping(meta.get("annotations"), "metadata.annotations")
+    labels = _mapping(meta.get("labels"), "metadata.labels")
     name = _name(meta.get("name"), "metadata.name", empty=False)
     where = f"persistentvolumeclaim {name}"
     try:
+        job = _name(labels.get(LABEL_JOB), f"metadata.labels.{LABEL_JOB}")
         cls = (_name(annotations[ANNOTATION_BETA_CLASS], f"metadata.annotations.{ANNOTATION_BETA_CLASS}")
                if ANNOTATION_BETA_CLASS in annotations
                else _name(spec.get("storageClassName"), "spec.storageClassName"))
@@ -77,8 +83,25 @@ def claim_record(obj: Mapping[str, Any]) -> ClaimRecord:
         name=name, namespace=str(meta.get("namespace") or "default"), storage_class=cls, volume=volume,
         bound=bool(volume) and ANNOTATION_BIND_COMPLETED in annotations, lost=status.get("phase") == "Lost",
         deleting=bool(meta.get("deletionTimestamp")), selected_node=selected,
-        resource_version=str(meta.get("resourceVersion") or ""),
+        resource_version=str(meta.get("resourceVersion") or ""), job=job,
     )
+
+
+def claim_body(m: ClaimManifest) -> dict[str, Any]:
+    """The claim a job's ``volumeClaim`` describes: only the fields the federation accepted
+    (domain/job_volumes.py); an unset class is left out so the cluster's default applies."""
+    spec: dict[str, Any] = {"accessModes": list(m.spec.access_modes),
+                            "resources": {"requests": {"storage": format_quantity("storage", m.spec.storage_bytes)}}}
+    if m.spec.storage_class is not None:
+        spec["storageClassName"] = m.spec.storage_class
+    if m.spec.volume_mode is not None:
+        spec["volumeMode"] = m.spec.volume_mode
+    if m.spec.data_source is not None:
+        source = m.spec.data_source
+        spec["dataSource"] = {"kind": source.kind, "name": source.name, **({"apiGroup": source.api_group}
+                                                                           if source.api_group else {})}
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": m.name, "namespace": m.namespace, "labels": dict(m.labels)}, "spec": spec}
 
 
 def volume_record(obj: Mapping[str, Any]) -> VolumeRecord:
@@ -165,3 +188,42 @@ class StorageObjects:
                 raise BackendError(f"persistentvolumeclaim {namespace}/{name} changed since it was read; "
                                    "read again on the next pass") from exc
             raise fail(f"annotate persistentvolumeclaim {namespace}/{name}", exc) from exc
+
+    async def create_claim(self, manifest: ClaimManifest) -> None:
+        """A 409 is success only when the claim there is labelled with the same job (made
+        by this agent before, or by a previous leader); a user's claim is never replaced."""
+        core = k8s.core_api(self._api)
+        where = f"persistentvolumeclaim {manifest.namespace}/{manifest.name}"
+        try:
+            await call(core.create_namespaced_persistent_volume_claim(
+                manifest.namespace, claim_body(manifest), _preload_content=False,
+                _request_timeout=k8s.REQUEST_TIMEOUT))
+        except ApiError as exc:
+            if exc.status != 409:
+                raise fail(f"create {where}", exc) from exc
+            existing = await self.read_claim(manifest.namespace, manifest.name)
+            if existing is None or existing.job != manifest.labels.get(LABEL_JOB):
+                raise AlreadyExists(f"{where} already exists and is not this job's") from exc
+
+    async def delete_claim(self, namespace: str, name: str, job: str) -> bool:
+        """Only a claim labelled with ``job``, and only the one read (a uid precondition):
+        one a user made under that name meanwhile is left alone."""
+        core = k8s.core_api(self._api)
+        where = f"persistentvolumeclaim {namespace}/{name}"
+        obj = await self._read_storage(where, core.read_namespaced_persistent_volume_claim(
+            name, namespace, _preload_content=False, _request_timeout=k8s.REQUEST_TIMEOUT))
+        labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
+        if obj is None or labels.get(LABEL_JOB) != job:
+            return False
+        body: dict[str, Any] = {"propagationPolicy": "Background"}
+        uid = (obj.get("metadata") or {}).get("uid")
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            await call(core.delete_namespaced_persistent_volume_claim(
+                name, namespace, body=body, _preload_content=False, _request_timeout=k8s.REQUEST_TIMEOUT))
+        except ApiError as exc:
+            if exc.status in (404, 409):  # gone, or replaced by another claim of that name
+                return False
+            raise fail(f"delete {where}", exc) from exc
+        return True

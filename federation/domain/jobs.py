@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from federation.domain.errors import InvalidInput, require
+from federation.domain.job_volumes import JobVolume, check_job_volumes, claim_name_of
 from federation.domain.nodes import Toleration
-from federation.domain.plugins import PluginOptions, resolve_plugins
+from federation.domain.plugins import PluginOptions, plugin_mounts, resolve_plugins
 from federation.domain.pod_requests import template_requests
 from federation.domain.propagation import PropagationPolicy
 from federation.domain.resources import Resources
@@ -196,6 +197,9 @@ class Job:
     # pods) is deleted this many seconds after it Succeeded, Failed or was Cancelled
     # (control/job_ttl.py). None: kept until its queue is deleted.
     ttl_seconds_after_finished: int | None = None
+    # Volcano spec.volumes: claims mounted at their mountPath in every container of every
+    # pod, the ones described by a volumeClaim made by the agent (domain/job_volumes.py).
+    volumes: tuple[JobVolume, ...] = ()
 
     def __post_init__(self) -> None:
         _dns_label(self.name, "metadata.name")
@@ -226,6 +230,11 @@ class Job:
             require(0 <= self.topology_wait_seconds <= MAX_TOPOLOGY_WAIT_SECONDS,
                     "metadata.annotations[federation.io/topology-wait]", "must be between 0 and 30 days")
         _ = self.plugin_options  # every plugin and option checked at construction
+        if self.volumes:
+            require(self.workload is None, "spec.volumes", "not supported for a Deployment or StatefulSet: mount "
+                    "claims through its pod template (or a StatefulSet's volumeClaimTemplates)")
+            check_job_volumes(self.name, self.volumes, (t.template_json for t in self.tasks),
+                              plugin_mounts(self.plugin_options))
         if self.workload is None:
             self._check_member_names()
         if self.workload is not None:
@@ -384,6 +393,11 @@ class Job:
         """Fewer pods must start together than the job has replicas: it may start smaller
         and grow toward ``replicas`` (docs/design/elastic-gangs.md)."""
         return sum(self.gang_counts) < self.total_replicas
+
+    @property
+    def claims(self) -> tuple[tuple[str, str], ...]:
+        """(claim, mountPath) of each ``spec.volumes`` entry, in order: what every container mounts."""
+        return tuple((claim_name_of(self.name, i, v), v.mount_path) for i, v in enumerate(self.volumes))
 
     def task(self, name: str) -> Task:
         for t in self.tasks:

@@ -20,6 +20,7 @@ from typing import Any
 
 from federation.domain.annotations import check_annotations, pod_annotations
 from federation.domain.errors import InvalidInput
+from federation.domain.job_volumes import parse_volumes
 from federation.domain.jobs import (
     DEFAULT_MAX_RETRY,
     RESTART_ACTIONS,
@@ -74,9 +75,9 @@ PRIORITY_CLASSES: Mapping[str, int] = {
 }
 
 _JOB_SPEC_KEYS = ("queue", "minAvailable", "minSuccess", "priorityClassName", "maxRetry", "tasks", "policies",
-                  "plugins", "networkTopology", "schedulerName", "ttlSecondsAfterFinished")
+                  "plugins", "networkTopology", "schedulerName", "ttlSecondsAfterFinished", "volumes")
 # Refused with their own reasons first (_check_job_fields), then these generic ones.
-_JOB_SPEC_UNSUPPORTED = ("volumes", "runningEstimate")
+_JOB_SPEC_UNSUPPORTED = ("runningEstimate",)
 _TASK_KEYS = ("name", "replicas", "minAvailable", "template", "policies", "maxRetry", "dependsOn")
 _TASK_UNSUPPORTED = ("topologyPolicy", "partitionPolicy")
 # Volcano accepts these in a policy (pkg/webhooks/admission/jobs/validate/util.go); we do not.
@@ -376,6 +377,7 @@ def parse_job(doc: Mapping[str, object], path: str, propagation: PropagationPoli
             min_success=integer(spec["minSuccess"], f"{path}.spec.minSuccess") if "minSuccess" in spec else None,
             ttl_seconds_after_finished=integer(spec["ttlSecondsAfterFinished"], f"{path}.spec.ttlSecondsAfterFinished",
                                                wire=None) if "ttlSecondsAfterFinished" in spec else None,
+            volumes=parse_volumes(spec.get("volumes"), f"{path}.spec.volumes"),
         )
     except InvalidInput as exc:
         raise exc if exc.path.startswith(path) else _rooted(path, exc) from None

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from federation.domain.errors import InvalidInput
 
 SSH_DEFAULT_PATH = "/root/.ssh"
+HOSTS_MOUNT_PATH = "/etc/volcano"  # svc's host files and deepspeed's hostfile, in every container
 SSH_NO_ROOT_PATH = "/etc/volcano/.ssh"
 _TRUE = ("1", "t", "T", "TRUE", "true", "True")
 _FALSE = ("0", "f", "F", "FALSE", "false", "False")
@@ -142,3 +143,13 @@ def resolve_plugins(plugins: Sequence[tuple[str, Sequence[str]]],
             if implied not in resolved:
                 resolved[implied] = parse_plugin(implied, (), f"{path}.{implied}")
     return resolved
+
+
+def plugin_mounts(options: Mapping[str, PluginOptions]) -> dict[str, str]:
+    """mountPath -> plugin for the files the plugins mount in every container: the hosts
+    ConfigMap (svc, deepspeed) and the ssh Secret (agents/core/render.py)."""
+    hosts = [name for name in ("svc", "deepspeed") if name in options]
+    mounts = {HOSTS_MOUNT_PATH: hosts[0]} if hosts else {}
+    if "ssh" in options:
+        mounts[options["ssh"].text("ssh-key-file-path")] = "ssh"
+    return mounts

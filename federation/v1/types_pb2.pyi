@@ -603,6 +603,7 @@ class JobSpec(_message.Message):
     AFTER_FIELD_NUMBER: _builtins.int
     MIN_SUCCESS_FIELD_NUMBER: _builtins.int
     TTL_SECONDS_AFTER_FINISHED_FIELD_NUMBER: _builtins.int
+    VOLUMES_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     namespace: _builtins.str
     """Empty = "default"."""
@@ -656,6 +657,12 @@ class JobSpec(_message.Message):
     def after(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Jobs that must succeed before this one is planned (Volcano JobFlow dependsOn)."""
 
+    @_builtins.property
+    def volumes(self) -> _containers.RepeatedCompositeFieldContainer[Global___JobVolume]:
+        """Volcano spec.volumes (at most 16): each claim mounted at its mount_path in every
+        container of every pod; a volume with a claim spec gets a claim made by the agent.
+        """
+
     def __init__(
         self,
         *,
@@ -678,10 +685,11 @@ class JobSpec(_message.Message):
         after: _abc.Iterable[_builtins.str] | None = ...,
         min_success: _builtins.int | None = ...,
         ttl_seconds_after_finished: _builtins.int | None = ...,
+        volumes: _abc.Iterable[Global___JobVolume] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_min_success", b"_min_success", "_priority", b"_priority", "_topology_wait_seconds", b"_topology_wait_seconds", "_ttl_seconds_after_finished", b"_ttl_seconds_after_finished", "max_retry", b"max_retry", "min_available", b"min_available", "min_success", b"min_success", "network_topology", b"network_topology", "priority", b"priority", "propagation", b"propagation", "topology_wait_seconds", b"topology_wait_seconds", "ttl_seconds_after_finished", b"ttl_seconds_after_finished", "workload", b"workload"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_min_success", b"_min_success", "_priority", b"_priority", "_topology_wait_seconds", b"_topology_wait_seconds", "_ttl_seconds_after_finished", b"_ttl_seconds_after_finished", "after", b"after", "labels", b"labels", "max_retry", b"max_retry", "min_available", b"min_available", "min_success", b"min_success", "name", b"name", "namespace", b"namespace", "network_topology", b"network_topology", "plugins", b"plugins", "policies", b"policies", "priority", b"priority", "priority_class", b"priority_class", "propagation", b"propagation", "queue", b"queue", "tasks", b"tasks", "tolerations", b"tolerations", "topology_wait_seconds", b"topology_wait_seconds", "ttl_seconds_after_finished", b"ttl_seconds_after_finished", "workload", b"workload"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "_min_success", b"_min_success", "_priority", b"_priority", "_topology_wait_seconds", b"_topology_wait_seconds", "_ttl_seconds_after_finished", b"_ttl_seconds_after_finished", "after", b"after", "labels", b"labels", "max_retry", b"max_retry", "min_available", b"min_available", "min_success", b"min_success", "name", b"name", "namespace", b"namespace", "network_topology", b"network_topology", "plugins", b"plugins", "policies", b"policies", "priority", b"priority", "priority_class", b"priority_class", "propagation", b"propagation", "queue", b"queue", "tasks", b"tasks", "tolerations", b"tolerations", "topology_wait_seconds", b"topology_wait_seconds", "ttl_seconds_after_finished", b"ttl_seconds_after_finished", "volumes", b"volumes", "workload", b"workload"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__max_retry: _TypeAlias = _typing.Literal["max_retry"]  # noqa: Y015
     _WhichOneofArgType__max_retry: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry"]  # noqa: Y015
@@ -709,6 +717,104 @@ class JobSpec(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__ttl_seconds_after_finished) -> _WhichOneofReturnType__ttl_seconds_after_finished | None: ...
 
 Global___JobSpec: _TypeAlias = JobSpec  # noqa: Y015
+
+@_typing.final
+class JobVolume(_message.Message):
+    """One Volcano spec.volumes entry: claim_name (an existing claim, Volcano volumeClaimName)
+    or claim (a new one, Volcano volumeClaim, named <job>-pvc-<index>), never both.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MOUNT_PATH_FIELD_NUMBER: _builtins.int
+    CLAIM_NAME_FIELD_NUMBER: _builtins.int
+    CLAIM_FIELD_NUMBER: _builtins.int
+    mount_path: _builtins.str
+    """Absolute, without ':', unique within the job."""
+    claim_name: _builtins.str
+    @_builtins.property
+    def claim(self) -> Global___VolumeClaim: ...
+    def __init__(
+        self,
+        *,
+        mount_path: _builtins.str = ...,
+        claim_name: _builtins.str = ...,
+        claim: Global___VolumeClaim | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["claim", b"claim"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim", b"claim", "claim_name", b"claim_name", "mount_path", b"mount_path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___JobVolume: _TypeAlias = JobVolume  # noqa: Y015
+
+@_typing.final
+class VolumeClaim(_message.Message):
+    """The PersistentVolumeClaim spec fields passed through to the member cluster."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACCESS_MODES_FIELD_NUMBER: _builtins.int
+    STORAGE_BYTES_FIELD_NUMBER: _builtins.int
+    STORAGE_CLASS_NAME_FIELD_NUMBER: _builtins.int
+    VOLUME_MODE_FIELD_NUMBER: _builtins.int
+    DATA_SOURCE_FIELD_NUMBER: _builtins.int
+    storage_bytes: _builtins.int
+    """resources.requests.storage, in bytes (> 0)."""
+    storage_class_name: _builtins.str
+    """Unset: the cluster's default class; "": no class."""
+    volume_mode: _builtins.str
+    """"" (unset) or "Filesystem"."""
+    @_builtins.property
+    def access_modes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def data_source(self) -> Global___VolumeClaimSource: ...
+    def __init__(
+        self,
+        *,
+        access_modes: _abc.Iterable[_builtins.str] | None = ...,
+        storage_bytes: _builtins.int = ...,
+        storage_class_name: _builtins.str | None = ...,
+        volume_mode: _builtins.str = ...,
+        data_source: Global___VolumeClaimSource | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_storage_class_name", b"_storage_class_name", "data_source", b"data_source", "storage_class_name", b"storage_class_name"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_storage_class_name", b"_storage_class_name", "access_modes", b"access_modes", "data_source", b"data_source", "storage_bytes", b"storage_bytes", "storage_class_name", b"storage_class_name", "volume_mode", b"volume_mode"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__storage_class_name: _TypeAlias = _typing.Literal["storage_class_name"]  # noqa: Y015
+    _WhichOneofArgType__storage_class_name: _TypeAlias = _typing.Literal["_storage_class_name", b"_storage_class_name"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__storage_class_name) -> _WhichOneofReturnType__storage_class_name | None: ...
+
+Global___VolumeClaim: _TypeAlias = VolumeClaim  # noqa: Y015
+
+@_typing.final
+class VolumeClaimSource(_message.Message):
+    """A claim's dataSource: a VolumeSnapshot or PersistentVolumeClaim in the job's namespace."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    API_GROUP_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    api_group: _builtins.str
+    kind: _builtins.str
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        api_group: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["api_group", b"api_group", "kind", b"kind", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VolumeClaimSource: _TypeAlias = VolumeClaimSource  # noqa: Y015
 
 @_typing.final
 class Workload(_message.Message):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from federation.domain.errors import InvalidInput
+from federation.domain.job_volumes import ClaimSource, ClaimSpec, JobVolume
 from federation.domain.jobs import DEFAULT_MAX_RETRY, WORKLOAD_GANG_PATH, Job, LifecyclePolicy, NetworkTopology, Task
 from federation.domain.manifests import resolve_priority_class
 from federation.domain.policies import PriorityClass
@@ -148,6 +149,37 @@ def propagation_from_proto(msg: types_pb2.PropagationPolicy, path: str) -> Propa
         raise InvalidInput(f"{path}.{exc.path.removeprefix('placement.')}", exc.rule) from None
 
 
+# ---------------------------------------------------------------- volumes
+
+
+def volume_to_proto(volume: JobVolume) -> types_pb2.JobVolume:
+    msg = types_pb2.JobVolume(mount_path=volume.mount_path, claim_name=volume.claim_name)
+    claim = volume.claim
+    if claim is not None:
+        msg.claim.access_modes.extend(claim.access_modes)
+        msg.claim.storage_bytes = claim.storage_bytes
+        msg.claim.volume_mode = claim.volume_mode or ""
+        if claim.storage_class is not None:
+            msg.claim.storage_class_name = claim.storage_class
+        if claim.data_source is not None:
+            source = claim.data_source
+            msg.claim.data_source.CopyFrom(types_pb2.VolumeClaimSource(
+                api_group=source.api_group, kind=source.kind, name=source.name))
+    return msg
+
+
+def volume_from_proto(msg: types_pb2.JobVolume, path: str) -> JobVolume:
+    claim = None
+    if msg.HasField("claim"):
+        c, where = msg.claim, f"{path}.volumeClaim"
+        source = (build(f"{where}.dataSource", ClaimSource, kind=c.data_source.kind, name=c.data_source.name,
+                        api_group=c.data_source.api_group) if c.HasField("data_source") else None)
+        claim = build(where, ClaimSpec, access_modes=tuple(c.access_modes), storage_bytes=c.storage_bytes,
+                      storage_class=c.storage_class_name if c.HasField("storage_class_name") else None,
+                      volume_mode=c.volume_mode or None, data_source=source)
+    return build(path, JobVolume, mount_path=msg.mount_path, claim_name=msg.claim_name, claim=claim)
+
+
 # ---------------------------------------------------------------- tasks and jobs
 
 
@@ -191,6 +223,7 @@ def job_to_proto(job: Job) -> types_pb2.JobSpec:
         plugins={name: types_pb2.PluginArgs(args=list(args)) for name, args in job.plugins},
         max_retry=job.max_retry, labels=dict(job.labels),
         tolerations=[toleration_to_proto(t) for t in job.tolerations], after=list(job.after),
+        volumes=[volume_to_proto(v) for v in job.volumes],
     )
     if job.min_available is not None:
         msg.min_available = job.min_available
@@ -255,6 +288,7 @@ def job_from_proto(msg: types_pb2.JobSpec, path: str = "spec",
         propagation_from_proto(msg.propagation, f"{path}.propagation") if msg.HasField("propagation") else None
     )
     tolerations = tuple(toleration_from_proto(t, f"{path}.tolerations[{i}]") for i, t in enumerate(msg.tolerations))
+    volumes = tuple(volume_from_proto(v, f"{path}.volumes[{i}]") for i, v in enumerate(msg.volumes))
     try:  # only Job's own checks raise here; nested values were validated (and rooted) above
         return Job(
             name=msg.name,
@@ -279,6 +313,7 @@ def job_from_proto(msg: types_pb2.JobSpec, path: str = "spec",
             min_success=msg.min_success if msg.HasField("min_success") else None,
             ttl_seconds_after_finished=msg.ttl_seconds_after_finished
             if msg.HasField("ttl_seconds_after_finished") else None,
+            volumes=volumes,
         )
     except InvalidInput as exc:
         raise _job_error(exc, path) from None

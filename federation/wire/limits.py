@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from federation.domain.errors import InvalidInput
+from federation.domain.job_volumes import ACCESS_MODES, MAX_JOB_VOLUMES, MAX_MOUNT_PATH
 from federation.domain.names import dns_label, dns_subdomain, label_value, qualified_name
 from federation.domain.nodes import TAINT_EFFECTS
 from federation.domain.patterns import PATTERN_MAX_CHARS
@@ -174,6 +175,24 @@ def _propagation(msg: types_pb2.PropagationPolicy, path: str, limits: Limits) ->
            limits.max_cluster_names, "weights")
 
 
+def _volumes(volumes: Sequence[types_pb2.JobVolume], path: str) -> None:
+    """Counts and lengths of ``spec.volumes`` (fixed bounds, docs/design/limits.md); the
+    grammars and Volcano's rules are the domain's (domain/job_volumes.py)."""
+    _count(path, volumes, MAX_JOB_VOLUMES, "volumes per job")
+    for i, v in enumerate(volumes):
+        _text(f"{path}[{i}].mountPath", v.mount_path, MAX_MOUNT_PATH)
+        _text(f"{path}[{i}].volumeClaimName", v.claim_name, 253)
+        claim = f"{path}[{i}].volumeClaim"
+        _count(f"{claim}.accessModes", v.claim.access_modes, len(ACCESS_MODES), "access modes")
+        for j, mode in enumerate(v.claim.access_modes):
+            _text(f"{claim}.accessModes[{j}]", mode, 64)
+        _text(f"{claim}.storageClassName", v.claim.storage_class_name, 253)
+        _text(f"{claim}.volumeMode", v.claim.volume_mode, 64)
+        source = v.claim.data_source
+        for name, value in (("apiGroup", source.api_group), ("kind", source.kind), ("name", source.name)):
+            _text(f"{claim}.dataSource.{name}", value, 253)
+
+
 def check_job_spec(msg: types_pb2.JobSpec, limits: Limits = DEFAULT_LIMITS, path: str = "spec") -> None:
     """Refuse a JobSpec that breaks a bound or a Kubernetes name rule, before it is converted.
 
@@ -230,6 +249,7 @@ def check_job_spec(msg: types_pb2.JobSpec, limits: Limits = DEFAULT_LIMITS, path
     for i, name in enumerate(msg.after):
         dns_label(name, f"{path}.after[{i}]")
     _tolerations(msg.tolerations, f"{path}.tolerations", limits)
+    _volumes(msg.volumes, f"{path}.volumes")
     if msg.HasField("propagation"):
         _propagation(msg.propagation, f"{path}.propagation", limits)
 

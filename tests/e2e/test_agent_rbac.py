@@ -19,6 +19,7 @@ from agents.k8s.api import ApiError, call, client_from_kubeconfig, core_api
 from agents.k8s.backend import KubernetesBackend
 from agents.k8s.lease import KubernetesLeaseStore
 from agents.leader import LeaderElector
+from federation.domain.job_volumes import ClaimSpec, JobVolume
 from tests.fixtures.helm import AGENT, AGENT_VALUES, CENTRAL, CENTRAL_VALUES, render
 
 pytestmark = pytest.mark.e2e
@@ -192,7 +193,8 @@ async def test_a_confined_agent_works_in_its_namespaces_and_cannot_create_pods_e
 async def test_the_service_account_checks_and_annotates_a_gangs_claim_and_lists_none(
         control_plane: ControlPlane, confined: bool) -> None:
     """Both RBAC forms: the claim, its class (and a PV) read by name and the selected node
-    written as the agent's service account; listing claims or PVs is forbidden."""
+    written as the agent's service account, the claim of the job's spec.volumes made and
+    deleted by it; listing claims or PVs is forbidden."""
     docs = [NAMESPACE, *_confined_rbac("default")] if confined else _rbac()
     for doc in docs:
         _create(control_plane, "west", doc)
@@ -212,11 +214,16 @@ async def test_the_service_account_checks_and_annotates_a_gangs_claim_and_lists_
     template = json.dumps({"spec": {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}},
                           sort_keys=True, separators=(",", ":"))
     job = gpu_job(unique("rbac-claim"), (("worker", 2, 2),), plugins=(("svc", ()),))
-    job = replace(job, tasks=(replace(job.tasks[0], template_json=template),))
+    # and a claim the agent makes for the job's spec.volumes (create, then delete, as the account)
+    job = replace(job, tasks=(replace(job.tasks[0], template_json=template),),
+                  volumes=(JobVolume("/scratch", claim=ClaimSpec(("ReadWriteOnce",), 1 << 30, cls)),))
+    made = f"{job.name}-pvc-0"
     try:
         await _gang_runs(control_plane, backend, job)
-        assert ANNOTATION_SELECTED_NODE in control_plane.request("west", "GET", f"{claims}/{claim}")["metadata"][
-            "annotations"]
+        for name in (claim, made):
+            assert ANNOTATION_SELECTED_NODE in control_plane.request("west", "GET", f"{claims}/{name}")["metadata"][
+                "annotations"]
+        assert await backend.delete_claim("default", made, job.name)
         assert await backend.read_volume(unique("no-such-pv")) is None  # get on persistentvolumes: a 404, not a 403
         core = core_api(api)
         for listing in (core.list_namespaced_persistent_volume_claim("default", _preload_content=False),
@@ -227,6 +234,6 @@ async def test_the_service_account_checks_and_annotates_a_gangs_claim_and_lists_
     finally:
         await cleanup(backend, job.name)
         await backend.close()
-        for path in (f"{claims}/{claim}", f"{classes}/{cls}"):
+        for path in (f"{claims}/{claim}", f"{claims}/{made}", f"{classes}/{cls}"):
             with contextlib.suppress(Exception):
                 control_plane.request("west", "DELETE", path)

@@ -28,6 +28,7 @@ from federation.domain import (
     Task,
     Toleration,
 )
+from federation.domain.job_volumes import ClaimSource, ClaimSpec, JobVolume
 from federation.domain.workloads import Workload
 from federation.store import Store
 from federation.store.codec import (
@@ -74,6 +75,13 @@ EVERYTHING = Job(
     after=("tokenize", "dedupe"),
     min_success=12,
     ttl_seconds_after_finished=600,
+    volumes=(
+        JobVolume("/checkpoints", claim=ClaimSpec(("ReadWriteOnce", "ReadOnlyMany"), 100 << 30, "local-nvme",
+                                                  "Filesystem", ClaimSource("VolumeSnapshot", "ckpt-7",
+                                                                            "snapshot.storage.k8s.io"))),
+        JobVolume("/scratch", claim=ClaimSpec(("ReadWriteOncePod",), 1 << 30, "")),
+        JobVolume("/datasets", claim_name="imagenet"),
+    ),
 )
 # A workload job carries the fields a Volcano Job cannot (one task, no plugins or policies).
 DEPLOYMENT = Job(
