@@ -39,7 +39,7 @@ from agents.core.records import LABEL_JOB, ClaimRecord, PodRecord, StorageClassR
 from agents.core.snapshot import SnapshotResult, build_snapshot
 from agents.core.ssh_keys import with_key_pair
 from agents.core.view import ClusterViews, read_view
-from agents.core.volumes import MAX_JOB_CLAIMS, Volumes
+from agents.core.volumes import JobClaims, Volumes
 from federation.domain.errors import InvalidInput
 from federation.domain.topology import HyperNodeTree
 
@@ -121,7 +121,7 @@ async def read_snapshot(backend: ClusterBackend, *, label_keys: Sequence[str] = 
 async def observe_job(
     backend: ClusterBackend, job: str, *, tree: HyperNodeTree | None, label_keys: Sequence[str] = (),
     secrets: Sequence[tuple[str, str]] = (), workloads: Sequence[tuple[str, str, str]] = (),
-    views: ClusterViews | None = None, namespace: str = "default", claims: Sequence[str] = (),
+    views: ClusterViews | None = None, namespace: str = "default", claims: JobClaims | None = None,
     pod_count: int = 0, made_claims: Sequence[str] = (),
 ) -> Observed:
     """The job's objects plus the nodes (free computed over ALL pods) and the tree to bind in.
@@ -133,7 +133,8 @@ async def observe_job(
     ``views`` shares one read of the whole cluster between the jobs of a pass (view.py);
     without it the cluster is read afresh. ``claims`` are the PersistentVolumeClaims the
     job's ``pod_count`` pods name in its ``namespace`` (agents/core/volumes.py): read, with their PVs and
-    classes, only while some pod is still to be bound, so a running job costs no reads.
+    classes, only while some pod is still to be bound, so a running job costs no reads
+    (the ephemeral volumes' claims of the pods still to be bound only).
     ``made_claims`` are the claims the agent makes for the job's ``spec.volumes``: read by
     name on every pass, as the ssh Secret is, to make, keep or withdraw them.
     """
@@ -161,8 +162,8 @@ async def observe_job(
         nodes=view.nodes,
         ready=view.ready,
         tree=view.tree if view.tree is not None else tree,
-        volumes=await read_volumes(backend, namespace, claims, {c.name: c for c in made})
-        if claims and binding_ahead(pods, pod_count) else None,
+        volumes=await read_volumes(backend, namespace, claims, pods, {c.name: c for c in made})
+        if claims is not None and claims.count and binding_ahead(pods, pod_count) else None,
         claims=made,
         claims_error=made_error,
     )
@@ -175,20 +176,22 @@ def binding_ahead(pods: Sequence[PodRecord], pod_count: int) -> bool:
     return len(live) < pod_count or any(p.node is None for p in live)
 
 
-async def read_volumes(backend: ClusterBackend, namespace: str, claims: Sequence[str],
+async def read_volumes(backend: ClusterBackend, namespace: str, claims: JobClaims, pods: Sequence[PodRecord],
                        known: Mapping[str, ClaimRecord] | None = None) -> Volumes:
-    """The claims (by name, in ``namespace``), the PVs of the bound ones and the classes of
-    the unbound ones, each read once by name (``known`` claims were read this pass already);
-    what the cluster holds is hostile input: a refusal or an object the backend could not
-    read (``InvalidInput``) becomes the ``error`` that holds the gang back, naming it."""
-    if len(claims) > MAX_JOB_CLAIMS:
-        return Volumes(error=f"the job's pods name {len(claims)} PersistentVolumeClaims, over the limit of "
-                             f"{MAX_JOB_CLAIMS} the agent reads for a job")
+    """The claims (by name, in ``namespace``; the ephemeral volumes' of ``pods``), the PVs of
+    the bound ones and the classes of the unbound ones, each read once by name (``known``
+    claims were read this pass already), none when there are too many; what the cluster
+    holds is hostile input: a refusal or an object the backend could not read
+    (``InvalidInput``) becomes the ``error`` that holds the gang back, naming it."""
+    names = claims.names(namespace, pods)
+    over = claims.over_limit(len(names))
+    if over:
+        return Volumes(error=over)
     found: dict[str, ClaimRecord] = {}
     volumes: dict[str, VolumeRecord] = {}
     classes: dict[str, StorageClassRecord] = {}
     try:
-        for name in claims:
+        for name in names:
             claim = (known or {}).get(name) or await backend.read_claim(namespace, name)
             if claim is None:
                 continue

@@ -67,7 +67,7 @@ from agents.core.recovery import (
 )
 from agents.core.render import render_claims, render_service
 from agents.core.view import ClusterViews
-from agents.core.volumes import claim_names
+from agents.core.volumes import job_claims
 from agents.core.workloads import reconcile_workload, workload_refs
 from federation.domain.plans import PodAssignment
 from federation.domain.states import WorkPhase
@@ -310,7 +310,7 @@ class JobController:
         job = self.work.job
         return await observe_job(backend, job.name, tree=tree, label_keys=self.label_keys,
                                  secrets=secret_refs(job), workloads=workload_refs(job), views=self.views,
-                                 namespace=job.namespace, claims=claim_names(job), pod_count=len(job.pods()),
+                                 namespace=job.namespace, claims=job_claims(job), pod_count=len(job.pods()),
                                  made_claims=[c.name for c in render_claims(job)])
 
     async def _recover(

@@ -206,7 +206,7 @@ def reconcile(
         return Reconciliation(tuple(ops), WorkPhase.PENDING, f"creating persistentvolumeclaims {made}")
     if observed.tree is None:
         return Reconciliation(tuple(ops), WorkPhase.PENDING, "no valid HyperNode tree observed yet")
-    rules = volume_rules(job, unbound, observed.volumes)
+    rules = volume_rules(job, unbound, observed.volumes, {(p.task, p.index): p for p in current.values()})
     if rules is not None and rules.waiting:
         return Reconciliation(tuple(ops), WorkPhase.PENDING, rules.waiting)
     domain = observed.tree.domains.get(work.placement.hypernode)

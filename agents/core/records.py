@@ -63,7 +63,9 @@ class PodRecord:
     ``metadata.deletionTimestamp`` (the name is still taken until the pod is gone).
     ``phase_since`` is when the pod entered its current phase (pending-since for the
     PodPending timeout, finished-at for a failure); ``exit_code`` is the first
-    terminated container's exit code, when there is one.
+    terminated container's exit code, when there is one. ``uid`` is its
+    ``metadata.uid``: the claim of a generic ephemeral volume is the pod's only when the
+    pod controls it by that uid (agents/core/volumes.py).
     """
 
     name: str
@@ -79,6 +81,7 @@ class PodRecord:
     exit_code: int | None = None
     phase_since: float = 0.0
     message: str = ""
+    uid: str = ""
 
     def __hash__(self) -> int:
         return hash((self.namespace, self.name))
@@ -272,7 +275,9 @@ class ClaimRecord:
     it (``volume`` set and the bind-completed annotation present, kube-scheduler's "fully
     bound"); ``lost`` its ``status.phase`` Lost; ``selected_node`` the node a scheduler
     chose for a WaitForFirstConsumer claim; ``resource_version`` guards that write; ``job``
-    its ``LABEL_JOB`` label (the job whose claim the agent made, "" for a user's claim)."""
+    its ``LABEL_JOB`` label (the job whose claim the agent made, "" for a user's claim);
+    ``controller`` the uid of its controlling owner reference ("" when none): the pod whose
+    generic ephemeral volume it is, when the ephemeral volume controller made it."""
 
     name: str
     namespace: str
@@ -284,6 +289,7 @@ class ClaimRecord:
     selected_node: str = ""
     resource_version: str = ""
     job: str = ""
+    controller: str = ""
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,21 @@ k8s.io/component-helpers/storage/volume):
    pod's node). A class without a provisioner (``kubernetes.io/no-provisioner``) needs a
    pre-created PV chosen for the node, which kube-scheduler picks from every PV of the
    class; the agent lists no PVs, so such a claim waits (rule 1) until it is pre-bound.
+4. **Generic ephemeral volumes are claims named after their pod.** A template volume
+   ``ephemeral.volumeClaimTemplate`` becomes, once the pod exists, the claim
+   ``<pod>-<volume>`` that kube-controller-manager's ephemeral volume controller makes
+   and controls through an owner reference to the pod (pkg/controller/volume/ephemeral;
+   k8s.io/component-helpers/storage/ephemeral: ``VolumeClaimName``, ``VolumeIsForPod``).
+   kube-scheduler's ``podHasPVCs`` then reads it as any other claim, with two rules of its
+   own: not there yet, the pod waits "for the ephemeral volume controller to create" it
+   (normal right after the pod is made, so the gang waits a pass); there but not
+   controlled by this pod (by its uid: a claim of that name a user made, or one left by an
+   earlier pod of the same name), the pod must not use it and is not scheduled. Otherwise
+   rules 1-3 apply, so a WaitForFirstConsumer class gets the pod's node written before the
+   Binding (without it the claim is never provisioned and the pod never starts). The
+   claims are read only for the pods that exist and are still to be bound, and count per
+   pod toward ``MAX_JOB_CLAIMS`` (replicas x ephemeral volumes, whether or not the pods
+   exist yet).
 
 Left out, and said so in docs/design/agent.md: kube-scheduler's static binding of
 unbound claims to existing PVs, CSI storage capacity, and waiting in PreBind until the
@@ -51,6 +66,7 @@ from typing import Any
 from agents.core.records import (
     BINDING_WAIT_FOR_FIRST_CONSUMER,
     ClaimRecord,
+    PodRecord,
     StorageClassRecord,
     VolumeRecord,
     pod_name,
@@ -84,6 +100,23 @@ def template_claims(template_json: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=4096)
+def template_ephemeral(template_json: str) -> tuple[str, ...]:
+    """The names of a pod template's generic ephemeral volumes (``volumes[].ephemeral``)."""
+    if not template_json:
+        return ()
+    spec = json.loads(template_json).get("spec")
+    volumes = spec.get("volumes") if isinstance(spec, dict) else None
+    return tuple(str(v.get("name", "")) for v in (volumes if isinstance(volumes, list) else ())
+                 if isinstance(v, dict) and isinstance(v.get("ephemeral"), dict))
+
+
+def ephemeral_claim(pod: str, volume: str) -> str:
+    """The claim the ephemeral volume controller makes for a pod's ephemeral volume
+    (``VolumeClaimName``): deterministic, so it is read by name like any other."""
+    return f"{pod}-{volume}"
+
+
 def _claim_templates(job: Job) -> tuple[str, ...]:
     """A StatefulSet's ``volumeClaimTemplates`` names: its controller makes claim
     ``<template>-<set>-<ordinal>`` for each pod and mounts it in place of a template
@@ -113,8 +146,55 @@ def pod_claims(job: Job) -> dict[PodKey, tuple[str, ...]]:
 
 
 def claim_names(job: Job) -> tuple[str, ...]:
-    """Every claim the job's pods name, once each, sorted (what the agent reads)."""
+    """Every claim the job's pods name, once each, sorted: the names that follow from the
+    job alone (ephemeral volumes' claims follow from the pods, ``JobClaims``)."""
     return tuple(sorted({c for claims in pod_claims(job).values() for c in claims}))
+
+
+def ephemeral_volumes(job: Job) -> dict[str, tuple[str, ...]]:
+    """Task -> the generic ephemeral volumes of its pods; tasks with none are absent. A
+    StatefulSet's claim template replaces a template volume of its name, ephemeral or not."""
+    per_set = set(_claim_templates(job))
+    out = {t.name: tuple(v for v in template_ephemeral(t.template_json) if v not in per_set) for t in job.tasks}
+    return {task: volumes for task, volumes in out.items() if volumes}
+
+
+@dataclass(frozen=True)
+class JobClaims:
+    """The claims of one job the agent reads on a pass that may bind: ``named`` (they
+    follow from the job) and, per task, the ephemeral volumes whose claims are named after
+    each pod. ``count`` is every claim the job's pods name, an ephemeral volume once per
+    pod of its task, and is held to ``MAX_JOB_CLAIMS`` before any read."""
+
+    named: tuple[str, ...] = ()
+    ephemeral: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    count: int = 0
+
+    def names(self, namespace: str, pods: Iterable[PodRecord]) -> tuple[str, ...]:
+        """The claims to read now: the named ones and those of the ephemeral volumes of
+        ``pods`` that exist in ``namespace`` and are still to be bound."""
+        made = {ephemeral_claim(p.name, v) for p in pods
+                if p.namespace == namespace and p.node is None and not p.terminal and not p.deleting
+                for v in self.ephemeral.get(p.task, ())}
+        return tuple(sorted(made.union(self.named)))
+
+    def over_limit(self, read: int) -> str:
+        """Why the claims are not read ("" when within the limit); ``read``: how many
+        ``names`` gave (more than ``count`` while pods of an older version linger)."""
+        count = max(self.count, read)
+        if count <= MAX_JOB_CLAIMS:
+            return ""
+        per_pod = " (each pod's generic ephemeral volumes counted for every pod)" if self.ephemeral else ""
+        return (f"the job's pods name {count} PersistentVolumeClaims{per_pod}, over the limit of "
+                f"{MAX_JOB_CLAIMS} the agent reads for a job")
+
+
+def job_claims(job: Job) -> JobClaims:
+    """What the agent reads of ``job``'s claims (``JobClaims``), worked out from the job alone."""
+    named = claim_names(job)
+    ephemeral = ephemeral_volumes(job)
+    count = len(named) + sum(t.replicas * len(ephemeral.get(t.name, ())) for t in job.tasks)
+    return JobClaims(named, ephemeral, count)
 
 
 @dataclass(frozen=True)
@@ -187,15 +267,26 @@ class VolumeRules:
         return rules.describe() if rules is not None else ""
 
 
-def _wait_reason(claim: str, record: ClaimRecord | None, volumes: Volumes) -> str:
+Consumer = tuple[str, str]  # (name, uid; "" before it exists) of the pod an ephemeral volume's claim is for
+
+
+def _wait_reason(claim: str, record: ClaimRecord | None, volumes: Volumes, ephemeral_for: Consumer | None) -> str:
     """Why this claim makes its pod unschedulable now (kube-scheduler's PreFilter and
-    Filter reasons), or "" when it does not."""
+    Filter reasons, in ``podHasPVCs``' order), or "" when it does not. ``ephemeral_for``:
+    the claim is that pod's generic ephemeral volume (rule 4)."""
     if record is None:
+        if ephemeral_for is not None:
+            return f'waiting for the ephemeral volume controller to create the persistentvolumeclaim "{claim}"'
         return f'persistentvolumeclaim "{claim}" not found'
     if record.lost:
         return f'persistentvolumeclaim "{claim}" bound to non-existent persistentvolume "{record.volume}"'
     if record.deleting:
         return f'persistentvolumeclaim "{claim}" is being deleted'
+    if ephemeral_for is not None:
+        pod, uid = ephemeral_for
+        if not uid or record.controller != uid:
+            return (f"PVC {record.namespace}/{claim} was not created for pod {record.namespace}/{pod} "
+                    "(pod is not owner)")
     if record.bound:
         if record.volume not in volumes.volumes:
             return (f'persistentvolumeclaim "{claim}" is bound to persistentvolume "{record.volume}", '
@@ -218,32 +309,42 @@ def _wait_reason(claim: str, record: ClaimRecord | None, volumes: Volumes) -> st
 
 
 def volume_rules(job: Job, keys: Iterable[PodKey], volumes: Volumes | None,
-                 names: Mapping[PodKey, str] | None = None) -> VolumeRules | None:
+                 pods: Mapping[PodKey, PodRecord] | None = None) -> VolumeRules | None:
     """The volume rules for binding the pods ``keys`` of ``job``; None when they name no claim.
-    ``names`` are the pods' names for messages (default: a Volcano job's ``<job>-<task>-<i>``).
+    ``pods`` are the pods observed by key: their names (default: a Volcano job's
+    ``<job>-<task>-<i>``, for a pod not made yet) and uids name and own their ephemeral
+    volumes' claims.
 
     ``volumes`` None means the claims were not read (the pass had nothing to bind when it
     observed): the gang waits for the next pass rather than bind unchecked."""
     named = pod_claims(job)
-    wanted = [(k, named[k]) for k in sorted(keys) if k in named]
+    ephemeral = ephemeral_volumes(job)
+    wanted: list[tuple[PodKey, str, dict[tuple[str, Consumer | None], None]]] = []
+    for key in sorted(keys):
+        pod = (pods or {}).get(key)
+        name = pod.name if pod is not None else pod_name(job.name, *key)
+        claims: dict[tuple[str, Consumer | None], None] = dict.fromkeys((c, None) for c in named.get(key, ()))
+        claims.update(dict.fromkeys((ephemeral_claim(name, v), (name, pod.uid if pod is not None else ""))
+                                    for v in ephemeral.get(key[0], ())))
+        if claims:
+            wanted.append((key, name, claims))
     if not wanted:
         return None
     if volumes is None:
         return VolumeRules(waiting="waiting for the job's PersistentVolumeClaims to be read")
     if volumes.error:
         return VolumeRules(waiting=volumes.error)
-    pods: dict[PodKey, PodVolumeRules] = {}
-    for key, claims in wanted:
+    rules: dict[PodKey, PodVolumeRules] = {}
+    for key, name, consumed in wanted:
         affinity: list[tuple[str, tuple[Term, ...]]] = []
         pinned: list[tuple[str, str]] = []
         topologies: list[tuple[str, tuple[Topology, ...]]] = []
         select: list[str] = []
-        for claim in claims:
+        for claim, ephemeral_for in consumed:
             record = volumes.claims.get(claim)
-            reason = _wait_reason(claim, record, volumes)
+            reason = _wait_reason(claim, record, volumes, ephemeral_for)
             if reason:
-                pod = (names or {}).get(key) or pod_name(job.name, *key)
-                return VolumeRules(waiting=f"pod {pod}: {reason}")
+                return VolumeRules(waiting=f"pod {name}: {reason}")
             assert record is not None
             if record.bound:
                 pv = volumes.volumes[record.volume]
@@ -255,5 +356,6 @@ def volume_rules(job: Job, keys: Iterable[PodKey], volumes: Volumes | None,
                 cls = volumes.classes[record.storage_class]
                 topologies.append((cls.name, cls.allowed_topologies))
                 select.append(claim)
-        pods[key] = PodVolumeRules(tuple(affinity), tuple(pinned), tuple(topologies), tuple(select))
-    return VolumeRules(pods)
+        rules[key] = PodVolumeRules(tuple(affinity), tuple(pinned), tuple(topologies),
+                                    tuple(dict.fromkeys(select)))
+    return VolumeRules(rules)

@@ -155,7 +155,7 @@ def reconcile_workload(work: Work, observed: Observed) -> Reconciliation:
     if observed.tree is None:
         return Reconciliation(tuple(ops), WorkPhase.PENDING, "no valid HyperNode tree observed yet")
     names = {(p.task, p.index): p.name for p in current}
-    rules = volume_rules(job, unbound, observed.volumes, names)  # a StatefulSet's claim templates too
+    rules = volume_rules(job, unbound, observed.volumes, {(p.task, p.index): p for p in current})
     if rules is not None and rules.waiting:
         return Reconciliation(tuple(ops), WorkPhase.PENDING, rules.waiting)
     domain = observed.tree.domains.get(work.placement.hypernode)

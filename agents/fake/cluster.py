@@ -186,7 +186,7 @@ class FakeCluster:
         record = PodRecord(
             name=manifest.name, namespace=manifest.namespace, labels=dict(manifest.labels),
             annotations=dict(manifest.annotations), requests=manifest.requests, phase=PodPhase.PENDING,
-            phase_since=self.clock(),
+            phase_since=self.clock(), uid=f"uid-{manifest.name}-{self._writes}",  # a pod made again is another
         )
         self._pods[key] = _Pod(record, manifest)
         self._emit("Pod", "ADDED", record)

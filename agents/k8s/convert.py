@@ -197,6 +197,7 @@ def pod_record(obj: Mapping[str, Any]) -> PodRecord:
         exit_code=_exit_code(status),
         phase_since=_phase_since(obj, phase),
         message=str(status.get("message") or ""),
+        uid=str(meta.get("uid") or ""),
     )
 
 

@@ -35,6 +35,7 @@ from federation.domain.resources import format_quantity
 from federation.domain.scheduling import MAX_EXPRESSIONS, MAX_TERMS, MAX_VALUES, node_selector_terms
 
 MAX_NAME = 253  # a DNS subdomain: every name and label key read here fits
+MAX_OWNER_REFERENCES = 64  # a claim's owners: its pod, or a job's or a user's few
 # The beta annotation still wins over spec.storageClassName (GetPersistentVolumeClaimClass).
 ANNOTATION_BETA_CLASS = "volume.beta.kubernetes.io/storage-class"
 
@@ -77,14 +78,25 @@ def claim_record(obj: Mapping[str, Any]) -> ClaimRecord:
                else _name(spec.get("storageClassName"), "spec.storageClassName"))
         volume = _name(spec.get("volumeName"), "spec.volumeName")
         selected = _name(annotations.get(ANNOTATION_SELECTED_NODE), f"metadata.annotations.{ANNOTATION_SELECTED_NODE}")
+        controller = _controller(meta.get("ownerReferences"))
     except InvalidInput as exc:
         raise exc.under(where) from None
     return ClaimRecord(
         name=name, namespace=str(meta.get("namespace") or "default"), storage_class=cls, volume=volume,
         bound=bool(volume) and ANNOTATION_BIND_COMPLETED in annotations, lost=status.get("phase") == "Lost",
         deleting=bool(meta.get("deletionTimestamp")), selected_node=selected,
-        resource_version=str(meta.get("resourceVersion") or ""), job=job,
+        resource_version=str(meta.get("resourceVersion") or ""), job=job, controller=controller,
     )
+
+
+def _controller(value: object) -> str:
+    """The uid of the owner reference marked ``controller: true`` (apimachinery's
+    ``GetControllerOf``: the apiserver admits at most one), "" when there is none."""
+    for i, raw in enumerate(_list(value, "metadata.ownerReferences", MAX_OWNER_REFERENCES)):
+        ref = _mapping(raw, f"metadata.ownerReferences[{i}]")
+        if ref.get("controller") is True:
+            return _name(ref.get("uid"), f"metadata.ownerReferences[{i}].uid", empty=False)
+    return ""
 
 
 def claim_body(m: ClaimManifest) -> dict[str, Any]:
