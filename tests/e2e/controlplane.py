@@ -6,9 +6,10 @@ service-account key, as Kubernetes' own integration tests do.  Each cluster
 gets a kwok controller that simulates fake nodes and pods, plus the HyperNode
 CRD (``deploy/chart/federation-agent/files/hypernode.yaml``), and a kube-controller-manager built from the
 same Kubernetes module running the Deployment, ReplicaSet, StatefulSet, garbage
-collector, namespace and PVC-protection controllers, so workloads create their pods and owned
-objects go with their owners as in production.  No scheduler runs: bind pods
-yourself (Binding subresource).
+collector, namespace, PVC-protection and ephemeral-volume controllers, so workloads create
+their pods, pods get the claims of their generic ephemeral volumes, and owned objects go
+with their owners as in production.  No scheduler runs: bind pods yourself (Binding
+subresource).
 
 This module is plain Python (no pytest).  Typical use::
 
@@ -741,9 +742,10 @@ class ControlPlane:
     def _start_controller_manager(self, cluster: Cluster) -> None:
         """kube-controller-manager with only the controllers the e2e tests rely on:
         Deployments -> ReplicaSets -> pods, StatefulSets -> pods, the garbage collector
-        (owned objects go with their owner), namespace deletion, and PVC protection (a
+        (owned objects go with their owner), namespace deletion, PVC protection (a
         deleted claim goes once no pod uses it; the apiserver's StorageObjectInUseProtection
-        admission puts the finalizer on every claim)."""
+        admission puts the finalizer on every claim), and the ephemeral volume controller
+        (claim ``<pod>-<volume>``, owned by the pod, for each generic ephemeral volume)."""
 
         def start(port: int) -> _Process:
             cluster.controller_manager = _Process(
@@ -754,7 +756,8 @@ class ControlPlane:
                     f"--authentication-kubeconfig={cluster.kubeconfig}",
                     f"--authorization-kubeconfig={cluster.kubeconfig}",
                     "--controllers=deployment-controller,replicaset-controller,statefulset-controller,"
-                    "garbage-collector-controller,namespace-controller,persistentvolumeclaim-protection-controller",
+                    "garbage-collector-controller,namespace-controller,persistentvolumeclaim-protection-controller,"
+                    "ephemeral-volume-controller",
                     "--leader-elect=false",
                     "--bind-address=127.0.0.1",
                     f"--secure-port={port}",

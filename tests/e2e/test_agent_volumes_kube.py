@@ -1,8 +1,10 @@
 """PersistentVolumeClaims on a real kube-apiserver, where the agent does what kube-scheduler's
 VolumeBinding plugin would (agents/core/volumes.py): a WaitForFirstConsumer claim gets
 ``volume.kubernetes.io/selected-node`` naming the node its pod was bound to, and a claim
-that does not exist keeps the gang unbound with the reason. No PV controller runs here,
-so the claim stays Pending; kwok runs the bound pods."""
+that does not exist keeps the gang unbound with the reason; a generic ephemeral volume's
+claim, made by kube-controller-manager's ephemeral volume controller once the pod exists,
+gets the node of its own pod. No PV controller runs here, so the claims stay Pending; kwok
+runs the bound pods."""
 
 from __future__ import annotations
 
@@ -32,6 +34,20 @@ def claim_job(name: str, claim: str, replicas: int = 2) -> Job:
                            template_json=json.dumps(template, sort_keys=True, separators=(",", ":"))),))
 
 
+def ephemeral_job(name: str, cls: str, replicas: int = 2) -> Job:
+    template = {"spec": {"volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+        "storageClassName": cls, "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}]}}
+    return Job(name=name, queue="default", tolerations=(KWOK_TOLERATION,),
+               tasks=(Task("worker", replicas, Resources.of(gpu=2, cpu=1000),
+                           template_json=json.dumps(template, sort_keys=True, separators=(",", ":"))),))
+
+
+def _wait_for_first_consumer_class(control_plane: ControlPlane, cluster: str, cls: str) -> None:
+    control_plane.request(cluster, "POST", CLASSES, {
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": cls},
+        "provisioner": "csi.example.com", "volumeBindingMode": "WaitForFirstConsumer"})
+
+
 async def _running(backend: KubernetesBackend, job: str, count: int) -> list[PodRecord]:
     pods = [p for p in await backend.list_pods({LABEL_JOB: job}) if not p.deleting]
     return pods if len(pods) == count and all(p.phase == "Running" and p.node for p in pods) else []
@@ -40,9 +56,7 @@ async def _running(backend: KubernetesBackend, job: str, count: int) -> list[Pod
 async def test_a_wait_for_first_consumer_claim_gets_the_node_its_gang_was_bound_to(
         control_plane: ControlPlane) -> None:
     job_name, claim, cls = unique("wffc"), unique("data"), unique("local")
-    control_plane.request("east", "POST", CLASSES, {
-        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": cls},
-        "provisioner": "csi.example.com", "volumeBindingMode": "WaitForFirstConsumer"})
+    _wait_for_first_consumer_class(control_plane, "east", cls)
     control_plane.request("east", "POST", CLAIMS, {
         "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim},
         "spec": {"storageClassName": cls, "accessModes": ["ReadWriteOnce"],
@@ -88,3 +102,29 @@ async def test_a_missing_claim_keeps_the_gang_unbound_with_the_reason(control_pl
     finally:
         await cleanup(backend, job_name)
         await backend.close()
+
+
+async def test_each_pods_ephemeral_volume_claim_gets_the_node_that_pod_was_bound_to(
+        control_plane: ControlPlane) -> None:
+    job_name, cls = unique("eph"), unique("local")
+    _wait_for_first_consumer_class(control_plane, "east", cls)
+    backend = await backend_for(control_plane, "east")
+    try:
+        with Tree(control_plane, "east") as tree:
+            driver = WorkDriver(backend, work_for(ephemeral_job(job_name, cls), "east", tree.spine, tier=2)).start()
+            try:
+                pods = await eventually("gang with ephemeral volumes Running",
+                                        lambda: _running(backend, job_name, 2), 60)
+                for pod in pods:  # the controller's claim, owned by its pod, provisioned where the pod runs
+                    stored: dict[str, Any] = control_plane.request("east", "GET", f"{CLAIMS}/{pod.name}-scratch")
+                    assert stored["metadata"]["annotations"][ANNOTATION_SELECTED_NODE] == pod.node
+                    [owner] = [r for r in stored["metadata"]["ownerReferences"] if r.get("controller")]
+                    assert (owner["kind"], owner["name"], owner["uid"]) == ("Pod", pod.name, pod.uid)
+                assert not [e for e in driver.errors if "forbidden" in e.lower()], driver.errors
+            finally:
+                await driver.stop()
+    finally:
+        await cleanup(backend, job_name)  # the claims go with their pods (garbage collector)
+        await backend.close()
+        with contextlib.suppress(Exception):
+            control_plane.request("east", "DELETE", f"{CLASSES}/{cls}")
