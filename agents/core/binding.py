@@ -14,6 +14,11 @@ WaitForFirstConsumer claim's chosen node). Pods sharing a WaitForFirstConsumer c
 yet given a node all go where the first of them goes. The planner knows no PV, so a
 domain where the volumes allow no node fails here and the Work reports Replan.
 
+A task with a ``partitionPolicy`` is bound partition by partition: each partition whole,
+inside one HyperNode of the domain's subtree within its tier (its planned nodes when they
+still hold it, else the lowest-tier HyperNode where it fits best; placement/partitions.py),
+as Volcano allocates a partition only whole (pkg/scheduler/actions/allocate).
+
 The result is all-or-nothing, like Volcano's gang plugin (pkg/scheduler/plugins/gang):
 either an assignment holding at least ``minAvailable`` pods (and every task's own
 ``minAvailable``), or None with the reason. Pure: inputs are immutable domain values and
@@ -28,10 +33,11 @@ from dataclasses import dataclass
 from agents.core.volumes import VolumeRules
 from federation.domain.jobs import Job
 from federation.domain.nodes import Node, Toleration, untolerated
+from federation.domain.partitions import homes, partition_cap, partition_groups
 from federation.domain.plans import PodAssignment
 from federation.domain.resources import CPU, GPU, MEMORY, Resources
 from federation.domain.scheduling import NodeConstraints
-from federation.domain.topology import Domain
+from federation.domain.topology import Domain, HyperNodeTree
 
 PodKey = tuple[str, int]  # (task name, index within the task)
 
@@ -116,6 +122,7 @@ def bind_gang(
     bound: Sequence[PodAssignment] = (),
     waiting: frozenset[str] = frozenset(),
     volumes: VolumeRules | None = None,
+    tree: HyperNodeTree | None = None,
 ) -> GangBinding:
     """Assign nodes inside ``domain`` to the ``pending`` pods (default: every pod of the job).
 
@@ -126,6 +133,8 @@ def bind_gang(
     Pods beyond the gang minimum that do not fit are simply left out (elastic jobs).
     ``waiting`` tasks (dependsOn not met, no pods yet) do not count their own minimum.
     ``volumes`` narrow each pod's nodes further and pin shared unprovisioned claims.
+    ``tree`` is the cluster's HyperNode tree, where partitions find their HyperNodes
+    (without it, only ``domain`` itself).
     """
     keys: list[PodKey] = list(pending) if pending is not None else [(t, i) for t, i, _ in job.pods()]
     requests = {(t.name, i): t.resources for t in job.tasks for i in range(t.replicas)}
@@ -157,7 +166,56 @@ def bind_gang(
 
     plan = {(a.task, a.index): a.node for a in planned}
     reused = 0
+
+    def fit_partition(members: list[PodKey], home: frozenset[str], hinted: bool) -> list[str] | None:
+        """Nodes in ``home`` for every pod of one partition (the planned ones when
+        ``hinted``), best fit against what is free; None if one does not fit."""
+        trial = dict(free)
+        found: list[str] = []
+        for key in members:
+            options = [n for n in per_task.get(key[0], ()) if n.name in home and fits_volumes(key, n.name)
+                       and (key[0], n.name) not in taken and not (key[0] in exclusive and n.name in found)]
+            if hinted:
+                node = plan.get(key)
+                node = node if node in {n.name for n in options} and requests[key].fits_in(trial[node]) else None
+            else:
+                node = _best_fit(requests[key], options, trial)
+            if node is None:
+                return None
+            trial[node] = trial[node] - requests[key]
+            found.append(node)
+        return found
+
+    # Partitions first: those whose planned nodes still hold them whole, then the others
+    # repacked into the lowest-tier HyperNode (of the domain's subtree) where they fit.
+    homeless: list[tuple[list[PodKey], list[frozenset[str]]]] = []
+    for (task_name, part), members in partition_groups(job, keys).items():
+        policy = job.task(task_name).partition_policy
+        assert policy is not None
+        anchor = [a.node for a in bound if a.task == task_name and policy.partition_of(a.index) == part]
+        known = tree if tree is not None else HyperNodeTree({})
+        places = [d.nodes for d in homes(known, domain, partition_cap(policy, known), anchor)]
+        wanted = frozenset(plan.get(k, "") for k in members)
+        found = (fit_partition(members, wanted, True)
+                 if "" not in wanted and any(wanted | set(anchor) <= d for d in places) else None)
+        if found is None:
+            homeless.append((members, places))
+            continue
+        reused += len(members)
+        for key, where in zip(members, found, strict=True):
+            take(key, where)
+    for members, places in homeless:
+        for home in places:
+            found = fit_partition(members, home, False)
+            if found is not None:
+                for key, where in zip(members, found, strict=True):
+                    take(key, where)
+                break
+    partitions = {t.name for t in job.tasks if t.partition_policy is not None}
+    keys = [k for k in keys if k[0] not in partitions or k in chosen]
     for key in keys:
+        if key in chosen:
+            continue
         node = plan.get(key)
         if node is not None and node in allowed.get(key[0], ()) and (key[0], node) not in taken \
                 and requests[key].fits_in(free[node]) and fits_volumes(key, node):

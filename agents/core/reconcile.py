@@ -213,7 +213,7 @@ def reconcile(
     planned = _merge(work.placement.pods, hints)
     result = bind_gang(job, domain or Domain(work.placement.hypernode, 0, frozenset()), observed.nodes,
                        planned=planned, pending=sorted(unbound), bound=bound, waiting=waiting_tasks,
-                       volumes=rules)
+                       volumes=rules, tree=observed.tree)
     if result.assignments is None:
         reason = result.reason if domain is not None else f"HyperNode {work.placement.hypernode} not found"
         ops += [DeletePod(job.namespace, p.name, "gang cannot be completed; unbinding")

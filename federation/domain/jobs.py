@@ -17,6 +17,7 @@ from functools import cached_property
 from federation.domain.errors import InvalidInput, require
 from federation.domain.job_volumes import JobVolume, check_job_volumes, claim_name_of
 from federation.domain.nodes import Toleration
+from federation.domain.partitions import check_partition_policy
 from federation.domain.plugins import PluginOptions, plugin_mounts, resolve_plugins
 from federation.domain.pod_requests import template_requests
 from federation.domain.propagation import PropagationPolicy
@@ -119,6 +120,37 @@ class NetworkTopology:
 
 
 @dataclass(frozen=True)
+class PartitionPolicy:
+    """Volcano task ``partitionPolicy`` (domain/partitions.py): ``totalPartitions``
+    partitions of ``partitionSize`` pods, each kept whole (and, with a hard
+    ``networkTopology``, inside one HyperNode of its tier); ``minPartitions`` of them must
+    start together (0: the task's ``minAvailable`` decides, as in Volcano)."""
+
+    total_partitions: int
+    partition_size: int
+    min_partitions: int = 0
+    network_topology: NetworkTopology | None = None
+
+    def __post_init__(self) -> None:
+        require(self.total_partitions >= 1, "totalPartitions", "must be >= 1")
+        require(self.partition_size >= 1, "partitionSize", "must be >= 1")
+        require(0 <= self.min_partitions <= self.total_partitions, "minPartitions",
+                f"must be between 0 and totalPartitions ({self.total_partitions})")
+
+    @property
+    def replicas(self) -> int:
+        return self.total_partitions * self.partition_size
+
+    def partition_of(self, index: int) -> int:
+        """The partition of the task's pod ``index`` (Volcano: ``index / partitionSize``)."""
+        return index // self.partition_size
+
+    def whole(self, count: int) -> int:
+        """``count`` pods rounded up to whole partitions (a partition is never placed in part)."""
+        return -(-count // self.partition_size) * self.partition_size
+
+
+@dataclass(frozen=True)
 class Task:
     """A group of identical pods; ``resources`` are the requests of ONE pod."""
 
@@ -134,12 +166,20 @@ class Task:
     # Volcano dependsOn: pods are created once these tasks run (any one of them with depends_on_any).
     depends_on: tuple[str, ...] = ()
     depends_on_any: bool = False
+    # Volcano partitionPolicy: the pods in whole partitions, each inside one HyperNode of
+    # its tier (domain/partitions.py, placement/partitions.py).
+    partition_policy: PartitionPolicy | None = None
 
     def __post_init__(self) -> None:
         _dns_label(self.name, "name")
         require(isinstance(self.replicas, int) and self.replicas >= 1, "replicas", "must be >= 1")
         if self.min_available is not None:
             require(0 <= self.min_available <= self.replicas, "minAvailable", "must be between 0 and replicas")
+        policy = self.partition_policy
+        if policy is not None:
+            check_partition_policy(policy, self.replicas, self.min_available)
+            if policy.min_partitions > 0 and self.min_available is None:  # Volcano's mutating webhook
+                object.__setattr__(self, "min_available", policy.min_partitions * policy.partition_size)
         if self.max_retry is not None:
             require(self.max_retry >= 0, "maxRetry", "must be >= 0")
         check_policy_set(self.policies, "policies")
@@ -372,7 +412,8 @@ class Job:
     def gang_counts(self) -> tuple[int, ...]:
         """Pods per task (task order) that must start together: each task's own
         ``minAvailable``, then the lowest indices in task order up to the job's
-        ``minAvailable`` (Volcano's gang plugin: minAvailable pods, task minimums met)."""
+        ``minAvailable`` (Volcano's gang plugin: minAvailable pods, task minimums met),
+        a partitioned task's rounded up to whole partitions."""
         counts = [t.min_available or 0 for t in self.tasks]
         left = self.gang_size - sum(counts)
         for i, t in enumerate(self.tasks):
@@ -381,7 +422,9 @@ class Job:
             extra = min(left, t.replicas - counts[i])
             counts[i] += extra
             left -= extra
-        return tuple(counts)
+        # A partition starts whole or not at all (Volcano: a sub-job is ready at partitionSize pods).
+        return tuple(t.partition_policy.whole(n) if t.partition_policy is not None else n
+                     for t, n in zip(self.tasks, counts, strict=True))
 
     def gang_pods(self) -> tuple[tuple[str, int, Resources], ...]:
         """The pods that must start together (``gang_counts``), in ``pods()`` order."""

@@ -28,6 +28,7 @@ from federation.domain.jobs import (
     Job,
     LifecyclePolicy,
     NetworkTopology,
+    PartitionPolicy,
     Task,
 )
 from federation.domain.manifests_fields import (
@@ -78,12 +79,12 @@ _JOB_SPEC_KEYS = ("queue", "minAvailable", "minSuccess", "priorityClassName", "m
                   "plugins", "networkTopology", "schedulerName", "ttlSecondsAfterFinished", "volumes")
 # Refused with their own reasons first (_check_job_fields), then these generic ones.
 _JOB_SPEC_UNSUPPORTED = ("runningEstimate",)
-_TASK_KEYS = ("name", "replicas", "minAvailable", "template", "policies", "maxRetry", "dependsOn")
-_TASK_UNSUPPORTED = ("topologyPolicy", "partitionPolicy")
+_TASK_KEYS = ("name", "replicas", "minAvailable", "template", "policies", "maxRetry", "dependsOn", "partitionPolicy")
+_TASK_UNSUPPORTED = ("topologyPolicy",)
 # Volcano accepts these in a policy (pkg/webhooks/admission/jobs/validate/util.go); we do not.
 _UNSUPPORTED_POLICY_TERMS = {
     "JobUpdated": "a Job here is immutable once submitted (resubmit it), so it is never updated",
-    "RestartPartition": "it restarts a partition of tasks[].partitionPolicy, which is not supported",
+    "RestartPartition": "restarting one partition of tasks[].partitionPolicy alone is not implemented",
     "ResumeJob": "a policy cannot resume a job this agent ended",
 }
 _QUEUE_SPEC_KEYS = ("weight", "priority", "capability", "guarantee", "deserved", "reclaimable", "parent")
@@ -213,6 +214,9 @@ def _task(raw: object, path: str, carried: Mapping[str, str] | None = None,
     """One task; ``carried`` are the Job's annotations its pods carry (under the template's
     own), ``honoured`` the scheduling-family annotations the caller reads from the template."""
     item = mapping(raw, path)
+    if "networkTopology" in item:  # Volcano's CRD has none here: its API server prunes it unseen
+        raise InvalidInput(f"{path}.networkTopology", "not supported: a Volcano task has no networkTopology (its "
+                           "API server drops the field); a partition's goes under partitionPolicy.networkTopology")
     check_keys(item, path, _TASK_KEYS, _TASK_UNSUPPORTED)
     for key in ("name", "replicas", "template"):
         if key not in item:
@@ -227,6 +231,8 @@ def _task(raw: object, path: str, carried: Mapping[str, str] | None = None,
     resources = _pod_requests(pod_spec, f"{path}.template.spec")
     tolerations = _tolerations(pod_spec, f"{path}.template.spec.tolerations")
     depends_on, depends_on_any = _depends_on(item.get("dependsOn"), f"{path}.dependsOn")
+    partitions = (_partition_policy(item["partitionPolicy"], f"{path}.partitionPolicy")
+                  if item.get("partitionPolicy") is not None else None)
     try:
         task = Task(
             name=string(item["name"], f"{path}.name"),
@@ -238,10 +244,31 @@ def _task(raw: object, path: str, carried: Mapping[str, str] | None = None,
             template_json=json.dumps(template, sort_keys=True, separators=(",", ":"), default=str),
             depends_on=depends_on,
             depends_on_any=depends_on_any,
+            partition_policy=partitions,
         )
     except InvalidInput as exc:
         raise exc if exc.path.startswith(path) else _rooted(path, exc) from None
     return task, tolerations
+
+
+def _partition_policy(value: object, path: str) -> PartitionPolicy:
+    """Volcano ``partitionPolicy`` (totalPartitions and partitionSize required, as its CRD says)."""
+    item = mapping(value, path)
+    check_keys(item, path, ("totalPartitions", "partitionSize", "minPartitions", "networkTopology"))
+    for key in ("totalPartitions", "partitionSize"):
+        if key not in item:
+            raise InvalidInput(f"{path}.{key}", "is required")
+    topology = (_network_topology(item["networkTopology"], f"{path}.networkTopology")
+                if item.get("networkTopology") is not None else None)
+    try:
+        return PartitionPolicy(
+            total_partitions=integer(item["totalPartitions"], f"{path}.totalPartitions"),
+            partition_size=integer(item["partitionSize"], f"{path}.partitionSize"),
+            min_partitions=integer(item.get("minPartitions", 0), f"{path}.minPartitions"),
+            network_topology=topology,
+        )
+    except InvalidInput as exc:
+        raise exc if exc.path.startswith(path) else _rooted(path, exc) from None
 
 
 def _depends_on(value: object, path: str) -> tuple[tuple[str, ...], bool]:

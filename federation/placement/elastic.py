@@ -7,7 +7,9 @@ scheduler.md``). Here the domain a gang may use is chosen for its *gang* pods on
 (``Job.gang_pods``), so an elastic job is never held back for room it does not need;
 once chosen, ``extra_pods`` adds the remaining replicas, largest first, onto nodes of the
 same domain their task may use (never outside it: the network-topology promise covers
-every pod of the job). Queue capability bounds the extras too. Growing a running job in
+every pod of the job). Queue capability bounds the extras too. A partitioned task's
+extras are whole partitions, each inside one HyperNode it may use (placement/
+partitions.py), as Volcano allocates a partition only whole. Growing a running job in
 later rounds uses the same function on the job's own domain (placement/growth.py).
 """
 
@@ -16,10 +18,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from federation.domain.jobs import Job
+from federation.domain.partitions import partition_groups
 from federation.domain.plans import PodAssignment
 from federation.domain.resources import Resources
 from federation.placement.eligibility import node_masks
 from federation.placement.packing import Vector, vector
+from federation.placement.partitions import pack_partitioned
 
 if TYPE_CHECKING:
     from federation.placement.rounds import PlanningRound
@@ -45,7 +49,8 @@ def extra_pods(rnd: PlanningRound, job: Job, dom: DomainState, placed: tuple[Pod
     cap = rnd.ledger.queues[job.queue].capability
     used = rnd.ledger.usage[job.queue] if running else rnd.ledger.usage[job.queue] + rnd.ledger.req(job)
     index = {t.name: i for i, t in enumerate(job.tasks)}
-    extras = sorted(((t, i, r) for t, i, r in job.pods() if (t, i) not in have),
+    partitions = {t.name for t in job.tasks if t.partition_policy is not None}
+    extras = sorted(((t, i, r) for t, i, r in job.pods() if (t, i) not in have and t not in partitions),
                     key=lambda p: (vector(p[2], st.keys), -index[p[0]], -p[1]), reverse=True)
     out: list[PodAssignment] = []
     for task, i, res in extras:
@@ -69,6 +74,44 @@ def extra_pods(rnd: PlanningRound, job: Job, dom: DomainState, placed: tuple[Pod
         if task in exclusive:
             taken.add((task, best[1]))
         out.append(PodAssignment(task, i, best[1]))
+    if partitions:
+        out += _extra_partitions(rnd, job, dom, have, used, taken)
+    return out
+
+
+def _extra_partitions(rnd: PlanningRound, job: Job, dom: DomainState, have: set[tuple[str, int]],
+                      used: Resources, taken: set[tuple[str, str]]) -> list[PodAssignment]:
+    """Whole partitions of which no pod runs yet, in order, each where ``pack_partitioned``
+    puts it in ``dom`` now and within the queue's capability (room is taken for each)."""
+    st = rnd.state
+    cluster = dom.cluster.name
+    cap = rnd.ledger.queues[job.queue].capability
+    allowed = rnd.allowed_nodes(dom.cluster, job)
+    masks = {n: m for n, m in node_masks(dom.cluster, job).items() if allowed is None or n in allowed}
+    index = {t.name: i for i, t in enumerate(job.tasks)}
+    requests = {t.name: t.resources for t in job.tasks}
+    exclusive = sum(1 << i for i, c in enumerate(job.node_constraints) if c.one_per_node)
+    started = {(t, p) for (t, p) in partition_groups(job, have)}
+    out: list[PodAssignment] = []
+    for (task, part), keys in partition_groups(job, ((t, i) for t, i, _ in job.pods())).items():
+        if (task, part) in started:
+            continue
+        need = Resources()
+        for _ in keys:
+            need = need + requests[task]
+        if cap is not None and not all((used + need).get(k) <= v for k, v in cap if need.get(k) > 0):
+            continue
+        bit = 1 << index[task]
+        here = {n: (m & ~bit if (task, n) in taken and bit & exclusive else m) for n, m in masks.items()}
+        vec = vector(requests[task], st.keys)
+        found = pack_partitioned(job, keys, [vec] * len(keys), [index[task]] * len(keys), dom.cluster.tree,
+                                 dom.domain, st.node_free[cluster], {n: m for n, m in here.items() if m}, exclusive)
+        if found is None:
+            continue
+        st.take(cluster, [(n, vec) for n in found])
+        used = used + need
+        taken.update((task, n) for n in found)
+        out += [PodAssignment(t, i, n) for (t, i), n in zip(keys, found, strict=True)]
     return out
 
 

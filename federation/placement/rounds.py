@@ -33,6 +33,7 @@ from federation.placement.eligibility import (
 from federation.placement.intent import TopologyWait, topology_wait, wait_seconds
 from federation.placement.ledger import QueueLedger
 from federation.placement.packing import Vector, vector
+from federation.placement.partitions import pack_partitioned, partitioned, strict_partitions
 from federation.placement.preference import prefers
 from federation.placement.score import Scoring
 from federation.placement.state import DomainState, RoundState
@@ -214,6 +215,10 @@ class PlanningRound:
         """
         pods, _ = self.demand(job)
         allowed = self.allowed_nodes(dom.cluster, job)
+        if partitioned(job):
+            found = self._pack_partitions(dom, job, pods, allowed, start)
+            if found is not None or strict_partitions(job):
+                return found  # soft or no partition topology: a plain packing will do
         if any(c.preferred for c in job.node_constraints):
             # Preferred node affinity, a soft term below topology: the domain is already
             # chosen; inside it, the nodes every task prefers are tried first, alone.
@@ -233,6 +238,17 @@ class PlanningRound:
         if allowed is not None:
             masks = {n: m for n, m in masks.items() if n in allowed}
         return self.state.pack_masked(dom, pods, pod_classes(job), masks, exclusive_mask(job), start)
+
+    def _pack_partitions(self, dom: DomainState, job: Job, pods: list[Vector], allowed: Collection[str] | None,
+                         start: bool) -> list[str] | None:
+        """``pack`` keeping each partition whole in one HyperNode it may use (placement/partitions.py)."""
+        masks = node_masks(dom.cluster, job)
+        if allowed is not None:
+            masks = {n: m for n, m in masks.items() if n in allowed}
+        free = (self.state.start_node_free if start else self.state.node_free)[dom.cluster.name]
+        keys = [(t, i) for t, i, _ in job.gang_pods()]
+        return pack_partitioned(job, keys, pods, pod_classes(job), dom.cluster.tree, dom.domain, free, masks,
+                                exclusive_mask(job))
 
     def demand(self, job: Job) -> tuple[list[Vector], Vector]:
         if job.name not in self._pods:

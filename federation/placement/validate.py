@@ -30,6 +30,7 @@ from federation.placement.hierarchy import ancestors
 from federation.placement.ledger import band_key, bands_of, queue_of
 from federation.placement.opening import open_round
 from federation.placement.packing import pack_masked, resource_keys, vector
+from federation.placement.partitions import pack_partitioned, partition_problems, partitioned, strict_partitions
 from federation.placement.tier_reserve import problems as reservation_problems
 
 
@@ -102,6 +103,7 @@ def _placement(snapshot: FederationSnapshot, p: Placement, jobs: dict[str, Job],
                 yield f"job {p.job}: task {task.name} has {have} pods, fewer than its minAvailable {task.min_available}"
     known = nodes.setdefault(cluster.name, {n.name: n for n in cluster.nodes})
     yield from _pods(f"job {p.job}", job, p.pods, known, domain, set())
+    yield from partition_problems(f"job {p.job}", job, cluster.tree, p.pods)
 
 
 def _pods(who: str, job: Job, pods: tuple[PodAssignment, ...], known: dict[str, Node], domain: Domain,
@@ -274,7 +276,16 @@ def _earlier_fit(
                 for name in dom.nodes:
                     if name in masks:
                         buckets.setdefault((vector(free[(c.name, name)], keys), masks[name]), []).append(name)
-                if buckets and pack_masked(demands, pod_classes(job), buckets, exclusive_mask(job)) is not None:
+                if not buckets:
+                    continue
+                if partitioned(job):
+                    room = {n: vector(free[(c.name, n)], keys) for n in dom.nodes if n in masks}
+                    if pack_partitioned(job, [(t, i) for t, i, _ in pods], demands, pod_classes(job), c.tree, dom,
+                                        room, masks, exclusive_mask(job)) is not None:
+                        return c.name
+                    if strict_partitions(job):
+                        continue
+                if pack_masked(demands, pod_classes(job), buckets, exclusive_mask(job)) is not None:
                     return c.name
     return None
 
@@ -313,6 +324,7 @@ def _growths(snapshot: FederationSnapshot, plan: Plan, nodes: dict[str, dict[str
             yield f"growth of {g.job}: cluster {g.cluster} is unhealthy"
         known = nodes.setdefault(cluster.name, {n.name: n for n in cluster.nodes})
         yield from _pods(f"growth of {g.job}", run.job, g.pods, known, domain, {(a.task, a.node) for a in was.pods})
+        yield from partition_problems(f"growth of {g.job}", run.job, cluster.tree, g.pods)  # whole new partitions
 
 
 def validate(snapshot: FederationSnapshot, plan: Plan, limits: PlanLimits | None = None) -> list[str]:

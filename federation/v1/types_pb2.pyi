@@ -251,6 +251,7 @@ class TaskSpec(_message.Message):
     TEMPLATE_JSON_FIELD_NUMBER: _builtins.int
     DEPENDS_ON_FIELD_NUMBER: _builtins.int
     DEPENDS_ON_ANY_FIELD_NUMBER: _builtins.int
+    PARTITION_POLICY_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     replicas: _builtins.int
     min_available: _builtins.int
@@ -276,6 +277,12 @@ class TaskSpec(_message.Message):
         their minAvailable pods running (any one of them with depends_on_any).
         """
 
+    @_builtins.property
+    def partition_policy(self) -> Global___PartitionPolicy:
+        """Volcano partitionPolicy: replicas split into whole partitions, each kept inside one
+        HyperNode of its network_topology's tier (docs/design/placement.md, "Partitions").
+        """
+
     def __init__(
         self,
         *,
@@ -288,10 +295,11 @@ class TaskSpec(_message.Message):
         template_json: _builtins.str = ...,
         depends_on: _abc.Iterable[_builtins.str] | None = ...,
         depends_on_any: _builtins.bool = ...,
+        partition_policy: Global___PartitionPolicy | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "max_retry", b"max_retry", "min_available", b"min_available"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "max_retry", b"max_retry", "min_available", b"min_available", "partition_policy", b"partition_policy"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "depends_on", b"depends_on", "depends_on_any", b"depends_on_any", "max_retry", b"max_retry", "min_available", b"min_available", "name", b"name", "policies", b"policies", "replicas", b"replicas", "resources", b"resources", "template_json", b"template_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry", "_min_available", b"_min_available", "depends_on", b"depends_on", "depends_on_any", b"depends_on_any", "max_retry", b"max_retry", "min_available", b"min_available", "name", b"name", "partition_policy", b"partition_policy", "policies", b"policies", "replicas", b"replicas", "resources", b"resources", "template_json", b"template_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__max_retry: _TypeAlias = _typing.Literal["max_retry"]  # noqa: Y015
     _WhichOneofArgType__max_retry: _TypeAlias = _typing.Literal["_max_retry", b"_max_retry"]  # noqa: Y015
@@ -303,6 +311,40 @@ class TaskSpec(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__min_available) -> _WhichOneofReturnType__min_available | None: ...
 
 Global___TaskSpec: _TypeAlias = TaskSpec  # noqa: Y015
+
+@_typing.final
+class PartitionPolicy(_message.Message):
+    """Volcano task partitionPolicy: total_partitions x partition_size = the task's replicas."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOTAL_PARTITIONS_FIELD_NUMBER: _builtins.int
+    PARTITION_SIZE_FIELD_NUMBER: _builtins.int
+    MIN_PARTITIONS_FIELD_NUMBER: _builtins.int
+    NETWORK_TOPOLOGY_FIELD_NUMBER: _builtins.int
+    total_partitions: _builtins.int
+    partition_size: _builtins.int
+    min_partitions: _builtins.int
+    """Partitions that must start together (0: the task's min_available decides)."""
+    @_builtins.property
+    def network_topology(self) -> Global___NetworkTopology:
+        """Where each partition must stay; unset: partitions are only kept whole."""
+
+    def __init__(
+        self,
+        *,
+        total_partitions: _builtins.int = ...,
+        partition_size: _builtins.int = ...,
+        min_partitions: _builtins.int = ...,
+        network_topology: Global___NetworkTopology | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["network_topology", b"network_topology"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["min_partitions", b"min_partitions", "network_topology", b"network_topology", "partition_size", b"partition_size", "total_partitions", b"total_partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PartitionPolicy: _TypeAlias = PartitionPolicy  # noqa: Y015
 
 @_typing.final
 class ClusterAffinity(_message.Message):

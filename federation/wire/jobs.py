@@ -15,7 +15,15 @@ from collections.abc import Mapping
 
 from federation.domain.errors import InvalidInput
 from federation.domain.job_volumes import ClaimSource, ClaimSpec, JobVolume
-from federation.domain.jobs import DEFAULT_MAX_RETRY, WORKLOAD_GANG_PATH, Job, LifecyclePolicy, NetworkTopology, Task
+from federation.domain.jobs import (
+    DEFAULT_MAX_RETRY,
+    WORKLOAD_GANG_PATH,
+    Job,
+    LifecyclePolicy,
+    NetworkTopology,
+    PartitionPolicy,
+    Task,
+)
 from federation.domain.manifests import resolve_priority_class
 from federation.domain.policies import PriorityClass
 from federation.domain.propagation import (
@@ -193,7 +201,39 @@ def task_to_proto(task: Task) -> types_pb2.TaskSpec:
         msg.min_available = task.min_available
     if task.max_retry is not None:
         msg.max_retry = task.max_retry
+    pp = task.partition_policy
+    if pp is not None:
+        msg.partition_policy.total_partitions = pp.total_partitions
+        msg.partition_policy.partition_size = pp.partition_size
+        msg.partition_policy.min_partitions = pp.min_partitions
+        if pp.network_topology is not None:
+            msg.partition_policy.network_topology.CopyFrom(topology_to_proto(pp.network_topology))
     return msg
+
+
+def topology_to_proto(nt: NetworkTopology) -> types_pb2.NetworkTopology:
+    msg = types_pb2.NetworkTopology(mode=nt.mode)
+    if nt.highest_tier_allowed is not None:
+        msg.highest_tier_allowed = nt.highest_tier_allowed
+    if nt.highest_tier_name is not None:
+        msg.highest_tier_name = nt.highest_tier_name
+    return msg
+
+
+def topology_from_proto(nt: types_pb2.NetworkTopology, path: str) -> NetworkTopology:
+    return build(
+        path, NetworkTopology,
+        mode=nt.mode or "hard",
+        highest_tier_allowed=nt.highest_tier_allowed if nt.HasField("highest_tier_allowed") else None,
+        highest_tier_name=nt.highest_tier_name if nt.HasField("highest_tier_name") else None,
+    )
+
+
+def partition_policy_from_proto(msg: types_pb2.PartitionPolicy, path: str) -> PartitionPolicy:
+    topology = (topology_from_proto(msg.network_topology, f"{path}.networkTopology")
+                if msg.HasField("network_topology") else None)
+    return build(path, PartitionPolicy, total_partitions=msg.total_partitions, partition_size=msg.partition_size,
+                 min_partitions=msg.min_partitions, network_topology=topology)
 
 
 def task_from_proto(msg: types_pb2.TaskSpec, path: str, template_json: str = "") -> Task:
@@ -210,6 +250,8 @@ def task_from_proto(msg: types_pb2.TaskSpec, path: str, template_json: str = "")
         template_json=msg.template_json or template_json,
         depends_on=tuple(msg.depends_on),
         depends_on_any=msg.depends_on_any,
+        partition_policy=(partition_policy_from_proto(msg.partition_policy, f"{path}.partitionPolicy")
+                          if msg.HasField("partition_policy") else None),
     )
 
 
@@ -232,12 +274,7 @@ def job_to_proto(job: Job) -> types_pb2.JobSpec:
     if job.ttl_seconds_after_finished is not None:
         msg.ttl_seconds_after_finished = job.ttl_seconds_after_finished
     if job.network_topology is not None:
-        nt = job.network_topology
-        msg.network_topology.mode = nt.mode
-        if nt.highest_tier_allowed is not None:
-            msg.network_topology.highest_tier_allowed = nt.highest_tier_allowed
-        if nt.highest_tier_name is not None:
-            msg.network_topology.highest_tier_name = nt.highest_tier_name
+        msg.network_topology.CopyFrom(topology_to_proto(job.network_topology))
     if job.propagation is not None:
         msg.propagation.CopyFrom(propagation_to_proto(job.propagation))
     if job.workload is not None:
@@ -266,15 +303,8 @@ def job_from_proto(msg: types_pb2.JobSpec, path: str = "spec",
 
     Without an explicit ``priority`` the class resolves through ``classes`` (the
     PriorityClasses applied to the federation), then the built-in table."""
-    topology = None
-    if msg.HasField("network_topology"):
-        nt = msg.network_topology
-        topology = build(
-            f"{path}.networkTopology", NetworkTopology,
-            mode=nt.mode or "hard",
-            highest_tier_allowed=nt.highest_tier_allowed if nt.HasField("highest_tier_allowed") else None,
-            highest_tier_name=nt.highest_tier_name if nt.HasField("highest_tier_name") else None,
-        )
+    topology = (topology_from_proto(msg.network_topology, f"{path}.networkTopology")
+                if msg.HasField("network_topology") else None)
     if msg.HasField("priority"):
         priority, priority_class = msg.priority, msg.priority_class
     else:

@@ -193,6 +193,14 @@ def _volumes(volumes: Sequence[types_pb2.JobVolume], path: str) -> None:
             _text(f"{claim}.dataSource.{name}", value, 253)
 
 
+def _topology(nt: types_pb2.NetworkTopology, path: str, limits: Limits) -> None:
+    if nt.HasField("highest_tier_allowed") and nt.highest_tier_allowed > limits.max_tier:
+        raise _over(f"{path}.highestTierAllowed", nt.highest_tier_allowed, limits.max_tier,
+                    "tiers (the deepest tier any HyperNode tree may have)")
+    if nt.HasField("highest_tier_name"):
+        _text(f"{path}.highestTierName", nt.highest_tier_name, 253)
+
+
 def check_job_spec(msg: types_pb2.JobSpec, limits: Limits = DEFAULT_LIMITS, path: str = "spec") -> None:
     """Refuse a JobSpec that breaks a bound or a Kubernetes name rule, before it is converted.
 
@@ -220,6 +228,8 @@ def check_job_spec(msg: types_pb2.JobSpec, limits: Limits = DEFAULT_LIMITS, path
         for j, name in enumerate(task.depends_on):
             _text(f"{tpath}.dependsOn.name[{j}]", name, 63)
         _policies(task.policies, f"{tpath}.policies", limits)
+        if task.partition_policy.HasField("network_topology"):  # its counts are bounded by the replicas
+            _topology(task.partition_policy.network_topology, f"{tpath}.partitionPolicy.networkTopology", limits)
         size = len(task.template_json)
         if size > limits.max_template_bytes:
             raise InvalidInput(f"{tpath}.template", f"is {size} bytes of JSON, over the limit of "
@@ -231,12 +241,7 @@ def check_job_spec(msg: types_pb2.JobSpec, limits: Limits = DEFAULT_LIMITS, path
     if total > limits.max_replicas_per_job:
         raise _over(f"{path}.tasks", total, limits.max_replicas_per_job, "replicas per job (sum over tasks)")
     if msg.HasField("network_topology"):
-        nt = msg.network_topology
-        if nt.HasField("highest_tier_allowed") and nt.highest_tier_allowed > limits.max_tier:
-            raise _over(f"{path}.networkTopology.highestTierAllowed", nt.highest_tier_allowed, limits.max_tier,
-                        "tiers (the deepest tier any HyperNode tree may have)")
-        if nt.HasField("highest_tier_name"):
-            _text(f"{path}.networkTopology.highestTierName", nt.highest_tier_name, 253)
+        _topology(msg.network_topology, f"{path}.networkTopology", limits)
     _policies(msg.policies, f"{path}.policies", limits)
     _count(f"{path}.plugins", msg.plugins, 16, "plugins")
     for name, args in msg.plugins.items():

@@ -29,6 +29,7 @@ from federation.domain import (
     Toleration,
 )
 from federation.domain.job_volumes import ClaimSource, ClaimSpec, JobVolume
+from federation.domain.jobs import PartitionPolicy
 from federation.domain.workloads import Workload
 from federation.store import Store
 from federation.store.codec import (
@@ -49,7 +50,8 @@ EVERYTHING = Job(
              policies=(LifecyclePolicy("RestartJob", events=("PodEvicted", "PodFailed")),), max_retry=2,
              template_json='{"containers":[{"image":"trainer:1"}]}'),
         Task("worker", 16, Resources.of(cpu=32000, gpu=8), min_available=16,
-             policies=(LifecyclePolicy("RestartTask", exit_code=137, timeout_seconds=30.5),)),
+             policies=(LifecyclePolicy("RestartTask", exit_code=137, timeout_seconds=30.5),),
+             partition_policy=PartitionPolicy(4, 4, 4, NetworkTopology("hard", highest_tier_name="leaf"))),
     ),
     min_available=17,
     priority=100,

@@ -39,6 +39,7 @@ from federation.placement.baselines.common import (
     Failures,
     assign_pods,
     by_submission,
+    kept_partitions,
     placed_request,
     placement_for,
     unplaced,
@@ -118,7 +119,7 @@ def _try(job: Job, pool: _Pool, ledger: BaselineLedger, failures: Failures) -> P
     if not ledger.within_capability(job, ledger.gang_request(job)):
         why = Attempt(None, "queue-capability", f"queue {job.queue} capability would be exceeded")
         return failures.add(job, unplaced(job, ledger, why))
-    attempt = _schedule(job, pool, ledger)
+    attempt = kept_partitions(job, ledger, _schedule(job, pool, ledger))
     if attempt.placement is not None and ledger.within_capability(job, placed_request(job, attempt.placement)):
         return attempt.placement
     return failures.add(job, unplaced(job, ledger, attempt))

@@ -31,6 +31,7 @@ from federation.placement.eligibility import (
     usable_nodes,
 )
 from federation.placement.hierarchy import ancestors
+from federation.placement.partitions import partition_problems, partitioned
 
 Pod = tuple[str, int, Resources]
 #: Score of putting ``pod`` on ``node`` given the node's current free; higher is better.
@@ -345,6 +346,20 @@ class Failures:
         return why
 
 
+def kept_partitions(job: Job, ledger: BaselineLedger, attempt: Attempt) -> Attempt:
+    """``attempt``, unless its placement breaks a partition (Volcano's task partitionPolicy,
+    placement/partitions.py), which these peer models do not place by: such a placement is
+    refused rather than emitted, so every baseline plan stays valid."""
+    p = attempt.placement
+    if p is None or not partitioned(job):
+        return attempt
+    cluster = ledger.snapshot.cluster(p.cluster)
+    if cluster is not None and next(partition_problems("", job, cluster.tree, p.pods), None) is None:
+        return attempt
+    return Attempt(None, "topology", f"this baseline does not model partitionPolicy, and its placement in "
+                   f"{p.cluster} breaks a partition", p.cluster)
+
+
 def try_job(job: Job, ledger: BaselineLedger, failures: Failures, choose: Callable[[], ClusterSnapshot | None],
             no_cluster: str, bind: Callable[[ClusterSnapshot], Attempt]) -> Placement | Unplaced:
     """Choose a cluster, then bind one job in it: the two-step shape of the Volcano and
@@ -362,7 +377,7 @@ def try_job(job: Job, ledger: BaselineLedger, failures: Failures, choose: Callab
     known = failures.get(job, cluster.name)
     if known is not None:
         return known
-    attempt = bind(cluster)
+    attempt = kept_partitions(job, ledger, bind(cluster))
     if attempt.placement is not None and ledger.within_capability(job, placed_request(job, attempt.placement)):
         return attempt.placement
     return failures.add(job, unplaced(job, ledger, attempt), cluster.name)

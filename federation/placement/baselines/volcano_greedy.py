@@ -60,6 +60,7 @@ from federation.placement.baselines.common import (
     PodFilter,
     by_submission,
     gang_met,
+    kept_partitions,
     placed_request,
     placement_for,
     unplaced,
@@ -297,7 +298,7 @@ def _try(job: Job, snapshot: FederationSnapshot, ledger: BaselineLedger, failure
     known = failures.get(job, cluster.name)
     if known is not None:
         return known
-    attempt = _allocate(job, cluster, ledger, rng)
+    attempt = kept_partitions(job, ledger, _allocate(job, cluster, ledger, rng))
     if attempt.placement is not None and ledger.within_capability(job, placed_request(job, attempt.placement)):
         return attempt.placement
     return failures.add(job, unplaced(job, ledger, attempt), cluster.name)

@@ -50,7 +50,8 @@ class JobClass:
 def class_key(rnd: PlanningRound, job: Job) -> tuple[object, ...]:
     shape = tuple((t.name, n, t.resources) for t, n in zip(job.tasks, job.gang_counts, strict=True))
     return (shape, job.queue, rnd.scoring.band(job), job.network_topology, job.propagation, job.node_constraints,
-            rnd.barred.get(job.name), job.name in rnd.may_evict, rnd.waiting_tier(job))
+            rnd.barred.get(job.name), job.name in rnd.may_evict, rnd.waiting_tier(job),
+            tuple(t.partition_policy for t in job.tasks))
 
 
 def group_jobs(rnd: PlanningRound, jobs: Iterable[Job]) -> list[JobClass]:

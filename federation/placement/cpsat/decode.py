@@ -21,13 +21,15 @@ from __future__ import annotations
 from typing import Any
 
 from federation.domain.jobs import Job
-from federation.domain.plans import RunningJob
+from federation.domain.plans import PodAssignment, RunningJob
 from federation.placement.cpsat.classes import JobClass
 from federation.placement.cpsat.preemption import kind
 from federation.placement.cpsat.preemption import under as under_share
 from federation.placement.cpsat.variables import Vars, Window
 from federation.placement.eligibility import nodes_allowed
 from federation.placement.eviction import may_evict
+from federation.placement.partitions import partition_problems, partitioned
+from federation.placement.state import DomainState
 
 
 def _exact_nodes(w: Window, v: Vars, solver: Any, jc: JobClass, uid: int, count: int) -> list[list[str]]:
@@ -60,6 +62,16 @@ def _fits(w: Window, cluster: str, job: Job, nodes: list[str]) -> bool:
     return len(nodes) == len(pods) and all(
         node in frees and all(f >= a for f, a in zip(frees[node], acc, strict=True)) for node, acc in need.items()
     )
+
+
+def _partitions_hold(job: Job, dom: DomainState, nodes: list[str]) -> bool:
+    """Whether the solver's nodes keep every partition whole inside a HyperNode it may use:
+    the model counts pods per node, not partitions, so a partitioned job is re-packed
+    partition-aware (``rnd.pack``) when they do not."""
+    if not partitioned(job):
+        return True
+    pods = tuple(PodAssignment(t, i, n) for (t, i, _), n in zip(job.gang_pods(), nodes, strict=True))
+    return next(partition_problems("", job, dom.cluster.tree, pods), None) is None
 
 
 def apply(w: Window, v: Vars, solver: Any) -> list[Job]:
@@ -98,7 +110,7 @@ def apply(w: Window, v: Vars, solver: Any) -> list[Job]:
                 if any(c.preferred for c in job.node_constraints):  # the soft term, inside the solver's domain
                     nodes = rnd.pack(dom, job) or nodes
                 if not nodes or not _fits(w, dom.cluster.name, job, nodes) \
-                        or not nodes_allowed(job, dom.cluster, nodes):
+                        or not nodes_allowed(job, dom.cluster, nodes) or not _partitions_hold(job, dom, nodes):
                     packed = rnd.pack(dom, job)
                     if packed is None:
                         left.append(job)
