@@ -38,6 +38,7 @@ from agents.core.records import (
 from agents.fake.clock import ManualClock
 from agents.job_index import JobIndex, one_job
 from agents.own_writes import OwnPodWrites, PodChange
+from agents.pod_index import PodIndex
 from federation.domain.errors import InvalidInput
 from federation.domain.resources import Resources
 from federation.domain.states import PodPhase
@@ -101,6 +102,7 @@ class FakeCluster:
         self._hypernodes: list[HyperNodeSpec] = list(hypernodes)
         self._hypernode_error: str | None = None
         self._pods: dict[Key, _Pod] = {}
+        self.pod_index = PodIndex()  # room per node and pods per job, as ``_pods`` changes (``_put_pod``)
         self._services: dict[Key, ServiceManifest] = {}
         self._config_maps: dict[Key, ConfigMapManifest] = {}
         self._secrets: dict[Key, SecretManifest] = {}
@@ -148,7 +150,7 @@ class FakeCluster:
         return list(self._hypernodes)
 
     async def list_pods(self, selector: Mapping[str, str], *, ordered: bool = True) -> list[PodRecord]:
-        if not ordered:
+        if not ordered and one_job(selector) is None:
             return [p.record for p in self._pods.values() if not selector or _matches(p.record.labels, selector)]
         return self.pods(selector)
 
@@ -188,7 +190,7 @@ class FakeCluster:
             annotations=dict(manifest.annotations), requests=manifest.requests, phase=PodPhase.PENDING,
             phase_since=self.clock(), uid=f"uid-{manifest.name}-{self._writes}",  # a pod made again is another
         )
-        self._pods[key] = _Pod(record, manifest)
+        self._put_pod(key, _Pod(record, manifest))
         self._emit("Pod", "ADDED", record)
         return record
 
@@ -229,8 +231,9 @@ class FakeCluster:
 
     def _delete_pod(self, namespace: str, name: str) -> bool:
         self.calls.append(("delete_pod", name))
-        pod = self._pods.pop((namespace, name), None)
+        pod = self._pods.get((namespace, name))
         if pod is not None:
+            self._put_pod((namespace, name), None)
             self._emit("Pod", "DELETED", pod.record)
         return pod is not None
 
@@ -374,7 +377,11 @@ class FakeCluster:
 
     # ------------------------------------------------------------------ inspection
     def pods(self, selector: Mapping[str, str] | None = None) -> list[PodRecord]:
-        """By (namespace, name); only the matching pods are sorted (a job's few, not the cluster's)."""
+        """By (namespace, name); only the matching pods are sorted (a job's few, not the cluster's),
+        and a job's are read off the index, not found by a scan."""
+        job = one_job(selector or {})
+        if job is not None:
+            return self.pod_index.job_pods(job)
         matching = [(key, p.record) for key, p in self._pods.items() if _matches(p.record.labels, selector or {})]
         return [record for _, record in sorted(matching, key=lambda kv: kv[0])]
 
@@ -407,15 +414,12 @@ class FakeCluster:
         self._create(self._network_policies, policy, "NetworkPolicy")
 
     def free(self, node: str) -> Resources:
-        """Allocatable minus the requests of non-terminal pods bound to ``node``."""
+        """Allocatable minus the requests of non-terminal pods bound to ``node`` (their sum is
+        kept by ``pod_index``, agents/pod_index.py)."""
         target = self._nodes.get(node)
         if target is None:
             return Resources()
-        used = Resources()
-        for pod in self._pods.values():
-            if pod.record.node == node and not pod.record.terminal:
-                used = used + pod.record.requests
-        return (target.allocatable - used).clamp_min_zero()
+        return (target.allocatable - self.pod_index.used(node)).clamp_min_zero()
 
     # ------------------------------------------------------------------ time
     def tick(self) -> list[PodRecord]:
@@ -492,7 +496,7 @@ class FakeCluster:
         """A pod of another scheduler, already bound: takes room without our labels."""
         record = PodRecord(name=name, namespace=namespace, node=node, phase=PodPhase.RUNNING, requests=requests,
                            phase_since=self.clock())
-        self._pods[(namespace, name)] = _Pod(record, None)
+        self._put_pod((namespace, name), _Pod(record, None))
         self._emit("Pod", "ADDED", record)
 
     # ------------------------------------------------------------------ internals
@@ -516,7 +520,16 @@ class FakeCluster:
 
     def _update(self, pod: _Pod, **changes: object) -> None:
         pod.record = replace(pod.record, **changes)  # type: ignore[arg-type]  # field names checked by replace
+        self.pod_index.put((pod.record.namespace, pod.record.name), pod.record)
         self._emit("Pod", "MODIFIED", pod.record)
+
+    def _put_pod(self, key: Key, pod: _Pod | None) -> None:
+        """Every change of the pods goes through here (or ``_update``), so the index follows it."""
+        if pod is None:
+            self._pods.pop(key, None)
+        else:
+            self._pods[key] = pod
+        self.pod_index.put(key, pod.record if pod is not None else None)
 
     def _create(self, store: dict[Key, _M], obj: _M, kind: str) -> None:
         key = (obj.namespace, obj.name)

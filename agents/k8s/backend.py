@@ -5,6 +5,8 @@ Reads come from informers (agents/k8s/informer.py: list, watch with bookmarks, r
 410) over nodes, all pods (free room depends on every pod, not only ours), HyperNodes
 (``topology.volcano.sh/v1alpha1``, cluster-scoped) and the Services, ConfigMaps and
 NetworkPolicies that carry our job label. Their changes feed ``watch()``, which the runtime uses as triggers.
+A job's pods and the room on each node are read off a ``PodIndex`` the pods informer keeps
+up to date (agents/pod_index.py), not found by scanning every pod of the cluster.
 
 Writes go to the apiserver and then into the cache (read-your-writes). How API answers
 map to the Protocol's exceptions:
@@ -77,7 +79,7 @@ from agents.k8s.informer import WATCH_SECONDS, Informer, Key
 from agents.k8s.named import NamedObjects, fail
 from agents.k8s.storage import StorageObjects
 from agents.own_writes import OwnPodWrites, PodChange
-from federation.domain.resources import Resources
+from agents.pod_index import PodIndex
 from federation.domain.topology import HyperNodeSpec
 
 log = logging.getLogger(__name__)
@@ -142,9 +144,10 @@ class KubernetesBackend(NamedObjects, StorageObjects):
         ours = LABEL_JOB  # "has the job label" selector
         self.nodes: Informer[NodeRecord] = Informer(
             "nodes", self._core.list_node, node_record, self._notifier("nodes"), watch_seconds=watch_seconds)
+        self.pod_index = PodIndex()  # room per node and pods per job, as the pods cache changes
         self.pods: Informer[PodRecord] = Informer(
             "pods", self._core.list_pod_for_all_namespaces, pod_record, self._notifier("pods"),
-            watch_seconds=watch_seconds)
+            watch_seconds=watch_seconds, index=self.pod_index)
         self.hypernodes: Informer[HyperNodeSpec] = Informer(
             "hypernodes",
             functools.partial(custom.list_cluster_custom_object, HYPERNODE_GROUP, HYPERNODE_VERSION, HYPERNODE_PLURAL),
@@ -246,6 +249,9 @@ class KubernetesBackend(NamedObjects, StorageObjects):
 
     async def list_pods(self, selector: Mapping[str, str], *, ordered: bool = True) -> list[PodRecord]:
         await self.start()
+        job = one_job(selector)
+        if job is not None:  # a job's pass re-reading its pods: only them, never a scan of the cluster
+            return self.pod_index.job_pods(job)
         matching = [p for p in self.pods.records() if not selector or _matches(p.labels, selector)]
         return sorted(matching, key=lambda p: (p.namespace, p.name)) if ordered else matching
 
@@ -343,7 +349,8 @@ class KubernetesBackend(NamedObjects, StorageObjects):
 
     def _check_room(self, pod: PodRecord | None, name: str, node: str) -> None:
         """The checks the apiserver does not do for a Binding: the node exists, is
-        Ready, and has room for the pod's requests over every pod bound to it."""
+        Ready, and has room for the pod's requests over every pod bound to it (the
+        pods cache's ``PodIndex`` keeps that sum, agents/pod_index.py)."""
         target = self.nodes.get(("", node))
         if target is None:
             raise BindingRejected(f"node {node} does not exist")
@@ -351,11 +358,7 @@ class KubernetesBackend(NamedObjects, StorageObjects):
             raise BindingRejected(f"node {node} is not ready")
         if pod is None:
             return
-        used = Resources()
-        for other in self.pods.records():
-            if other.node == node and not other.terminal:
-                used = used + other.requests
-        free = (target.allocatable - used).clamp_min_zero()
+        free = (target.allocatable - self.pod_index.used(node)).clamp_min_zero()
         if not pod.requests.fits_in(free):
             raise BindingRejected(f"node {node} has no room for {name} (free {free.to_quantities()})")
 

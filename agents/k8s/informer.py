@@ -32,7 +32,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 import aiohttp
 
@@ -44,6 +44,7 @@ from federation.domain.errors import InvalidInput
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
+R_contra = TypeVar("R_contra", contravariant=True)
 Key = tuple[str, str]
 JSON = dict[str, Any]
 # (event type, key, record after the change or before it for DELETED)
@@ -58,11 +59,30 @@ _TOMBSTONES = 4096
 CONVERT_BATCH = 64
 
 
+class Index(Protocol[R_contra]):
+    """Records of a cache arranged for a question the cache alone answers by a scan
+    (agents/pod_index.py). The informer tells it every change of what ``records`` holds."""
+
+    def put(self, key: Key, record: R_contra | None, /) -> None:
+        """``record`` is now held under ``key`` (None: nothing, or an item's error)."""
+        ...
+
+    def fresh(self) -> Self:
+        """An empty index of the same kind, filled while a list is converted."""
+        ...
+
+    def adopt(self, other: Self, /) -> None:
+        """Hold what ``other`` holds, in one step, when the listed items replace the cache."""
+        ...
+
+
 class Informer(Generic[R]):
     """A cache of one kind. ``list_fn`` is a generated list method (e.g.
     ``CoreV1Api.list_pod_for_all_namespaces`` or a ``functools.partial`` of
     ``CustomObjectsApi.list_cluster_custom_object``); ``convert`` turns one JSON object
-    into the record kept (an ``InvalidInput`` is kept as the item's error)."""
+    into the record kept (an ``InvalidInput`` is kept as the item's error). ``index``, when
+    given, is told of every change to the items, including a relist's (so it always holds
+    what ``records`` yields)."""
 
     def __init__(
         self,
@@ -74,8 +94,10 @@ class Informer(Generic[R]):
         label_selector: str | None = None,
         watch_seconds: int = WATCH_SECONDS,
         missing_ok: bool = False,
+        index: Index[R] | None = None,
     ) -> None:
         self.kind = kind
+        self._index = index
         self._list_fn = list_fn
         self._convert = convert
         self._notify = notify
@@ -125,6 +147,7 @@ class Informer(Generic[R]):
         if entry is not None and not isinstance(entry[1], InvalidInput):
             record = change(entry[1])
             self._items[key] = (entry[0], record)
+            self._indexed(key, record)
             self._notify("MODIFIED", key, record)
 
     def remove(self, key: Key, rv: str = "") -> None:
@@ -145,6 +168,8 @@ class Informer(Generic[R]):
         log.debug("%s %s %s/%s at %s", self.kind, kind, *key, rv)
         if kind == "DELETED":
             old = self._items.pop(key, None)
+            if old is not None:
+                self._indexed(key, None)
             self._tombstones[key] = max(rv, self._tombstones.get(key, 0))
             if len(self._tombstones) > _TOMBSTONES:
                 self._tombstones.pop(next(iter(self._tombstones)))
@@ -162,7 +187,12 @@ class Informer(Generic[R]):
         # An answer without a resourceVersion cannot be ordered: its content is kept under
         # the version held, so the next watch event still replaces it.
         self._items[key] = (rv or (current[0] if current is not None else 0), value)
+        self._indexed(key, value)
         self._notify("MODIFIED" if current is not None else "ADDED", key, value)
+
+    def _indexed(self, key: Key, value: R | InvalidInput | None) -> None:
+        if self._index is not None:
+            self._index.put(key, None if isinstance(value, InvalidInput) else value)
 
     def _gone(self, key: Key, rv: int) -> bool:
         """Whether an object the cache does not hold was deleted after version ``rv``
@@ -181,6 +211,7 @@ class Informer(Generic[R]):
         one that lands while a page is fetched: the list (or the watch from its version)
         holds the truth."""
         fresh: dict[Key, tuple[int, R | InvalidInput]] = {}
+        index = self._index.fresh() if self._index is not None else None  # of ``fresh``, built beside it
         converted = 0
         token: str | None = None
         while True:
@@ -192,7 +223,10 @@ class Informer(Generic[R]):
                 kwargs["_continue"] = token
             page = await call(self._list_fn(**kwargs))
             for obj in page.get("items") or []:
-                fresh[key_of(obj)] = (resource_version(obj), self._decode(obj))
+                key, value = key_of(obj), self._decode(obj)
+                fresh[key] = (resource_version(obj), value)
+                if index is not None:
+                    index.put(key, None if isinstance(value, InvalidInput) else value)
                 converted += 1
                 if converted % CONVERT_BATCH == 0:
                     await asyncio.sleep(0)
@@ -202,6 +236,8 @@ class Informer(Generic[R]):
                 break
         self.lists += 1
         old, self._items = self._items, fresh
+        if self._index is not None and index is not None:
+            self._index.adopt(index)
         self._tombstones.clear()
         self.resource_version = str(meta.get("resourceVersion") or "")
         self._listed_at = resource_version(page)
@@ -269,6 +305,8 @@ class Informer(Generic[R]):
                     self.error = ""
                     if self._items:
                         self._items, old = {}, self._items
+                        if self._index is not None:
+                            self._index.adopt(self._index.fresh())
                         for key, (_, value) in old.items():
                             self._notify("DELETED", key, value)
                     self.resource_version = ""
