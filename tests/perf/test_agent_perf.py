@@ -558,12 +558,8 @@ BEFORE_FOLLOW = "421f095"
 WRITING_NODES, WRITING_JOBS = 4_000, 200
 
 
-@pytest.mark.parametrize("others", [0, 16_000])
-async def test_pass_where_every_job_writes(others: int) -> None:
-    from agents.fake.cluster import FakeCluster
-    from agents.runtime import AgentRuntime, RuntimeConfig
-
-    before_view = _module_at(BEFORE_FOLLOW, "agents/core/view.py")
+def _writing_pass_inputs() -> tuple[list[NodeRecord], list[Any]]:
+    """The nodes and the 200 newly placed jobs of the writing pass (sections 5 and 6)."""
     records = [NodeRecord(f"n{i:05d}", Resources.of(gpu=GPUS, cpu=64_000),
                           labels={LOOP_KEYS[1]: f"l{i // 8}", LOOP_KEYS[0]: f"s{i // 64}"})
                for i in range(WRITING_NODES)]
@@ -572,32 +568,146 @@ async def test_pass_where_every_job_writes(others: int) -> None:
         job = gpu_job(f"j{j:04d}", (("worker", 4, 1),), plugins=())
         pods = [("worker", k, f"n{(j * 4 + k) % WRITING_NODES:05d}") for k in range(4)]
         works.append(work_for(job, "c1", f"t1-l{(j * 4) // 8}", pods=pods))
-    config = RuntimeConfig(cluster="c1", server="127.0.0.1:1", label_keys=LOOP_KEYS)
+    return records, works
+
+
+async def _writing_pass(cluster: Any, works: list[Any], others: int, views: Any = None) -> dict[str, Any]:
+    """One ``AgentRuntime._pass()`` over ``works`` on ``cluster`` (filled with ``others``
+    pods of other schedulers first); CPU of the process, wall time, loop lag, views built,
+    and CPython's full collections during the pass (each holds the loop; they fall in
+    whichever pass crosses the threshold, so the heap is collected before each pass)."""
+    import gc
+
+    from agents.runtime import AgentRuntime, RuntimeConfig
+
+    for k in range(others):  # other schedulers' pods, one GPU each
+        cluster.occupy(f"o{k:05d}", f"n{k % WRITING_NODES:05d}", Resources.of(gpu=1, cpu=1000))
+    rt = AgentRuntime(cluster, RuntimeConfig(cluster="c1", server="127.0.0.1:1", label_keys=LOOP_KEYS))
+    if views is not None:
+        rt.jobs.views = views
+    for w in works:
+        rt.jobs.accept(w)
+    rt._synced = True
+    full: list[float] = []
+    began: list[float] = []
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if info["generation"] == 2:
+            if phase == "start":
+                began.append(time.perf_counter())
+            elif began:
+                full.append(round((time.perf_counter() - began.pop()) * 1000, 1))
+
+    gc.collect()
+    gc.callbacks.append(timed)
+    cpu = time.process_time()
+    try:
+        async with LoopLag() as lag:
+            await rt._pass()
+    finally:
+        gc.callbacks.remove(timed)
+    figures = {**lag.figures(), "cpu_s": round(time.process_time() - cpu, 2), "views_built": rt.jobs.views.builds,
+               "views_followed": getattr(rt.jobs.views, "followed", 0), "full_gc_ms": full}
+    assert cluster.bind_count == 4 * WRITING_JOBS
+    assert all(cluster.pod(f"{w.name}-worker-{k}").node == p.node
+               for w in works for k, p in enumerate(w.placement.pods))
+    return figures
+
+
+def _ratios(figures: dict[str, Any], runs: int) -> None:
+    for key in ("cpu_s", "wall_s", "max_ms"):
+        figures[f"ratio_{key}"] = round(statistics.median(figures[f"after_{r}"][key] for r in range(runs))
+                                        / statistics.median(figures[f"before_{r}"][key] for r in range(runs)), 4)
+
+
+@pytest.mark.parametrize("others", [0, 16_000])
+async def test_pass_where_every_job_writes(others: int) -> None:
+    from agents.fake.cluster import FakeCluster
+
+    before_view = _module_at(BEFORE_FOLLOW, "agents/core/view.py")
+    records, works = _writing_pass_inputs()
     figures: dict[str, Any] = {}
     for r in range(2):
         for label in ("before", "after"):
-            cluster = FakeCluster("c1", records)
-            for k in range(others):  # other schedulers' pods, one GPU each
-                cluster.occupy(f"o{k:05d}", f"n{k % WRITING_NODES:05d}", Resources.of(gpu=1, cpu=1000))
-            rt = AgentRuntime(cluster, config)
-            if label == "before":
-                rt.jobs.views = before_view.ClusterViews()  # the old view (same API)
-            for w in works:
-                rt.jobs.accept(w)
-            rt._synced = True
-            cpu = time.process_time()
-            async with LoopLag() as lag:
-                await rt._pass()
-            figures[f"{label}_{r}"] = {**lag.figures(), "cpu_s": round(time.process_time() - cpu, 2),
-                                       "views_built": rt.jobs.views.builds,
-                                       "views_followed": getattr(rt.jobs.views, "followed", 0)}
-            assert cluster.bind_count == 4 * WRITING_JOBS
-            assert all(cluster.pod(f"{w.name}-worker-{k}").node == p.node  # type: ignore[union-attr]
-                       for w in works for k, p in enumerate(w.placement.pods))
-    for key in ("cpu_s", "wall_s", "max_ms"):
-        figures[f"ratio_{key}"] = round(statistics.median(figures[f"after_{r}"][key] for r in range(2))
-                                        / statistics.median(figures[f"before_{r}"][key] for r in range(2)), 4)
+            views = before_view.ClusterViews() if label == "before" else None  # the old view (same API)
+            figures[f"{label}_{r}"] = await _writing_pass(FakeCluster("c1", records), works, others, views)
+    _ratios(figures, 2)
     _record(f"writing_pass_{WRITING_NODES}_nodes_{WRITING_JOBS}_jobs_{others}_others", figures)
+
+
+# ---------------------------------------------------------------------------------------
+# 6. The same pass with the backend's pod index (agents/pod_index.py): "before" is the fake
+#    cluster of commit BEFORE_INDEX (loaded from git), which scanned every pod for each
+#    writing job's re-read of its pods (``list_pods`` by job label) and for each bind's room
+#    check; "after" reads both off the index. Everything else is the code in the tree.
+#    Interleaved in one process. Then the Kubernetes backend's two reads on their own, at
+#    20,000 nodes and 80,000 pods in its informer: ``_check_room`` (before every Binding)
+#    and ``list_pods`` by job label, the backend of BEFORE_INDEX against the current one.
+
+BEFORE_INDEX = "968c34c"
+
+
+@pytest.mark.parametrize("others", [0, 16_000])
+async def test_pass_where_every_job_writes_with_the_pod_index(others: int) -> None:
+    from agents.fake.cluster import FakeCluster
+
+    before = _module_at(BEFORE_INDEX, "agents/fake/cluster.py")
+    records, works = _writing_pass_inputs()
+    figures: dict[str, Any] = {}
+    runs = 3
+    for r in range(runs):
+        for label, cluster_type in (("before", before.FakeCluster), ("after", FakeCluster)):
+            figures[f"{label}_{r}"] = await _writing_pass(cluster_type("c1", records), works, others)
+    _ratios(figures, runs)
+    _record(f"writing_pass_pod_index_{WRITING_NODES}_nodes_{WRITING_JOBS}_jobs_{others}_others", figures)
+
+
+async def test_kubernetes_backend_room_check_and_job_read_80000_pods() -> None:
+    from kubernetes_asyncio.client import ApiClient
+
+    from agents.core.records import PodManifest
+    from agents.k8s.backend import KubernetesBackend
+    from agents.k8s.convert import pod_body
+
+    before = _module_at(BEFORE_INDEX, "agents/k8s/backend.py")
+    figures: dict[str, Any] = {}
+    async with ApiClient() as api:
+        backends = {"before": before.KubernetesBackend(api, "c1", owns_client=False),
+                    "after": KubernetesBackend(api, "c1", owns_client=False)}
+        jobs = [f"j{j:04d}" for j in range(WRITING_JOBS)]
+        for backend in backends.values():
+            backend._ready.set()  # the caches are filled by hand here, as the watch would
+            for i in range(BIG_NODES):
+                backend.nodes._apply("ADDED", _node_json(i))
+            for i in range(BIG_PODS):
+                backend.pods._apply("ADDED", _pod_json(i))
+            for j, job in enumerate(jobs):  # each job's 4 pods, created, not yet bound
+                for k in range(4):
+                    body = pod_body(PodManifest(f"{job}-worker-{k}", "default", labels={LABEL_JOB: job},
+                                                requests=Resources.of(gpu=1, cpu=1000)))
+                    body["metadata"]["resourceVersion"] = str(10 ** 7 + 4 * j + k)
+                    backend.pods._apply("ADDED", {"kind": "Pod", **body})
+        for r in range(3):
+            for label, backend in backends.items():
+                cpu = time.process_time()
+                for j, job in enumerate(jobs):
+                    for k in range(4):
+                        pod = backend.pods.get(("default", f"{job}-worker-{k}"))
+                        backend._check_room(pod, pod.name, f"n{(4 * j + k) % BIG_NODES:05d}")
+                checks = time.process_time() - cpu
+                cpu = time.process_time()
+                read = [await backend.list_pods({LABEL_JOB: job}) for job in jobs]
+                reads = time.process_time() - cpu
+                assert all(len(pods) == 4 for pods in read)
+                figures[f"{label}_{r}"] = {"check_room_ms_each": round(checks * 1000 / (4 * len(jobs)), 3),
+                                           "job_read_ms_each": round(reads * 1000 / len(jobs), 3)}
+        same = [await b.list_pods({LABEL_JOB: jobs[7]}) for b in backends.values()]
+        assert same[0] == same[1]
+        assert backends["after"].pod_index.used("n00000") == Resources.of(gpu=4, cpu=4000, memory=16 * 2 ** 30)
+    for key in ("check_room_ms_each", "job_read_ms_each"):
+        figures[f"ratio_{key}"] = round(statistics.median(figures[f"after_{r}"][key] for r in range(3))
+                                        / statistics.median(figures[f"before_{r}"][key] for r in range(3)), 5)
+    _record("kubernetes_backend_reads_20000_nodes_80000_pods", figures)
 
 
 async def test_loop_lag_of_a_view_build_80000_pods() -> None:
