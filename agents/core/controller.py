@@ -255,8 +255,8 @@ class JobController:
         try:
             await backend.create_service(replace(service, annotations={**service.annotations,
                                                                        ANNOTATION_CHECKPOINT: text}))
-        except BackendError as exc:
-            return observed, f"create service {job.namespace}/{job.name}: {exc.reason}"
+        except BackendError as exc:  # its reason names the Service already
+            return observed, exc.reason
         return replace(observed, services=tuple(await backend.list_services({LABEL_JOB: job.name}))), ""
 
     def _with_checkpoint(self, ops: Sequence[Op]) -> tuple[Op, ...]:

@@ -236,6 +236,15 @@ class Tree:
         ])
         return self
 
+    async def observed_by(self, backend: KubernetesBackend) -> None:
+        """Wait until ``backend`` has seen all three HyperNodes: a pass that runs between
+        their watch events sees part of the tree, and a Work planned into a HyperNode it
+        has not seen yet is reported Replan."""
+        async def seen() -> bool:
+            return {self.leaf_a, self.leaf_b, self.spine} <= {h.name for h in await backend.list_hypernodes()}
+
+        await eventually(f"HyperNodes of {self.spine} observed", seen)
+
     def __exit__(self, *exc: object) -> None:
         for name in (self.spine, self.leaf_a, self.leaf_b):
             with contextlib.suppress(Exception):

@@ -345,6 +345,7 @@ async def test_a_namespace_the_cluster_lacks_is_reported_and_the_job_starts_once
     namespace = unique("absent")
     job = replace(gpu_job(unique("nons"), (("worker", 2, 2),)), namespace=namespace)
     with Tree(control_plane, "east") as tree:
+        await tree.observed_by(backend)
         driver = WorkDriver(backend, work_for(job, "east", tree.leaf_a)).start()
         try:
             async def refused() -> bool:
