@@ -142,8 +142,11 @@ async def test_a_job_waiting_for_one_whose_ttl_ran_out_is_still_released_and_run
         await c.cancel_job("hog")
         await eventually(lambda: f.store.jobs.get("train").state == "succeeded", what="train released and run",
                          timeout=30)
-        placed = [e for e in f.store.jobs.events_since(0, job="train").events if e.type == "Placed"]
-        assert placed and "not submitted" not in f.store.jobs.get("train").message
+        # On PostgreSQL the event feed holds back events after an id gap until the gap is
+        # proven settled, and deleting prep (once train is done) leaves one: read until then.
+        await eventually(lambda: any(e.type == "Placed" for e in f.store.jobs.events_since(0, job="train").events),
+                         what="train's Placed event")
+        assert "not submitted" not in f.store.jobs.get("train").message
         await eventually(lambda: [j.name for j in f.store.jobs.list().items] == ["hog", "train"],
                          what="prep deleted once train finished")
 
