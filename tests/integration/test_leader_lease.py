@@ -26,7 +26,7 @@ from federation.service.leadership import LeaseTimings
 from federation.service.server import build_server
 from federation.store import Store
 from federation.store.leases import LeaseFence, LeaseRepository, NotLeader
-from federation.v1 import agent_pb2, agent_pb2_grpc
+from federation.v1 import agent_pb2_grpc
 
 pytestmark = pytest.mark.postgres
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -128,12 +128,11 @@ async def test_two_replicas_one_leads_the_standby_refuses_writes_and_agents_and_
             assert getattr(refused.value, "code", None) == grpc.StatusCode.UNAVAILABLE
         async with grpc.aio.insecure_channel(f"127.0.0.1:{second.port}") as channel:
             call = agent_pb2_grpc.AgentServiceStub(channel).Connect(metadata=(("authorization", f"Bearer {EAST}"),))  # type: ignore[call-arg]  # grpc-stubs lack the no-argument stream-stream call; requests go through write()
-            # The refusal may end the stream before the hello is written, and a write racing the
-            # end fails with the client's own INTERNAL ("Failed execute_batch"): the status the
-            # server ended the call with is the call's code, whichever step noticed.
+            # A standby refuses the stream before it reads anything, so nothing is written: a
+            # hello written while the refusal ends the stream fails with the client's own
+            # INTERNAL ("Failed execute_batch"), which then becomes the call's code.
             reply = None
             with contextlib.suppress(grpc.aio.AioRpcError):
-                await call.write(agent_pb2.AgentMessage(hello=agent_pb2.Hello(cluster="east", epoch=1, agent_id="a")))
                 reply = await call.read()
             assert reply is None  # no answer but the refusal
             assert await call.code() == grpc.StatusCode.UNAVAILABLE and "standby" in (await call.details() or "")
