@@ -136,6 +136,7 @@ class EventFeed:
         self._task: asyncio.Task[None] | None = None
         self._starting: asyncio.Future[None] | None = None
         self.polls = 0  # store reads by the poller (for tests and the benchmark)
+        self._forgets = 0  # ``forget`` calls so far: a page read across one is not published
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -160,6 +161,7 @@ class EventFeed:
         replay them). Another process's deletion is found by the next poll (module doc)."""
         self._items = deque(item for item in self._items if item.queue != queue)
         self._held = sum(item.size for item in self._items)
+        self._forgets += 1
 
     @property
     def cursor(self) -> int:
@@ -227,8 +229,12 @@ class EventFeed:
         deleted events), so no watcher is served an event that went with its queue.
         """
         self.polls += 1
-        floor, start = self._floor, self._cursor
+        floor, start, forgets = self._floor, self._cursor, self._forgets
         stale, events, cursor = await asyncio.to_thread(self._poll_read, floor, start, len(self._items))
+        if forgets != self._forgets:
+            # A queue was deleted while this page was read: it may hold that queue's events,
+            # read before the deletion, which ``forget`` could not drop. Read it again.
+            return True
         if stale:
             self._items.clear()
             self._held = 0
