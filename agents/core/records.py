@@ -314,10 +314,6 @@ class StorageClassRecord:
 ObjectRecord = (NodeRecord | PodRecord | ServiceManifest | ConfigMapManifest | SecretManifest
                 | NetworkPolicyManifest | str)
 
-EVENT_KINDS = ("Node", "Pod", "Service", "ConfigMap", "Secret", "NetworkPolicy", "HyperNode")
-EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
-
-
 @dataclass(frozen=True)
 class ChangeEvent:
     """One watch notification. The runtime only uses it as a trigger to re-read and
