@@ -21,7 +21,7 @@ from federation.domain.jobs import Job
 from federation.domain.partitions import partition_groups
 from federation.domain.plans import PodAssignment
 from federation.domain.resources import Resources
-from federation.placement.eligibility import node_masks
+from federation.placement.eligibility import exclusive_mask, node_masks
 from federation.placement.packing import Vector, vector
 from federation.placement.partitions import pack_partitioned
 
@@ -90,15 +90,13 @@ def _extra_partitions(rnd: PlanningRound, job: Job, dom: DomainState, have: set[
     masks = {n: m for n, m in node_masks(dom.cluster, job).items() if allowed is None or n in allowed}
     index = {t.name: i for i, t in enumerate(job.tasks)}
     requests = {t.name: t.resources for t in job.tasks}
-    exclusive = sum(1 << i for i, c in enumerate(job.node_constraints) if c.one_per_node)
+    exclusive = exclusive_mask(job)
     started = {(t, p) for (t, p) in partition_groups(job, have)}
     out: list[PodAssignment] = []
     for (task, part), keys in partition_groups(job, ((t, i) for t, i, _ in job.pods())).items():
         if (task, part) in started:
             continue
-        need = Resources()
-        for _ in keys:
-            need = need + requests[task]
+        need = requests[task].scaled(len(keys))
         if cap is not None and not all((used + need).get(k) <= v for k, v in cap if need.get(k) > 0):
             continue
         bit = 1 << index[task]
