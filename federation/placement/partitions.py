@@ -21,12 +21,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from operator import sub
 
 from federation.domain.jobs import Job
-from federation.domain.partitions import homes, partition_cap, partition_groups
+from federation.domain.partitions import PodKey, homes, partition_cap, partition_groups
 from federation.domain.plans import PodAssignment
 from federation.domain.topology import Domain, HyperNodeTree
 from federation.placement.packing import Vector, pack_masked
-
-PodKey = tuple[str, int]
 
 
 def partitioned(job: Job) -> bool:
@@ -90,7 +88,7 @@ def pack_partitioned(
 def _free_first(domain: Domain, room: Mapping[str, Vector]) -> int:
     """The domain's free amount of the scarcest resource: fullest first keeps empty
     HyperNodes whole for larger partitions."""
-    return sum(v[0] for n, v in room.items() if n in domain.nodes and v)
+    return sum(room[n][0] for n in domain.nodes if room.get(n))
 
 
 def partition_problems(who: str, job: Job, tree: HyperNodeTree, pods: Iterable[PodAssignment]) -> Iterator[str]:
