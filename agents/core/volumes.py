@@ -135,13 +135,12 @@ def pod_claims(job: Job) -> dict[PodKey, tuple[str, ...]]:
     every_pod = [claim for claim, _ in job.claims]
     out: dict[PodKey, tuple[str, ...]] = {}
     for task in job.tasks:
-        named = template_claims(task.template_json)
+        shared = [c for v, c in template_claims(task.template_json) if v not in per_set]
+        if not shared and not per_set and not every_pod:
+            continue  # no pod of the task names a claim: nothing to walk per replica on this hot path
         for index in range(task.replicas):
-            claims = [c for v, c in named if v not in per_set]
-            claims += [f"{t}-{job.name}-{index}" for t in per_set]
-            claims += every_pod
-            if claims:
-                out[(task.name, index)] = tuple(dict.fromkeys(claims))
+            claims = [*shared, *(f"{t}-{job.name}-{index}" for t in per_set), *every_pod]
+            out[(task.name, index)] = tuple(dict.fromkeys(claims))
     return out
 
 
