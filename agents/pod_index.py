@@ -49,10 +49,10 @@ class PodIndex:
         if held != holds:
             if held is not None:
                 del self._holding[key]
-                self._add(held[0], held[1], taken=False)
+                hold(self._used, held[0], held[1], taken=False)
             if holds is not None:
                 self._holding[key] = holds
-                self._add(holds[0], holds[1], taken=True)
+                hold(self._used, holds[0], holds[1], taken=True)
         job = pod.labels.get(LABEL_JOB) if pod is not None else None
         was = self._job_of.get(key)
         if was is not None and was != job:
@@ -66,14 +66,6 @@ class PodIndex:
             self._job_of[key] = job
             self._by_job.setdefault(job, {})[key] = pod
             self._ordered.pop(job, None)
-
-    def _add(self, node: str, requests: Resources, *, taken: bool) -> None:
-        used = self._used.get(node, Resources())
-        used = used + requests if taken else used - requests
-        if used:
-            self._used[node] = used
-        else:
-            self._used.pop(node, None)
 
     def used(self, node: str) -> Resources:
         """What the bound, non-terminal pods on ``node`` request together."""
@@ -103,3 +95,14 @@ class PodIndex:
         self._holding, self._used = other._holding, other._used
         self._job_of, self._by_job, self._ordered = other._job_of, other._by_job, other._ordered
         other._clear()  # left empty: the two never share their dicts
+
+
+def hold(used: dict[str, Resources], node: str, requests: Resources, *, taken: bool) -> None:
+    """``requests`` taken on ``node`` in ``used`` (given back when not ``taken``); a node
+    left holding nothing is dropped, so ``used`` never holds an empty vector."""
+    held = used.get(node, Resources())
+    held = held + requests if taken else held - requests
+    if held:
+        used[node] = held
+    else:
+        used.pop(node, None)

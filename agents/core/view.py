@@ -41,6 +41,7 @@ from agents.backend import ClusterBackend
 from agents.core.records import LABEL_JOB, NodeRecord, PodRecord
 from agents.core.snapshot import build_snapshot, used_by_node, with_free
 from agents.own_writes import PodChange
+from agents.pod_index import hold
 from federation.domain.clusters import ClusterSnapshot
 from federation.domain.errors import InvalidInput
 from federation.domain.nodes import Node
@@ -112,12 +113,7 @@ def follow_own_writes(view: ClusterView, revision: int, changes: Sequence[PodCha
             if pod is None:
                 continue
             if pod.node is not None and not pod.terminal:
-                held = used.get(pod.node, Resources())
-                held = held + pod.requests if taken else held - pod.requests
-                if held:
-                    used[pod.node] = held
-                else:
-                    used.pop(pod.node, None)
+                hold(used, pod.node, pod.requests, taken=taken)
                 touched.add(pod.node)
             job = pod.labels.get(LABEL_JOB)
             if job is not None:
