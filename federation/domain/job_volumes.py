@@ -35,15 +35,15 @@ from dataclasses import dataclass
 from federation.domain.errors import InvalidInput, require
 from federation.domain.manifests_fields import check_keys, mapping, sequence, string
 from federation.domain.names import dns_subdomain
-from federation.domain.resources import parse_quantity
+from federation.domain.resources import QUANTITY_MAX, parse_quantity
 
 MAX_JOB_VOLUMES = 16  # each is a claim the agent reads (and may make) per pass, and a mount in every container
 MAX_MOUNT_PATH = 1024  # longer than any path a container runtime mounts at; bounds the strings we compare
 ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
 VOLUME_MODE_FILESYSTEM = "Filesystem"
 STORAGE = "storage"
-POD_VOLUME_PREFIX = "federation-volume-"
-_KIND = re.compile(r"[A-Za-z][A-Za-z0-9]{0,62}")  # the pod volume of spec.volumes[i] is federation-volume-<i>
+POD_VOLUME_PREFIX = "federation-volume-"  # the pod volume of spec.volumes[i] is federation-volume-<i>
+_KIND = re.compile(r"[A-Za-z][A-Za-z0-9]{0,62}")
 
 _VOLUME_KEYS = ("mountPath", "volumeClaimName", "volumeClaim")
 _CLAIM_KEYS = ("accessModes", "resources", "storageClassName", "volumeMode", "dataSource")
@@ -107,8 +107,8 @@ class ClaimSpec:
             require(mode not in self.access_modes[:i], f"accessModes[{i}]", f"{mode} is listed twice")
         require("ReadWriteOncePod" not in self.access_modes or len(self.access_modes) == 1, "accessModes",
                 "ReadWriteOncePod cannot be combined with other access modes (Kubernetes refuses it)")
-        require(isinstance(self.storage_bytes, int) and 0 < self.storage_bytes < 2**63, "resources.requests.storage",
-                "must be greater than zero")
+        require(isinstance(self.storage_bytes, int) and 0 < self.storage_bytes <= QUANTITY_MAX,
+                "resources.requests.storage", "must be greater than zero")
         if self.storage_class:
             dns_subdomain(self.storage_class, "storageClassName")
         require(self.volume_mode in (None, VOLUME_MODE_FILESYSTEM), "volumeMode",
