@@ -476,19 +476,20 @@ class KubernetesBackend(NamedObjects, StorageObjects):
     async def _delete(self, cache: Informer[Any], delete: Any, namespace: str, name: str,
                       body: dict[str, Any], *, landing: Landing | None = None) -> bool:
         """``landing`` wraps the cache update of an own pod write (``_landing``)."""
+        landing = landing or _untracked
         try:
             obj = await call(delete(name, namespace, body=body, _preload_content=False,
                                     _request_timeout=k8s.REQUEST_TIMEOUT))
         except ApiError as exc:
             if exc.status == 404:
-                with landing(namespace, name) if landing is not None else contextlib.nullcontext():
+                with landing(namespace, name):
                     cache.remove((namespace, name))
                 return False
             raise fail(f"delete {namespace}/{name}", exc) from exc
         meta = obj.get("metadata") or {}
         still_there = (obj.get("kind") == cache_kind(cache) and meta.get("deletionTimestamp")
                        and (meta.get("finalizers") or (obj.get("spec") or {}).get("nodeName")))
-        with landing(namespace, name) if landing is not None else contextlib.nullcontext():
+        with landing(namespace, name):
             if still_there:
                 cache.upsert(obj)  # terminating: the watch's DELETED event removes it
             else:
@@ -499,6 +500,11 @@ class KubernetesBackend(NamedObjects, StorageObjects):
         """Around the cache update of an own pod write, never around an ``await``: what it
         changes is recorded for the shared view (agents/own_writes.py)."""
         return self._own.landing(lambda: self.revision, lambda: self.pods.get((namespace, name)))
+
+
+def _untracked(namespace: str, name: str) -> contextlib.AbstractContextManager[None]:
+    """The ``Landing`` of a write that is not an own pod write: nothing is recorded."""
+    return contextlib.nullcontext()
 
 
 def _pointer(key: str) -> str:
