@@ -246,6 +246,7 @@ def orphan_ops(pods: Sequence[PodRecord], services: Sequence[ServiceManifest],
 
 
 def _made_claims(svc: ServiceManifest) -> list[str]:
-    """The claims a job's Service says the agent made for it (bounded: it is cluster data)."""
-    names = svc.annotations.get(ANNOTATION_CLAIMS, "").split(",")[:MAX_JOB_VOLUMES]
+    """The claims a job's Service says the agent made for it (bounded: it is cluster data,
+    so the annotation is split no further than the names kept)."""
+    names = svc.annotations.get(ANNOTATION_CLAIMS, "").split(",", MAX_JOB_VOLUMES)[:MAX_JOB_VOLUMES]
     return [n for n in names if n and len(n) <= 253]
