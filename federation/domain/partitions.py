@@ -72,6 +72,10 @@ def homes(tree: HyperNodeTree, domain: Domain, cap: int | None, holding: Iterabl
     """HyperNodes a partition may sit in: ``domain`` or one below it, of tier <= ``cap``,
     holding the nodes in ``holding``; lowest tier first (then smallest, then name)."""
     need = frozenset(holding)
-    return [d for d in tree.by_tier if (cap is None or d.tier <= cap) and d.nodes <= domain.nodes
-            and need <= d.nodes] + ([domain] if domain.name not in tree.domains
-                                    and (cap is None or domain.tier <= cap) and need <= domain.nodes else [])
+
+    def may_hold(d: Domain) -> bool:
+        return (cap is None or d.tier <= cap) and need <= d.nodes
+
+    below = [d for d in tree.by_tier if d.nodes <= domain.nodes and may_hold(d)]
+    # ``domain`` is among ``below`` when the tree holds it; otherwise it is a home of its own.
+    return below + ([domain] if domain.name not in tree.domains and may_hold(domain) else [])

@@ -71,12 +71,14 @@ def pack_partitioned(
             allowed[name] &= ~((1 << classes[k]) & exclusive)
         return True
 
+    candidates: dict[str, list[Domain]] = {}  # per task: its partitions share their possible homes
     for (task, _), keys in groups.items():
-        policy = policies[task]
-        assert policy is not None
+        if task not in candidates:
+            policy = policies[task]
+            assert policy is not None
+            candidates[task] = homes(tree, domain, partition_cap(policy, tree))
         members = [at[k] for k in keys]
-        cap = partition_cap(policy, tree)
-        ranked = sorted(homes(tree, domain, cap), key=lambda d: (d.tier, _free_first(d, room), d.name))
+        ranked = sorted(candidates[task], key=lambda d: (d.tier, _free_first(d, room), d.name))
         if not any(place(members, d.nodes) for d in ranked):
             return None
     rest = [k for k, (task, _) in enumerate(pods) if policies.get(task) is None]
