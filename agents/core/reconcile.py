@@ -202,7 +202,7 @@ def reconcile(
     if not unbound:
         return Reconciliation(tuple(ops), _settled_phase(work, current), "")
     if claim_ops:  # read back on the next pass (their class decides how the gang binds)
-        made = ", ".join(op.manifest.name for op in claim_ops if isinstance(op, CreateClaim))
+        made = ", ".join(op.manifest.name for op in claim_ops)
         return Reconciliation(tuple(ops), WorkPhase.PENDING, f"creating persistentvolumeclaims {made}")
     if observed.tree is None:
         return Reconciliation(tuple(ops), WorkPhase.PENDING, "no valid HyperNode tree observed yet")
@@ -227,7 +227,7 @@ def reconcile(
     return Reconciliation(tuple(ops), phase, "")
 
 
-def _make_claims(job: str, desired: Sequence[ClaimManifest], observed: Observed) -> tuple[list[Op], str]:
+def _make_claims(job: str, desired: Sequence[ClaimManifest], observed: Observed) -> tuple[list[CreateClaim], str]:
     """Creates for the job's missing claims, or why its pods must wait: a claim of one of
     its names is someone else's (never replaced, and its data is not the job's to mount),
     or the claims could not be read."""
