@@ -213,7 +213,10 @@ class StorageObjects:
         except ApiError as exc:
             if exc.status != 409:
                 raise fail(f"create {where}", exc) from exc
-            existing = await self.read_claim(manifest.namespace, manifest.name)
+            try:
+                existing = await self.read_claim(manifest.namespace, manifest.name)
+            except InvalidInput as unreadable:  # not a claim this agent made, whatever it holds
+                raise AlreadyExists(f"{where} already exists and cannot be read: {unreadable}") from exc
             if existing is None or existing.job != manifest.labels.get(LABEL_JOB):
                 raise AlreadyExists(f"{where} already exists and is not this job's") from exc
 
@@ -224,11 +227,17 @@ class StorageObjects:
         where = f"persistentvolumeclaim {namespace}/{name}"
         obj = await self._read_storage(where, core.read_namespaced_persistent_volume_claim(
             name, namespace, _preload_content=False, _request_timeout=k8s.REQUEST_TIMEOUT))
-        labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
-        if obj is None or labels.get(LABEL_JOB) != job:
+        if obj is None:
+            return False
+        try:
+            meta = _mapping(obj.get("metadata"), "metadata")
+            labels = _mapping(meta.get("labels"), "metadata.labels")
+        except InvalidInput:  # not the shape of a claim this agent made: not its to delete
+            return False
+        if labels.get(LABEL_JOB) != job:
             return False
         body: dict[str, Any] = {"propagationPolicy": "Background"}
-        uid = (obj.get("metadata") or {}).get("uid")
+        uid = meta.get("uid")
         if uid:
             body["preconditions"] = {"uid": uid}
         try:
