@@ -211,7 +211,7 @@ def labelled_pods(view: ClusterView, keep: set[str]) -> list[PodRecord]:
 
 def orphan_ops(pods: Sequence[PodRecord], services: Sequence[ServiceManifest],
                config_maps: Sequence[ConfigMapManifest], keep: set[str],
-               network_policies: Sequence[NetworkPolicyManifest] = ()) -> tuple[Op, ...]:
+               network_policies: Sequence[NetworkPolicyManifest]) -> tuple[Op, ...]:
     """Deletions for objects labelled with a job that is in no desired set."""
     ops: list[Op] = []
     owners: set[tuple[str, str]] = set()

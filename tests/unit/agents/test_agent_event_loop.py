@@ -230,7 +230,7 @@ async def test_the_orphan_sweep_reads_the_pass_view_not_every_pod_again() -> Non
     view = await runtime.jobs.views.get(cluster, LABEL_KEYS)
     everything = await cluster.list_pods({})
     assert [p for p in everything if p.labels.get(LABEL_JOB) == "j1"] == labelled_pods(view, keep)
-    assert orphan_ops(labelled_pods(view, keep), [], [], keep) == orphan_ops(everything, [], [], keep)
+    assert orphan_ops(labelled_pods(view, keep), [], [], keep, []) == orphan_ops(everything, [], [], keep, [])
 
 
 async def test_a_burst_of_change_events_gives_the_loop_turns() -> None:

@@ -170,7 +170,7 @@ async def test_a_named_claim_is_used_as_it_is_and_its_absence_keeps_the_job_pend
 def test_the_orphan_sweep_deletes_the_claims_named_on_the_jobs_service_first() -> None:
     svc = ServiceManifest("gone", "ns1", labels={LABEL_JOB: "gone"},
                           annotations={ANNOTATION_CLAIMS: "gone-pvc-0,gone-pvc-2"})
-    ops = orphan_ops((), (svc,), (), {"train"})
+    ops = orphan_ops((), (svc,), (), {"train"}, ())
     assert [op for op in ops if isinstance(op, DeleteClaim)] == [DeleteClaim("ns1", "gone-pvc-0", "gone"),
                                                                  DeleteClaim("ns1", "gone-pvc-2", "gone")]
     assert ops[-1].describe() == "delete service ns1/gone"  # the Service, the marker, goes last

@@ -151,7 +151,7 @@ async def test_a_users_own_secret_of_the_ssh_name_is_never_replaced_or_withdrawn
 def test_orphan_sweep_deletes_the_secret_before_the_service_that_finds_it() -> None:
     orphan = ServiceManifest("gone", "ns1", labels={LABEL_JOB: "gone"})
     kept = ServiceManifest("train", "default", labels={LABEL_JOB: "train"})
-    ops = orphan_ops((), (orphan, kept), (), {"train"})
+    ops = orphan_ops((), (orphan, kept), (), {"train"}, ())
     assert ops == (DeleteSecret("ns1", "gone-ssh"), DeleteService("ns1", "gone"))
 
 

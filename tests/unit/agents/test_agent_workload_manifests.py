@@ -168,7 +168,7 @@ def test_orphaned_workload_pods_take_their_workload_with_them() -> None:
     from agents.core.records import PodRecord
 
     pod = PodRecord("serve-7d9f-a", "ns1", labels={LABEL_JOB: "serve", LABEL_TASK: "pod"})
-    ops = orphan_ops((pod,), (), (), set())
+    ops = orphan_ops((pod,), (), (), set(), ())
     assert [type(op).__name__ for op in ops] == ["DeleteWorkload", "DeleteWorkload", "DeletePod"]
     assert {op.kind for op in ops if isinstance(op, DeleteWorkload)} == {"Deployment", "StatefulSet"}
 
