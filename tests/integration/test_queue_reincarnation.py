@@ -88,7 +88,8 @@ async def test_a_page_read_while_the_queue_is_deleted_is_not_published(store: St
     """The poller reads a page in a worker thread. A queue deleted (and ``forget`` called)
     while that page is in flight: the page, read before the deletion, holds the queue's
     events, and publishing it put them back behind ``forget``, for whoever owns the name
-    next. It is read again instead."""
+    next. It is read again instead. One poll is driven by hand (no background poller), so
+    the page is held exactly while the queue goes."""
     import threading
 
     from federation.service.event_feed import EventFeed
@@ -96,38 +97,30 @@ async def test_a_page_read_while_the_queue_is_deleted_is_not_published(store: St
 
     store.queues.create(Queue(name="reused", owners=("nlp",)))
     feed = EventFeed(store, poll_seconds=0.02, coalesce_seconds=0)
-    await feed.start()
-    read, release, polled_again, resume = threading.Event(), threading.Event(), threading.Event(), threading.Event()
+    feed._floor = feed._cursor = store.jobs.latest_event_id()  # what start() does, without its poller
+    read, release = threading.Event(), threading.Event()
     original = feed._poll_read
 
-    def slow_read(floor: int, cursor: int, held: int) -> tuple[bool, list[Any], int]:
-        if read.is_set():  # the poll after the held one: stop there, before it clears anything
-            polled_again.set()
-            resume.wait(10)
-            return original(floor, cursor, held)
+    def held_read(floor: int, cursor: int, held: int) -> tuple[bool, list[Any], int]:
         result = original(floor, cursor, held)
-        if result[1]:  # the page with the secret's events: hold it until the queue is gone
-            read.set()
-            release.wait(10)
+        read.set()
+        release.wait(10)
         return result
 
-    feed._poll_read = slow_read  # type: ignore[method-assign]
+    feed._poll_read = held_read  # type: ignore[method-assign]
+    secret = spec("nlp-secret", "reused")
+    secret.labels["project"] = "top-secret-model"
+    store.jobs.submit(job_from_proto(secret, "spec"))
+    store.jobs.cancel("nlp-secret")
+    poll = asyncio.create_task(feed._poll_once())
     try:
-        secret = spec("nlp-secret", "reused")
-        secret.labels["project"] = "top-secret-model"
-        store.jobs.submit(job_from_proto(secret, "spec"))
-        store.jobs.cancel("nlp-secret")
-        feed.wake()
         assert await asyncio.to_thread(read.wait, 10)
         store.queues.delete("reused")  # its finished jobs and their events go with it
         feed.forget("reused")
         release.set()
-        feed.wake()
-        assert await asyncio.to_thread(polled_again.wait, 10)
-        # What a watcher is served now, between the held page's return and the next poll:
+        await poll
+        # What a watcher is served now, before any later poll:
         assert [item for item in feed._after(0) if item.queue == "reused"] == []
-        resume.set()
     finally:
         release.set()
-        resume.set()
         await feed.close()
